@@ -1,0 +1,211 @@
+// Package algorithm holds sluice's five rate-limiting algorithms as pure
+// functions: (params, state, now, cost) → (result, new state). They take no
+// locks, do no I/O and never read the clock; the caller passes now in.
+//
+// Every algorithm has one definition here and a second execution in the Redis
+// Lua scripts; both give the same decision for the same sequence of (time,
+// cost). To keep them identical, times are integer microseconds (exact in a
+// Lua double up to 2^53 µs, year 2255) and the few floating-point steps are
+// written so that Go and Lua perform the same IEEE operations in the same
+// order (explicit float64 conversions keep the Go compiler from fusing them).
+//
+// A state that is never written by an allowed call stays as it was: a denied
+// call consumes nothing. The one exception is a clock that went backwards,
+// where the state is rebased onto the new now so that a skewed clock cannot
+// block a caller for the length of the skew.
+package algorithm
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind names an algorithm. The zero value is TokenBucket, the default.
+type Kind uint8
+
+const (
+	TokenBucket   Kind = iota // capacity burst, refilled at limit per window
+	LeakyBucket               // GCRA meter: one theoretical arrival time
+	FixedWindow               // counter per epoch-aligned window
+	SlidingWindow             // weighted previous + current window counters
+	SlidingLog                // exact log of timestamps in (now-window, now]
+)
+
+// Kinds lists every algorithm, in declaration order.
+var Kinds = []Kind{TokenBucket, LeakyBucket, FixedWindow, SlidingWindow, SlidingLog}
+
+var kindNames = [...]string{"token_bucket", "leaky_bucket", "fixed_window", "sliding_window", "sliding_log"}
+
+// String returns the name used in rules, e.g. "token_bucket".
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("algorithm(%d)", uint8(k))
+}
+
+// ErrUnknownKind is returned by ParseKind for a name that is not an algorithm.
+var ErrUnknownKind = errors.New("algorithm: unknown algorithm")
+
+// ParseKind returns the algorithm named s; the empty string is TokenBucket.
+func ParseKind(s string) (Kind, error) {
+	if s == "" {
+		return TokenBucket, nil
+	}
+	for i, n := range kindNames {
+		if n == s {
+			return Kind(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w %q (want one of token_bucket, leaky_bucket, fixed_window, sliding_window, sliding_log)", ErrUnknownKind, s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k Kind) MarshalText() ([]byte, error) {
+	if int(k) >= len(kindNames) {
+		return nil, fmt.Errorf("algorithm: invalid kind %d", uint8(k))
+	}
+	return []byte(kindNames[k]), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (k *Kind) UnmarshalText(b []byte) error {
+	v, err := ParseKind(string(b))
+	if err != nil {
+		return err
+	}
+	*k = v
+	return nil
+}
+
+// MaxLogLimit caps the limit of a SlidingLog rule: its state holds one
+// timestamp per admitted call in the window.
+const MaxLogLimit = 10000
+
+// Params are the parts of a rule an algorithm reads. Times are microseconds.
+type Params struct {
+	Kind   Kind
+	Limit  int64 // calls per window, ≥ 1
+	Window int64 // µs, ≥ 1
+	// Burst is the extra allowance of the bucket algorithms; 0 means the
+	// default. TokenBucket: capacity, default Limit. LeakyBucket: calls
+	// tolerated on top of the conforming one, default 1. Ignored otherwise.
+	Burst int64
+}
+
+// Capacity is the largest cost a single call can ever have and still pass.
+func (p Params) Capacity() int64 {
+	switch p.Kind {
+	case TokenBucket:
+		if p.Burst > 0 {
+			return p.Burst
+		}
+		return p.Limit
+	case LeakyBucket:
+		if p.Burst > 0 {
+			return p.Burst + 1
+		}
+		return 2
+	default:
+		return p.Limit
+	}
+}
+
+// State is the stored state of one bucket. The zero value is a new bucket.
+// Field meaning depends on the algorithm:
+//
+//	TokenBucket    T = last refill (µs, 0 = new), A = tokens
+//	LeakyBucket    A = theoretical arrival time (µs, as a float)
+//	FixedWindow    T = window start (µs), A = count
+//	SlidingWindow  T = current window start (µs), A = current count, B = previous count
+//	SlidingLog     Log = admitted call times (µs), ascending
+type State struct {
+	T   int64
+	A   float64
+	B   float64
+	Log []int64
+}
+
+// Reason says why a call was denied.
+type Reason uint8
+
+const (
+	ReasonNone                Reason = iota // allowed
+	ReasonLimited                           // no capacity now; RetryAfter says when
+	ReasonCostExceedsCapacity               // cost larger than the bucket can ever hold; never passes
+)
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonNone:
+		return ""
+	case ReasonLimited:
+		return "rate_limited"
+	case ReasonCostExceedsCapacity:
+		return "cost_exceeds_capacity"
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// Result is one algorithm's answer for one call. Durations are microseconds.
+type Result struct {
+	Allowed bool
+	Reason  Reason
+	// Remaining is how many unit-cost calls would pass right after this one.
+	Remaining int64
+	// ResetAfter is the time until the bucket is whole again (full quota).
+	ResetAfter int64
+	// RetryAfter is the time until this call could pass: 0 when allowed and
+	// when it never can (ReasonCostExceedsCapacity); otherwise never earlier
+	// than the first instant the same call would be allowed.
+	RetryAfter int64
+	// Changed reports whether the returned state differs from the input and
+	// must be written back.
+	Changed bool
+}
+
+// Apply runs the algorithm p.Kind for a call of cost ≥ 1 at now (µs > 0).
+// The returned state may share Log's backing array with s; callers must not
+// keep using s.Log afterwards.
+func Apply(p Params, s State, now, cost int64) (Result, State) {
+	switch p.Kind {
+	case LeakyBucket:
+		return leakyBucket(p, s, now, cost)
+	case FixedWindow:
+		return fixedWindow(p, s, now, cost)
+	case SlidingWindow:
+		return slidingWindow(p, s, now, cost)
+	case SlidingLog:
+		return slidingLog(p, s, now, cost)
+	default:
+		return tokenBucket(p, s, now, cost)
+	}
+}
+
+// Idle returns how long from now until s is indistinguishable from a new
+// bucket, so that a store may drop it then (the expiry of a Redis key).
+func Idle(p Params, s State, now int64) int64 {
+	var until int64
+	switch p.Kind {
+	case TokenBucket:
+		if s.T == 0 {
+			return 0
+		}
+		until = s.T + ceilDuration(float64(p.Capacity())-s.A, p)
+	case LeakyBucket:
+		until = int64(s.A)
+	case FixedWindow:
+		until = s.T + p.Window
+	case SlidingWindow:
+		until = s.T + 2*p.Window
+	case SlidingLog:
+		if len(s.Log) == 0 {
+			return 0
+		}
+		until = s.Log[len(s.Log)-1] + p.Window
+	}
+	if until <= now {
+		return 0
+	}
+	return until - now
+}

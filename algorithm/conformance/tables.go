@@ -1,0 +1,459 @@
+package conformance
+
+import "github.com/sluicehq/sluice/algorithm"
+
+const (
+	tb = algorithm.TokenBucket
+	lb = algorithm.LeakyBucket
+	fw = algorithm.FixedWindow
+	sw = algorithm.SlidingWindow
+	sl = algorithm.SlidingLog
+
+	capacity = algorithm.ReasonCostExceedsCapacity
+)
+
+// repeat returns n copies of s whose Remaining counts down from s.Remaining.
+func countdown(at, from, n int64, reset int64) []Step {
+	var out []Step
+	for i := int64(0); i < n; i++ {
+		out = append(out, Step{At: at, Allowed: true, Remaining: from - i, ResetAfter: reset})
+	}
+	return out
+}
+
+func steps(parts ...[]Step) []Step {
+	var out []Step
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+var tokenBucket = []Case{
+	{
+		// The seed scenario: 1/s with a burst of 10 lets 10 through at once,
+		// denies the 11th for one second, then one more.
+		Name:   "burst then refill",
+		Params: params(tb, 1, Second, 10),
+		Steps: steps(
+			[]Step{{At: 0, Allowed: true, Remaining: 9, ResetAfter: 1 * Second}},
+			[]Step{{At: 0, Allowed: true, Remaining: 8, ResetAfter: 2 * Second}},
+			[]Step{
+				{At: 0, Allowed: true, Remaining: 7, ResetAfter: 3 * Second},
+				{At: 0, Allowed: true, Remaining: 6, ResetAfter: 4 * Second},
+				{At: 0, Allowed: true, Remaining: 5, ResetAfter: 5 * Second},
+				{At: 0, Allowed: true, Remaining: 4, ResetAfter: 6 * Second},
+				{At: 0, Allowed: true, Remaining: 3, ResetAfter: 7 * Second},
+				{At: 0, Allowed: true, Remaining: 2, ResetAfter: 8 * Second},
+				{At: 0, Allowed: true, Remaining: 1, ResetAfter: 9 * Second},
+				{At: 0, Allowed: true, Remaining: 0, ResetAfter: 10 * Second},
+				{At: 0, Remaining: 0, RetryAfter: 1 * Second, ResetAfter: 10 * Second},
+				{At: 500 * Millisecond, Remaining: 0, RetryAfter: 500 * Millisecond, ResetAfter: 9500 * Millisecond},
+				{At: 1 * Second, Allowed: true, Remaining: 0, ResetAfter: 10 * Second},
+				{At: 1 * Second, Remaining: 0, RetryAfter: 1 * Second, ResetAfter: 10 * Second},
+				{At: 1999999, Remaining: 0, RetryAfter: 1, ResetAfter: 9000001},
+				{At: 2 * Second, Allowed: true, Remaining: 0, ResetAfter: 10 * Second},
+				// A long quiet spell refills to the burst, no further.
+				{At: 1 * Hour, Allowed: true, Remaining: 9, ResetAfter: 1 * Second},
+			},
+		),
+	},
+	{
+		Name:   "cost above capacity is denied and consumes nothing",
+		Params: params(tb, 10, Second, 5),
+		Steps: []Step{
+			{At: 0, Cost: 6, Reason: capacity, Remaining: 5, ResetAfter: 0},
+			{At: 0, Cost: 5, Allowed: true, Remaining: 0, ResetAfter: 500 * Millisecond},
+			{At: 0, Cost: 6, Reason: capacity, Remaining: 0, ResetAfter: 500 * Millisecond},
+			{At: 100 * Millisecond, Cost: 1, Allowed: true, Remaining: 0, ResetAfter: 500 * Millisecond},
+		},
+	},
+	{
+		Name:   "cost takes all or nothing",
+		Params: params(tb, 10, Second, 10),
+		Steps: []Step{
+			{At: 0, Cost: 7, Allowed: true, Remaining: 3, ResetAfter: 700 * Millisecond},
+			{At: 0, Cost: 4, Remaining: 3, RetryAfter: 100 * Millisecond, ResetAfter: 700 * Millisecond},
+			{At: 0, Cost: 3, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+		},
+	},
+	{
+		Name:   "fractional refill rounds retry up",
+		Params: params(tb, 3, Second, 3),
+		Steps: []Step{
+			{At: 0, Cost: 3, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 0, Remaining: 0, RetryAfter: 333334, ResetAfter: 1 * Second},
+			// 666668, not 666667: (3−0.999999)·10⁶/3 rounds above 666667 in
+			// binary floating point; Lua computes the same.
+			{At: 333333, Remaining: 0, RetryAfter: 1, ResetAfter: 666668},
+			{At: 333334, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+		},
+	},
+	{
+		// time restarts from the new now: no refill for the gap, and the
+		// caller is not blocked for the length of the skew.
+		Name:   "clock jumps backwards",
+		Params: params(tb, 10, Second, 10),
+		Steps: []Step{
+			{At: 10 * Second, Cost: 10, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 5 * Second, Remaining: 0, RetryAfter: 100 * Millisecond, ResetAfter: 1 * Second},
+			{At: 5*Second + 100*Millisecond, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 6 * Second, Cost: 9, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+		},
+	},
+	{
+		Name:   "raised limit takes effect",
+		Params: params(tb, 1, Minute, 1),
+		Steps: []Step{
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 1 * Minute},
+			{At: 1 * Second, Remaining: 0, RetryAfter: 59 * Second, ResetAfter: 59 * Second},
+			{At: 1 * Second, Params: edit(tb, 60, Minute, 60), Allowed: true, Remaining: 0, ResetAfter: 1 * Minute},
+			{At: 2 * Second, Allowed: true, Remaining: 0, ResetAfter: 1 * Minute},
+		},
+	},
+	{
+		Name:   "lowered limit clamps",
+		Params: params(tb, 100, Minute, 0),
+		Steps: []Step{
+			{At: 0, Cost: 10, Allowed: true, Remaining: 90, ResetAfter: 6 * Second},
+			{At: 1 * Second, Params: edit(tb, 10, Minute, 0), Allowed: true, Remaining: 9, ResetAfter: 6 * Second},
+			{At: 1 * Second, Cost: 10, Remaining: 9, RetryAfter: 6 * Second, ResetAfter: 6 * Second},
+		},
+	},
+	{
+		Name:   "tiny window",
+		Params: params(tb, 1, Millisecond, 0),
+		Steps: []Step{
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 1 * Millisecond},
+			{At: 500, Remaining: 0, RetryAfter: 500, ResetAfter: 500},
+			{At: 1 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 1 * Millisecond},
+			{At: 1 * Second, Allowed: true, Remaining: 0, ResetAfter: 1 * Millisecond},
+		},
+	},
+	{
+		Name:   "huge window",
+		Params: params(tb, 1, 366*Day, 0),
+		Steps: []Step{
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 366 * Day},
+			{At: 1 * Second, Remaining: 0, RetryAfter: 366*Day - Second, ResetAfter: 366*Day - Second},
+			{At: 366 * Day, Allowed: true, Remaining: 0, ResetAfter: 366 * Day},
+		},
+	},
+	{
+		Name:   "large limit, one day",
+		Params: params(tb, 1_000_000_000, Day, 0),
+		Steps: []Step{
+			// one token every 86.4µs
+			{At: 0, Cost: 999_999_999, Allowed: true, Remaining: 1, ResetAfter: 86_399_999_914},
+			{At: 0, Cost: 2, Remaining: 1, RetryAfter: 87, ResetAfter: 86_399_999_914},
+			{At: 87, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 1 * Day},
+		},
+	},
+}
+
+var leakyBucket = []Case{
+	{
+		// 1/s with the default burst of 1: two at once, then one a second.
+		Name:   "meter",
+		Params: params(lb, 1, Second, 0),
+		Steps: []Step{
+			{At: 0, Allowed: true, Remaining: 1, ResetAfter: 1 * Second},
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+			{At: 0, Remaining: 0, RetryAfter: 1 * Second, ResetAfter: 2 * Second},
+			{At: 999999, Remaining: 0, RetryAfter: 1, ResetAfter: 1000001},
+			{At: 1 * Second, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+			{At: 2500 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 1500 * Millisecond},
+			{At: 10 * Second, Allowed: true, Remaining: 1, ResetAfter: 1 * Second},
+		},
+	},
+	{
+		Name:   "burst",
+		Params: params(lb, 10, Second, 3),
+		Steps: []Step{
+			{At: 0, Cost: 4, Allowed: true, Remaining: 0, ResetAfter: 400 * Millisecond},
+			{At: 0, Remaining: 0, RetryAfter: 100 * Millisecond, ResetAfter: 400 * Millisecond},
+			{At: 250 * Millisecond, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 350 * Millisecond},
+		},
+	},
+	{
+		Name:   "cost above capacity is denied and consumes nothing",
+		Params: params(lb, 1, Second, 1),
+		Steps: []Step{
+			{At: 0, Cost: 3, Reason: capacity, Remaining: 2, ResetAfter: 0},
+			{At: 0, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+		},
+	},
+	{
+		// The interval rounds up to a whole µs: 333334.
+		Name:   "fractional interval",
+		Params: params(lb, 3, Second, 0),
+		Steps: []Step{
+			{At: 0, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 666668},
+			{At: 0, Remaining: 0, RetryAfter: 333334, ResetAfter: 666668},
+			{At: 333333, Remaining: 0, RetryAfter: 1, ResetAfter: 333335},
+			{At: 333334, Allowed: true, Remaining: 0, ResetAfter: 666668},
+		},
+	},
+	{
+		Name:   "clock jumps backwards",
+		Params: params(lb, 1, Second, 1),
+		Steps: []Step{
+			{At: 10 * Second, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+			{At: 5 * Second, Remaining: 0, RetryAfter: 1 * Second, ResetAfter: 2 * Second},
+			{At: 6 * Second, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+		},
+	},
+	{
+		Name:   "raised limit takes effect",
+		Params: params(lb, 1, Second, 1),
+		Steps: []Step{
+			{At: 0, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+			{At: 100 * Millisecond, Params: edit(lb, 10, Second, 1), Remaining: 0, RetryAfter: 100 * Millisecond, ResetAfter: 200 * Millisecond},
+			{At: 200 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 200 * Millisecond},
+		},
+	},
+	{
+		Name:   "lowered limit clamps",
+		Params: params(lb, 10, Second, 5),
+		Steps: []Step{
+			{At: 0, Allowed: true, Remaining: 5, ResetAfter: 100 * Millisecond},
+			{At: 0, Params: edit(lb, 10, Second, 1), Allowed: true, Remaining: 0, ResetAfter: 200 * Millisecond},
+			{At: 0, Remaining: 0, RetryAfter: 100 * Millisecond, ResetAfter: 200 * Millisecond},
+		},
+	},
+	{
+		Name:   "tiny window",
+		Params: params(lb, 1, Millisecond, 0),
+		Steps: []Step{
+			{At: 0, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 2 * Millisecond},
+			{At: 1, Remaining: 0, RetryAfter: 999, ResetAfter: 1999},
+			{At: 1 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 2 * Millisecond},
+		},
+	},
+	{
+		Name:   "huge window",
+		Params: params(lb, 1, 366*Day, 0),
+		Steps: []Step{
+			{At: 0, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 2 * 366 * Day},
+			{At: 1 * Second, Remaining: 0, RetryAfter: 366*Day - Second, ResetAfter: 2*366*Day - Second},
+		},
+	},
+}
+
+var fixedWindow = []Case{
+	{
+		Name:   "counts per aligned window",
+		Params: params(fw, 3, Second, 0),
+		Steps: steps(
+			[]Step{
+				{At: 0, Allowed: true, Remaining: 2, ResetAfter: 1 * Second},
+				{At: 100 * Millisecond, Allowed: true, Remaining: 1, ResetAfter: 900 * Millisecond},
+				{At: 200 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 800 * Millisecond},
+				{At: 500 * Millisecond, Remaining: 0, RetryAfter: 500 * Millisecond, ResetAfter: 500 * Millisecond},
+				{At: 999999, Remaining: 0, RetryAfter: 1, ResetAfter: 1},
+				{At: 1 * Second, Allowed: true, Remaining: 2, ResetAfter: 1 * Second},
+			},
+		),
+	},
+	{
+		// The boundary flaw: 2×limit within two microseconds.
+		Name:   "boundary burst",
+		Params: params(fw, 3, Minute, 0),
+		Steps: []Step{
+			{At: Minute - 1, Cost: 3, Allowed: true, Remaining: 0, ResetAfter: 1},
+			{At: Minute, Cost: 3, Allowed: true, Remaining: 0, ResetAfter: 1 * Minute},
+			{At: Minute + 1, Remaining: 0, RetryAfter: Minute - 1, ResetAfter: Minute - 1},
+		},
+	},
+	{
+		Name:   "cost above capacity is denied and consumes nothing",
+		Params: params(fw, 5, Second, 0),
+		Steps: []Step{
+			{At: 0, Cost: 6, Reason: capacity, Remaining: 5, ResetAfter: 0},
+			{At: 0, Cost: 5, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 1 * Millisecond, Cost: 1, Remaining: 0, RetryAfter: 999 * Millisecond, ResetAfter: 999 * Millisecond},
+		},
+	},
+	{
+		// The count carries over into the earlier window; it neither frees
+		// capacity nor blocks past that window's end.
+		Name:   "clock jumps backwards",
+		Params: params(fw, 3, Second, 0),
+		Steps: []Step{
+			{At: 2500 * Millisecond, Cost: 3, Allowed: true, Remaining: 0, ResetAfter: 500 * Millisecond},
+			{At: 1500 * Millisecond, Remaining: 0, RetryAfter: 500 * Millisecond, ResetAfter: 500 * Millisecond},
+			{At: 2 * Second, Allowed: true, Remaining: 2, ResetAfter: 1 * Second},
+		},
+	},
+	{
+		Name:   "raised limit takes effect, lowered clamps",
+		Params: params(fw, 3, Second, 0),
+		Steps: []Step{
+			{At: 0, Cost: 3, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 1, Params: edit(fw, 5, Second, 0), Cost: 2, Allowed: true, Remaining: 0, ResetAfter: Second - 1},
+			{At: 2, Params: edit(fw, 2, Second, 0), Remaining: 0, RetryAfter: Second - 2, ResetAfter: Second - 2},
+		},
+	},
+	{
+		Name:   "tiny window",
+		Params: params(fw, 1, Millisecond, 0),
+		Steps: []Step{
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 1 * Millisecond},
+			{At: 999, Remaining: 0, RetryAfter: 1, ResetAfter: 1},
+			{At: 1000, Allowed: true, Remaining: 0, ResetAfter: 1 * Millisecond},
+		},
+	},
+	{
+		// 366 days does not divide Base: the window started before it.
+		Name:   "huge window",
+		Params: params(fw, 1, 366*Day, 0),
+		Steps: []Step{
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 366*Day - Base%(366*Day)},
+			{At: 1, Remaining: 0, RetryAfter: 366*Day - Base%(366*Day) - 1, ResetAfter: 366*Day - Base%(366*Day) - 1},
+		},
+	},
+}
+
+var slidingWindow = []Case{
+	{
+		Name:   "weighted estimate",
+		Params: params(sw, 10, Second, 0),
+		Steps: []Step{
+			{At: 0, Cost: 10, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+			{At: 500 * Millisecond, Remaining: 0, RetryAfter: 600 * Millisecond, ResetAfter: 1500 * Millisecond},
+			// previous 10 weighs 0.9 at 1.1s: estimate 9, one more fits.
+			{At: 1100 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 1900 * Millisecond},
+			{At: 1100 * Millisecond, Remaining: 0, RetryAfter: 100 * Millisecond, ResetAfter: 1900 * Millisecond},
+			// 1.5s: 10×0.5 + 1 = 6 → room for 4.
+			{At: 1500 * Millisecond, Cost: 4, Allowed: true, Remaining: 0, ResetAfter: 1500 * Millisecond},
+			// 2.5s: 5×0.5 = 2.5 → 7 remain.
+			{At: 2500 * Millisecond, Allowed: true, Remaining: 6, ResetAfter: 1500 * Millisecond},
+		},
+	},
+	{
+		Name:   "cost above capacity is denied and consumes nothing",
+		Params: params(sw, 5, Second, 0),
+		Steps: []Step{
+			{At: 0, Cost: 6, Reason: capacity, Remaining: 5, ResetAfter: 0},
+			{At: 0, Cost: 5, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+		},
+	},
+	{
+		Name:   "no boundary burst",
+		Params: params(sw, 4, Minute, 0),
+		Steps: []Step{
+			{At: Minute - 1, Cost: 4, Allowed: true, Remaining: 0, ResetAfter: Minute + 1},
+			// previous 4 weighs ~1 just after the boundary.
+			{At: Minute, Remaining: 0, RetryAfter: 15 * Second, ResetAfter: Minute},
+			{At: Minute + 15*Second, Allowed: true, Remaining: 0, ResetAfter: 105 * Second},
+		},
+	},
+	{
+		Name:   "clock jumps backwards",
+		Params: params(sw, 2, Second, 0),
+		Steps: []Step{
+			{At: 5 * Second, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+			{At: 3 * Second, Remaining: 0, RetryAfter: 1500 * Millisecond, ResetAfter: 2 * Second},
+			{At: 4500 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 1500 * Millisecond},
+		},
+	},
+	{
+		Name:   "raised limit takes effect, lowered clamps",
+		Params: params(sw, 2, Second, 0),
+		Steps: []Step{
+			{At: 0, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+			{At: 0, Params: edit(sw, 4, Second, 0), Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+			// 4 counted: the estimate stays ≥ 1 until the previous window's 4
+			// weigh nothing, two windows on.
+			{At: 0, Params: edit(sw, 1, Second, 0), Remaining: 0, RetryAfter: 2 * Second, ResetAfter: 2 * Second},
+		},
+	},
+	{
+		Name:   "tiny window",
+		Params: params(sw, 1, Millisecond, 0),
+		Steps: []Step{
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 2 * Millisecond},
+			{At: 1, Remaining: 0, RetryAfter: 1999, ResetAfter: 1999},
+			{At: 1000, Remaining: 0, RetryAfter: 1000, ResetAfter: 1000},
+			{At: 2000, Allowed: true, Remaining: 0, ResetAfter: 2 * Millisecond},
+		},
+	},
+	{
+		Name:   "huge window",
+		Params: params(sw, 2, 366*Day, 0),
+		Steps: []Step{
+			{At: 0, Cost: 2, Allowed: true, Remaining: 0, NoReset: true},
+			{At: 1, Remaining: 0, RetryAfter: 366*Day - Base%(366*Day) - 1 + 183*Day, NoReset: true},
+		},
+	},
+}
+
+var slidingLog = []Case{
+	{
+		Name:   "exact window",
+		Params: params(sl, 3, Second, 0),
+		Steps: []Step{
+			{At: 0, Allowed: true, Remaining: 2, ResetAfter: 1 * Second},
+			{At: 200 * Millisecond, Allowed: true, Remaining: 1, ResetAfter: 1 * Second},
+			{At: 400 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 500 * Millisecond, Remaining: 0, RetryAfter: 500 * Millisecond, ResetAfter: 900 * Millisecond},
+			{At: 999999, Remaining: 0, RetryAfter: 1, ResetAfter: 400001},
+			{At: 1 * Second, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 1100 * Millisecond, Cost: 2, Remaining: 0, RetryAfter: 300 * Millisecond, ResetAfter: 900 * Millisecond},
+			{At: 1400 * Millisecond, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+		},
+	},
+	{
+		// Never more than limit in any window, even across a boundary.
+		Name:   "no boundary burst",
+		Params: params(sl, 3, Minute, 0),
+		Steps: []Step{
+			{At: Minute - 1, Cost: 3, Allowed: true, Remaining: 0, ResetAfter: Minute},
+			{At: Minute, Remaining: 0, RetryAfter: Minute - 1, ResetAfter: Minute - 1},
+			{At: 2*Minute - 1, Allowed: true, Remaining: 2, ResetAfter: Minute},
+		},
+	},
+	{
+		Name:   "cost above capacity is denied and consumes nothing",
+		Params: params(sl, 3, Second, 0),
+		Steps: []Step{
+			{At: 0, Cost: 4, Reason: capacity, Remaining: 3, ResetAfter: 0},
+			{At: 0, Cost: 3, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+		},
+	},
+	{
+		Name:   "clock jumps backwards",
+		Params: params(sl, 2, Second, 0),
+		Steps: []Step{
+			{At: 5 * Second, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 3 * Second, Remaining: 0, RetryAfter: 1 * Second, ResetAfter: 1 * Second},
+			{At: 4 * Second, Allowed: true, Remaining: 1, ResetAfter: 1 * Second},
+		},
+	},
+	{
+		Name:   "raised limit takes effect, lowered clamps",
+		Params: params(sl, 2, Second, 0),
+		Steps: []Step{
+			{At: 0, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 1, Params: edit(sl, 3, Second, 0), Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 2, Params: edit(sl, 1, Second, 0), Remaining: 0, RetryAfter: Second - 1, ResetAfter: Second - 1},
+		},
+	},
+	{
+		Name:   "tiny window",
+		Params: params(sl, 1, Millisecond, 0),
+		Steps: []Step{
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 1 * Millisecond},
+			{At: 999, Remaining: 0, RetryAfter: 1, ResetAfter: 1},
+			{At: 1000, Allowed: true, Remaining: 0, ResetAfter: 1 * Millisecond},
+		},
+	},
+	{
+		Name:   "huge window",
+		Params: params(sl, 1, 366*Day, 0),
+		Steps: []Step{
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 366 * Day},
+			{At: 1 * Hour, Remaining: 0, RetryAfter: 366*Day - Hour, ResetAfter: 366*Day - Hour},
+		},
+	},
+}

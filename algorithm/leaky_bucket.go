@@ -1,0 +1,75 @@
+package algorithm
+
+// Leaky bucket as a meter (GCRA), not a queue: conforming calls leak out at
+// limit per window, one every interval I; burst (default 1) extra calls are
+// tolerated, so an empty meter admits burst+1 calls at once.
+//
+// State: A = theoretical arrival time (TAT), the instant the meter is empty
+// again, in whole µs. The interval is window/limit rounded up to a whole
+// microsecond, so all arithmetic is exact integers in Go and in Lua (a
+// fractional interval would be lost against absolute timestamps of 2^50 µs);
+// the cost is a rate at most 1 µs per call slower than limit/window, and at
+// most 1,000,000 calls a second per bucket.
+//
+// The debt TAT−now never exceeds (burst+1)·I: when it does — the rule was
+// edited to a higher rate or a smaller burst, or the clock went backwards —
+// it is clamped and the clamped state written, so a raised limit takes
+// effect at once.
+
+// Interval is the leaky bucket's emission interval: ceil(window/limit) µs.
+func (p Params) Interval() int64 { return ceilDiv(p.Window, p.Limit) }
+
+// lbTAT is the meter's TAT at now, computed from the stored state alone.
+func lbTAT(s State, now, maxDebt int64) (tat int64, clamped bool) {
+	tat = int64(s.A)
+	if tat < now {
+		tat = now
+	}
+	if tat-now > maxDebt {
+		return now + maxDebt, true
+	}
+	return tat, false
+}
+
+func leakyBucket(p Params, s State, now, cost int64) (Result, State) {
+	capacity := p.Capacity()
+	interval := p.Interval()
+	maxDebt := capacity * interval
+	tat, clamped := lbTAT(s, now, maxDebt)
+
+	base := s
+	if clamped {
+		base = State{A: float64(tat)}
+	}
+	remaining := func(t int64) int64 {
+		if r := (maxDebt - (t - now)) / interval; r > 0 {
+			return r
+		}
+		return 0
+	}
+	if cost > capacity {
+		return Result{
+			Reason:     ReasonCostExceedsCapacity,
+			Remaining:  remaining(tat),
+			ResetAfter: tat - now,
+			Changed:    clamped,
+		}, base
+	}
+	next := tat + cost*interval
+	if next-now <= maxDebt {
+		return Result{
+			Allowed:    true,
+			Remaining:  remaining(next),
+			ResetAfter: next - now,
+			Changed:    true,
+		}, State{A: float64(next)}
+	}
+	// Denied: the first t with tat + cost·I − t ≤ maxDebt.
+	return Result{
+		Reason:     ReasonLimited,
+		Remaining:  remaining(tat),
+		ResetAfter: tat - now,
+		RetryAfter: next - maxDebt - now,
+		Changed:    clamped,
+	}, base
+}
