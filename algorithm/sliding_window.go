@@ -92,6 +92,9 @@ func slidingWindow(p Params, s State, now, cost int64) (Result, State) {
 	for !swPasses(p, base, t, cost) {
 		t++
 	}
+	for t > now+1 && swPasses(p, base, t-1, cost) {
+		t--
+	}
 	r.Reason = ReasonLimited
 	r.RetryAfter = t - now
 	return r, base

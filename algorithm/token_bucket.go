@@ -56,11 +56,14 @@ func tokenBucket(p Params, s State, now, cost int64) (Result, State) {
 
 	// Denied: the first instant t at which the stored state yields cost
 	// tokens. Solve base.A + (t-base.T)*limit/window >= cost, then step
-	// forward past any rounding so that the very evaluation a retry will run
-	// agrees.
+	// past any rounding, both ways, so that the very evaluation a retry will
+	// run agrees: the answer is the exact first passing microsecond.
 	t := base.T + ceilDuration(c-base.A, p)
 	for tbTokens(p, base, t) < c {
 		t++
+	}
+	for t > now+1 && tbTokens(p, base, t-1) >= c {
+		t--
 	}
 	if t <= now {
 		t = now + 1

@@ -1,0 +1,136 @@
+package algorithm_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/algorithm/conformance"
+)
+
+// randomParams draws rules from small to extreme, so the float steps meet
+// awkward fractions.
+func randomParams(r *rand.Rand, k algorithm.Kind) algorithm.Params {
+	windows := []int64{conformance.Millisecond, 7 * conformance.Millisecond, conformance.Second,
+		3 * conformance.Second, conformance.Minute, conformance.Hour, conformance.Day, 366 * conformance.Day}
+	limits := []int64{1, 2, 3, 7, 10, 100, 997, 10000, 1_000_000, 1_000_000_000}
+	p := algorithm.Params{Kind: k, Window: windows[r.IntN(len(windows))], Limit: limits[r.IntN(len(limits))]}
+	if k == algorithm.SlidingLog && p.Limit > 50 {
+		p.Limit = int64(1 + r.IntN(50))
+	}
+	if (k == algorithm.TokenBucket || k == algorithm.LeakyBucket) && r.IntN(2) == 0 {
+		p.Burst = int64(1 + r.IntN(20))
+	}
+	return p
+}
+
+// TestRetryAfterIsExact checks every denial's RetryAfter against what the
+// algorithm itself then does: the same call at now+RetryAfter passes, and
+// one microsecond earlier it does not. A retry is never earlier than the
+// moment the call could pass, and not later either.
+func TestRetryAfterIsExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, k := range algorithm.Kinds {
+		t.Run(k.String(), func(t *testing.T) {
+			denials := 0
+			for iter := 0; iter < 300; iter++ {
+				p := randomParams(r, k)
+				var s algorithm.State
+				now := conformance.Base + r.Int64N(conformance.Day)
+				for step := 0; step < 40; step++ {
+					now += r.Int64N(p.Window/4 + 1)
+					if r.IntN(20) == 0 {
+						now -= r.Int64N(p.Window + 1) // the clock jumps back
+					}
+					cost := 1 + r.Int64N(p.Capacity())
+					res, ns := algorithm.Apply(p, s, now, cost)
+					if res.Changed {
+						s = ns
+					}
+					if res.Allowed || res.Reason != algorithm.ReasonLimited {
+						continue
+					}
+					denials++
+					if res.RetryAfter <= 0 {
+						t.Fatalf("%+v: denied at %d with RetryAfter %d, want > 0", p, now, res.RetryAfter)
+					}
+					at := now + res.RetryAfter
+					if got, _ := algorithm.Apply(p, clone(s), at, cost); !got.Allowed {
+						t.Fatalf("%+v state %+v: denied at %d cost %d with RetryAfter %d, but still denied then: %+v",
+							p, s, now, cost, res.RetryAfter, got)
+					}
+					if res.RetryAfter > 1 {
+						if got, _ := algorithm.Apply(p, clone(s), at-1, cost); got.Allowed {
+							t.Fatalf("%+v state %+v: denied at %d cost %d with RetryAfter %d, but allowed 1µs earlier",
+								p, s, now, cost, res.RetryAfter)
+						}
+					}
+				}
+			}
+			if denials < 100 {
+				t.Fatalf("only %d denials exercised", denials)
+			}
+		})
+	}
+}
+
+func clone(s algorithm.State) algorithm.State {
+	s.Log = append([]int64(nil), s.Log...)
+	return s
+}
+
+// TestNeverOverAdmits replays random traffic and checks the guarantees each
+// algorithm makes: sliding_log never admits more than limit in any window;
+// fixed_window never more than limit per aligned window; token_bucket never
+// more than burst + elapsed·rate.
+func TestNeverOverAdmits(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for iter := 0; iter < 200; iter++ {
+		for _, k := range []algorithm.Kind{algorithm.TokenBucket, algorithm.FixedWindow, algorithm.SlidingLog} {
+			p := algorithm.Params{Kind: k, Limit: int64(1 + r.IntN(20)), Window: int64(1+r.IntN(1000)) * conformance.Millisecond}
+			var s algorithm.State
+			start := conformance.Base
+			now := start
+			var admitted []int64
+			for step := 0; step < 300; step++ {
+				now += r.Int64N(p.Window / 5)
+				res, ns := algorithm.Apply(p, s, now, 1)
+				if res.Changed {
+					s = ns
+				}
+				if res.Allowed {
+					admitted = append(admitted, now)
+				}
+			}
+			switch k {
+			case algorithm.SlidingLog:
+				for i := range admitted {
+					n := 0
+					for j := i; j < len(admitted) && admitted[j] < admitted[i]+p.Window; j++ {
+						n++
+					}
+					if int64(n) > p.Limit {
+						t.Fatalf("%+v: %d calls admitted in one window from %d, want ≤ %d", p, n, admitted[i], p.Limit)
+					}
+				}
+			case algorithm.FixedWindow:
+				per := map[int64]int64{}
+				for _, a := range admitted {
+					per[a-a%p.Window]++
+				}
+				for w, n := range per {
+					if n > p.Limit {
+						t.Fatalf("%+v: %d calls in window %d, want ≤ %d", p, n, w, p.Limit)
+					}
+				}
+			case algorithm.TokenBucket:
+				for i, a := range admitted {
+					bound := float64(p.Capacity()) + float64(a-start)*float64(p.Limit)/float64(p.Window)
+					if float64(i+1) > bound+1e-9 {
+						t.Fatalf("%+v: %d calls admitted by %d, want ≤ %.3f", p, i+1, a-start, bound)
+					}
+				}
+			}
+		}
+	}
+}
