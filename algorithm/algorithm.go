@@ -165,8 +165,9 @@ type Result struct {
 }
 
 // Apply runs the algorithm p.Kind for a call of cost ≥ 1 at now (µs > 0).
-// The returned state may share Log's backing array with s; callers must not
-// keep using s.Log afterwards.
+// Apply never changes what s describes: the returned state may share Log's
+// backing array with s, but only beyond s's length, so a caller may keep s
+// and drop the result (a denied call) or the other way round — not both.
 func Apply(p Params, s State, now, cost int64) (Result, State) {
 	switch p.Kind {
 	case LeakyBucket:

@@ -17,12 +17,14 @@ func slidingLog(p Params, s State, now, cost int64) (Result, State) {
 		cut++
 	}
 	if cut > 0 {
-		n := copy(log, log[cut:])
-		log = log[:n]
+		log = log[cut:] // reslice, not copy: s stays valid for a caller that drops the result
 		changed = true
 	}
-	for i := len(log) - 1; i >= 0 && log[i] > now; i-- {
-		log[i] = now
+	if len(log) > 0 && log[len(log)-1] > now {
+		log = append([]int64(nil), log...) // copy before rewriting: rare
+		for i := len(log) - 1; i >= 0 && log[i] > now; i-- {
+			log[i] = now
+		}
 		changed = true
 	}
 	count := int64(len(log))
