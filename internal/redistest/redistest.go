@@ -1,0 +1,273 @@
+// Package redistest starts real redis-server processes for tests: a
+// standalone server, or a Redis Cluster made with `redis-cli --cluster
+// create`, on free loopback ports, in a temporary directory, stopped when the
+// test ends. Tests can kill, pause (SIGSTOP) and restart them.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Server is one redis-server process started by the test.
+type Server struct {
+	t    testing.TB
+	Port int
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+}
+
+// Addr is the server's 127.0.0.1:port address.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
+
+// Lookup fails the test when the Redis binaries are missing: the README's
+// test command installs them.
+func lookup(t testing.TB, name string) string {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("redistest: %s not found; run ./scripts/test.sh, which installs redis-server and redis-tools", name)
+	}
+	return p
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago. For a
+// cluster node the bus port (port+10000) must be free too.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if port+10000 > 65535 {
+			continue
+		}
+		if bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000)); err == nil {
+			bus.Close()
+			return port
+		}
+	}
+	t.Fatal("redistest: no free port")
+	return 0
+}
+
+// Start starts a standalone redis-server with no persistence.
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, Port: FreePort(t), dir: t.TempDir(), args: extra}
+	s.start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	args := append([]string{
+		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir,
+		"--logfile", filepath.Join(s.dir, "redis.log"), "--daemonize", "no",
+	}, s.args...)
+	s.cmd = exec.Command(lookup(s.t, "redis-server"), args...)
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("redistest: start redis-server: %v", err)
+	}
+	go s.cmd.Wait() // reap
+	if err := waitPing(s.Addr(), 10*time.Second); err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+		s.t.Fatalf("redistest: redis-server on %s: %v\n%s", s.Addr(), err, log)
+	}
+}
+
+// Kill ends the server with SIGKILL (like a crash). Safe to call twice.
+func (s *Server) Kill() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Signal(syscall.SIGCONT)
+		s.cmd.Process.Kill()
+		waitClosed(s.Addr(), 5*time.Second)
+	}
+}
+
+// Pause stops the process with SIGSTOP: it holds its connections and
+// answers nothing, like a hung server.
+func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server.
+func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Restart kills the server and starts a new, empty one on the same port.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Kill()
+	s.start()
+}
+
+// Do runs a redis-cli command against the server and returns its output.
+func (s *Server) Do(args ...string) (string, error) {
+	return cli(append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(s.Port)}, args...)...)
+}
+
+func cli(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// waitPing waits until addr answers PING with PONG.
+func waitPing(addr string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var last error
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.SetDeadline(time.Now().Add(time.Second))
+			fmt.Fprint(c, "PING\r\n")
+			line, err := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if err == nil && strings.HasPrefix(line, "+PONG") {
+				return nil
+			}
+			last = fmt.Errorf("ping: %q %v", line, err)
+		} else {
+			last = err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("not answering after %s: %v", limit, last)
+}
+
+func waitClosed(addr string, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err != nil {
+			return
+		}
+		c.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Cluster is a Redis Cluster of real processes.
+type Cluster struct {
+	Nodes []*Server // masters first, then replicas, as given to --cluster create
+}
+
+// Addrs returns every node's address.
+func (c *Cluster) Addrs() []string {
+	var a []string
+	for _, n := range c.Nodes {
+		a = append(a, n.Addr())
+	}
+	return a
+}
+
+// StartCluster starts masters×(1+replicas) nodes and joins them with
+// `redis-cli --cluster create … --cluster-replicas R --cluster-yes`, then
+// waits until every node reports cluster_state:ok.
+func StartCluster(t testing.TB, masters, replicas int) *Cluster {
+	t.Helper()
+	lookup(t, "redis-cli")
+	c := &Cluster{}
+	for range masters * (1 + replicas) {
+		c.Nodes = append(c.Nodes, Start(t,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "1000",
+			"--cluster-replica-validity-factor", "0",
+		))
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if out, err := cli(args...); err != nil {
+		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	c.WaitOK(t, 30*time.Second)
+	return c
+}
+
+// WaitOK waits until every live node reports cluster_state:ok and all
+// 16384 slots are assigned.
+func (c *Cluster) WaitOK(t testing.TB, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ok := true
+		for _, n := range c.Nodes {
+			info, err := n.Do("cluster", "info")
+			if err != nil {
+				continue // a killed node
+			}
+			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: cluster not ok after %s", limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// MasterOf returns the node serving key's slot.
+func (c *Cluster) MasterOf(t testing.TB, key string) *Server {
+	t.Helper()
+	slot, err := c.Nodes[0].Do("cluster", "keyslot", key)
+	if err != nil {
+		t.Fatalf("redistest: cluster keyslot: %v", err)
+	}
+	for _, n := range c.Nodes {
+		role, err := n.Do("role")
+		if err != nil || !strings.HasPrefix(role, "master") {
+			continue
+		}
+		slots, err := n.Do("cluster", "countkeysinslot", slot)
+		_ = slots
+		if err != nil {
+			continue
+		}
+		// A master owns the slot iff GETKEYSINSLOT does not redirect; ask
+		// CLUSTER NODES for myself's slot ranges instead.
+		nodes, err := n.Do("cluster", "nodes")
+		if err != nil {
+			continue
+		}
+		s, _ := strconv.Atoi(slot)
+		for _, line := range strings.Split(nodes, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 9 || !strings.Contains(f[2], "myself") {
+				continue
+			}
+			for _, r := range f[8:] {
+				lo, hi, found := strings.Cut(r, "-")
+				if !found {
+					hi = lo
+				}
+				a, err1 := strconv.Atoi(lo)
+				b, err2 := strconv.Atoi(hi)
+				if err1 == nil && err2 == nil && s >= a && s <= b {
+					return n
+				}
+			}
+		}
+	}
+	t.Fatalf("redistest: no master serves %q (slot %s)", key, slot)
+	return nil
+}

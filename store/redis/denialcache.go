@@ -1,0 +1,153 @@
+package redis
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/limiter"
+)
+
+// denialCache remembers, per bucket (client, rule), that the shared store
+// answered "no capacity for a call of cost c before T", and until T denies
+// calls of cost ≥ c on that bucket locally, without a round trip. An abusive
+// client then costs Redis nothing until its bucket could really pass again.
+//
+// Why this never denies a call Redis would allow: a bucket's capacity at a
+// future instant depends only on its state and the time. Between the denial
+// and T the state changes only by calls taking from it — this instance's or
+// any other's — and taking never adds capacity, so the earliest instant a
+// call of cost c can pass only moves later. A call of larger cost needs at
+// least as much. T is measured on this instance's monotonic clock from the
+// moment the request was sent, which is no later than the instant Redis
+// computed the answer, so the local deadline is never past the real one.
+// What does add capacity invalidates an entry: a rule edit (the cached
+// Params no longer match the call's) ends it at once. Events outside the
+// model — keys lost in a Redis restart or failover, or the give-back of a
+// cross-shard call in the microseconds it runs — can make the cache deny a
+// call that a fresh bucket would allow, until T at the latest.
+//
+// Safe for concurrent use.
+type denialCache struct {
+	seed   maphash.Seed
+	shards [64]denialShard
+	hits   atomic.Int64
+}
+
+type denialShard struct {
+	mu sync.Mutex
+	m  map[string]denial
+}
+
+type denial struct {
+	until     time.Time // monotonic
+	at        time.Time // when the denied request was sent
+	serverNow int64     // the store clock of the denial (Unix µs)
+	cost      int64
+	params    algorithm.Params
+	res       algorithm.Result
+}
+
+// maxDenialsPerShard bounds memory: past it, expired entries are swept
+// before a new one is added, and if none expired the new one is dropped.
+const maxDenialsPerShard = 1 << 14
+
+func newDenialCache() *denialCache {
+	c := &denialCache{seed: maphash.MakeSeed()}
+	for i := range c.shards {
+		c.shards[i].m = make(map[string]denial)
+	}
+	return c
+}
+
+func (c *denialCache) shard(key []byte) *denialShard {
+	return &c.shards[maphash.Bytes(c.seed, key)%uint64(len(c.shards))]
+}
+
+func appendKey(dst []byte, client, rule string) []byte {
+	dst = append(dst, client...)
+	dst = append(dst, 0)
+	return append(dst, rule...)
+}
+
+// check reports whether a cached denial decides the call. If so it fills
+// res: the denying op with its remaining wait, the others as allowing (they
+// are not evaluated: nothing is taken from a denied call).
+func (c *denialCache) check(ops []limiter.Op, res []algorithm.Result, now time.Time) (int64, bool) {
+	var buf [256]byte
+	for i := range ops {
+		op := &ops[i]
+		if op.Shadow {
+			continue
+		}
+		key := appendKey(buf[:0], op.Client, op.Rule)
+		sh := c.shard(key)
+		sh.mu.Lock()
+		d, ok := sh.m[string(key)]
+		if ok && !now.Before(d.until) {
+			delete(sh.m, string(key))
+			ok = false
+		}
+		sh.mu.Unlock()
+		if !ok || op.Cost < d.cost || op.Params != d.params {
+			continue
+		}
+		c.hits.Add(1)
+		elapsed := now.Sub(d.at).Microseconds()
+		for j := range ops {
+			res[j] = algorithm.Result{Allowed: true, Remaining: 1 << 62}
+		}
+		r := d.res
+		r.RetryAfter = (d.until.Sub(now) + time.Microsecond - 1).Microseconds()
+		if r.RetryAfter < 1 {
+			r.RetryAfter = 1
+		}
+		if r.ResetAfter -= elapsed; r.ResetAfter < r.RetryAfter {
+			r.ResetAfter = r.RetryAfter
+		}
+		res[i] = r
+		return d.serverNow + elapsed, true
+	}
+	return 0, false
+}
+
+// remember caches every denial with a wait among res.
+func (c *denialCache) remember(ops []limiter.Op, res []algorithm.Result, sent time.Time, serverNow int64) {
+	var buf [256]byte
+	for i := range ops {
+		r := &res[i]
+		if r.Allowed || r.Reason != algorithm.ReasonLimited || r.RetryAfter <= 0 || ops[i].Shadow {
+			continue
+		}
+		op := &ops[i]
+		key := appendKey(buf[:0], op.Client, op.Rule)
+		d := denial{
+			until:     sent.Add(time.Duration(r.RetryAfter) * time.Microsecond),
+			at:        sent,
+			serverNow: serverNow,
+			cost:      op.Cost,
+			params:    op.Params,
+			res:       *r,
+		}
+		sh := c.shard(key)
+		sh.mu.Lock()
+		if len(sh.m) >= maxDenialsPerShard {
+			for k, v := range sh.m {
+				if !sent.Before(v.until) {
+					delete(sh.m, k)
+				}
+			}
+		}
+		if old, ok := sh.m[string(key)]; ok && old.cost <= d.cost && old.params == d.params && !old.until.Before(d.until) {
+			// keep the entry that covers more calls
+		} else if len(sh.m) < maxDenialsPerShard {
+			sh.m[string(key)] = d
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// Hits returns how many calls the cache denied locally.
+func (c *denialCache) Hits() int64 { return c.hits.Load() }

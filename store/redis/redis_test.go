@@ -1,0 +1,123 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/algorithm/conformance"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/limiter"
+	sredis "github.com/sluicehq/sluice/store/redis"
+)
+
+// newStore connects a Store with a test clock to addrs.
+func newStore(t testing.TB, clock *atomic.Int64, addrs ...string) *sredis.Store {
+	t.Helper()
+	cfg := sredis.DefaultConfig()
+	cfg.Addrs = addrs
+	cfg.DenialCache = false
+	if clock != nil {
+		cfg.Clock = clock.Load
+	}
+	s, err := sredis.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestConformance runs the shared tables through the Lua scripts.
+func TestConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	var clock atomic.Int64
+	s := newStore(t, &clock, srv.Addr())
+	n := 0
+	conformance.Run(t, func(t *testing.T) conformance.Bucket {
+		n++
+		client := fmt.Sprintf("user:conformance-%d", n)
+		return func(p algorithm.Params, now, cost int64) (algorithm.Result, error) {
+			clock.Store(now)
+			ops := []limiter.Op{{Client: client, Rule: "r", Params: p, Cost: cost}}
+			res := make([]algorithm.Result, 1)
+			got, err := s.Take(context.Background(), ops, res)
+			if err != nil {
+				return algorithm.Result{}, err
+			}
+			if got != now {
+				t.Errorf("Take now = %d, want %d", got, now)
+			}
+			res[0].Changed = false
+			return res[0], nil
+		}
+	})
+}
+
+// TestDifferential drives random sequences of (time, cost, rule edit)
+// through the Go functions and the Lua scripts and compares every decision.
+func TestDifferential(t *testing.T) {
+	srv := redistest.Start(t)
+	var clock atomic.Int64
+	s := newStore(t, &clock, srv.Addr())
+	r := rand.New(rand.NewPCG(7, 11))
+	windows := []int64{conformance.Millisecond, 7 * conformance.Millisecond, conformance.Second,
+		3 * conformance.Second, conformance.Minute, conformance.Hour, conformance.Day, 366 * conformance.Day}
+	limits := []int64{1, 2, 3, 7, 10, 100, 997, 10000, 1_000_000, 1_000_000_000}
+	randParams := func(k algorithm.Kind) algorithm.Params {
+		p := algorithm.Params{Kind: k, Window: windows[r.IntN(len(windows))], Limit: limits[r.IntN(len(limits))]}
+		if k == algorithm.SlidingLog && p.Limit > 40 {
+			p.Limit = int64(1 + r.IntN(40))
+		}
+		if (k == algorithm.TokenBucket || k == algorithm.LeakyBucket) && r.IntN(2) == 0 {
+			p.Burst = int64(1 + r.IntN(20))
+		}
+		return p
+	}
+	sequences := 150
+	if testing.Short() {
+		sequences = 30
+	}
+	compared := 0
+	for seq := 0; seq < sequences; seq++ {
+		k := algorithm.Kinds[seq%len(algorithm.Kinds)]
+		p := randParams(k)
+		client := fmt.Sprintf("user:diff-%d", seq)
+		var st algorithm.State
+		now := conformance.Base + r.Int64N(conformance.Day)
+		for step := 0; step < 60; step++ {
+			switch x := r.IntN(40); {
+			case x == 0:
+				p = randParams(k) // the rule is edited
+			case x == 1:
+				now -= r.Int64N(p.Window + 1) // the clock jumps back
+			default:
+				now += r.Int64N(p.Window/3 + 1)
+			}
+			cost := 1 + r.Int64N(p.Capacity()+1)
+			if cost > 50 && k == algorithm.SlidingLog {
+				cost = 1 + r.Int64N(5)
+			}
+			want, ns := algorithm.Apply(p, st, now, cost)
+			if want.Changed {
+				st = ns
+			}
+			want.Changed = false
+			clock.Store(now)
+			res := make([]algorithm.Result, 1)
+			if _, err := s.Take(context.Background(), []limiter.Op{{Client: client, Rule: "r", Params: p, Cost: cost}}, res); err != nil {
+				t.Fatal(err)
+			}
+			got := res[0]
+			got.Changed = false
+			if got != want {
+				t.Fatalf("seq %d step %d %+v at %d cost %d: lua %+v, go %+v", seq, step, p, now, cost, got, want)
+			}
+			compared++
+		}
+	}
+	t.Logf("%d decisions identical", compared)
+}
