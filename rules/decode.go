@@ -1,0 +1,633 @@
+package rules
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"go.yaml.in/yaml/v3"
+)
+
+// Outside input (an admin API body, a rules file) is read in two steps:
+// the JSON or YAML text becomes a small generic tree (tnode) that keeps
+// each value's kind and line, then one strict decoder turns the tree into
+// a Set or Rule. Doing the second step by hand, rather than through
+// encoding/json or yaml.v3 struct decoding, is what lets every error name
+// the full path of the field ("rules[2] (id "x").limit"), say what was
+// wanted and what was found ("want an integer, got 1.5"), and carry the YAML
+// line — and it keeps JSON and YAML to exactly one schema.
+
+// DecodeRuleJSON decodes one rule from JSON strictly (unknown or duplicate
+// fields, wrong types and trailing data are errors) and validates it. Errors
+// about a field are *FieldError.
+func DecodeRuleJSON(b []byte) (Rule, error) {
+	n, err := parseJSON(b)
+	if err != nil {
+		return Rule{}, err
+	}
+	r, err := decodeRule(n, nil)
+	if err != nil {
+		return Rule{}, err
+	}
+	if err := r.Validate(); err != nil {
+		return Rule{}, err
+	}
+	return r, nil
+}
+
+// DecodeSetJSON decodes a whole Set from JSON strictly, like DecodeRuleJSON,
+// and validates it.
+func DecodeSetJSON(b []byte) (*Set, error) {
+	n, err := parseJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	s, err := decodeSet(n, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ParseYAML reads a rules file strictly (unknown or duplicate keys and wrong
+// types are errors) and validates it. Errors about a field are *FieldError
+// with the line set. An empty document is an empty Set.
+func ParseYAML(b []byte) (*Set, error) {
+	n, err := parseYAML(b)
+	if err != nil {
+		return nil, err
+	}
+	s, err := decodeSet(n, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Validate(); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			fe.Line = n.lineOf(fe.path)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+type tkind uint8
+
+const (
+	tnull tkind = iota
+	tbool
+	tnumber
+	tstring
+	tobject
+	tarray
+)
+
+// tnode is one value of a parsed JSON or YAML document.
+type tnode struct {
+	kind  tkind
+	line  int    // 1-based, YAML only
+	text  string // string value; number or bool literal
+	keys  []tkey // object members, in order
+	items []*tnode
+}
+
+type tkey struct {
+	name string
+	line int
+	val  *tnode
+}
+
+// describe renders the value for "got ..." in an error message.
+func (n *tnode) describe() string {
+	switch n.kind {
+	case tnull:
+		return "null"
+	case tbool, tnumber:
+		if len(n.text) > 40 {
+			return n.text[:40] + "…"
+		}
+		return n.text
+	case tstring:
+		return quote(n.text)
+	case tobject:
+		return "an object"
+	}
+	return "an array"
+}
+
+// lineOf returns the line of the deepest node on path that exists.
+func (n *tnode) lineOf(path []string) int {
+	line := n.line
+	for _, p := range path {
+		var next *tnode
+		switch n.kind {
+		case tobject:
+			for _, k := range n.keys {
+				if k.name == p {
+					line, next = k.line, k.val
+					break
+				}
+			}
+		case tarray:
+			if i, err := strconv.Atoi(p); err == nil && i >= 0 && i < len(n.items) {
+				next = n.items[i]
+				line = next.line
+			}
+		}
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	return line
+}
+
+func (n *tnode) get(name string) *tnode {
+	for _, k := range n.keys {
+		if k.name == name {
+			return k.val
+		}
+	}
+	return nil
+}
+
+// maxDepth bounds nesting; the schema is four levels deep.
+const maxDepth = 32
+
+func parseJSON(b []byte) (*tnode, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	n, err := jsonValue(d, 0)
+	if err != nil {
+		return nil, err
+	}
+	for i := d.InputOffset(); i < int64(len(b)); i++ {
+		if c := b[i]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return nil, fmt.Errorf("invalid JSON: unexpected data after the value at offset %d", i)
+		}
+	}
+	return n, nil
+}
+
+func jsonErr(d *json.Decoder, err error) error {
+	var se *json.SyntaxError
+	switch {
+	case err == io.EOF && d.InputOffset() == 0:
+		return errors.New("invalid JSON: empty input")
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return errors.New("invalid JSON: unexpected end of input")
+	case errors.As(err, &se):
+		return fmt.Errorf("invalid JSON at offset %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	}
+	return fmt.Errorf("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+func jsonValue(d *json.Decoder, depth int) (*tnode, error) {
+	if depth > maxDepth {
+		return nil, errors.New("invalid JSON: nested too deeply")
+	}
+	tok, err := d.Token()
+	if err != nil {
+		return nil, jsonErr(d, err)
+	}
+	switch t := tok.(type) {
+	case nil:
+		return &tnode{kind: tnull}, nil
+	case bool:
+		return &tnode{kind: tbool, text: strconv.FormatBool(t)}, nil
+	case json.Number:
+		return &tnode{kind: tnumber, text: string(t)}, nil
+	case string:
+		return &tnode{kind: tstring, text: t}, nil
+	case json.Delim:
+		if t == '[' {
+			n := &tnode{kind: tarray}
+			for d.More() {
+				v, err := jsonValue(d, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				n.items = append(n.items, v)
+			}
+			if _, err := d.Token(); err != nil {
+				return nil, jsonErr(d, err)
+			}
+			return n, nil
+		}
+		n := &tnode{kind: tobject}
+		for d.More() {
+			k, err := d.Token()
+			if err != nil {
+				return nil, jsonErr(d, err)
+			}
+			v, err := jsonValue(d, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			n.keys = append(n.keys, tkey{name: k.(string), val: v})
+		}
+		if _, err := d.Token(); err != nil {
+			return nil, jsonErr(d, err)
+		}
+		return n, nil
+	}
+	return nil, fmt.Errorf("invalid JSON: unexpected %v", tok)
+}
+
+// maxAliasNodes bounds the nodes that YAML aliases may expand to, against
+// "billion laughs" documents.
+const maxAliasNodes = 100_000
+
+func parseYAML(b []byte) (*tnode, error) {
+	d := yaml.NewDecoder(bytes.NewReader(b))
+	var doc yaml.Node
+	if err := d.Decode(&doc); err != nil {
+		if err == io.EOF {
+			return &tnode{kind: tnull}, nil
+		}
+		return nil, yamlErr(err)
+	}
+	var extra yaml.Node
+	if err := d.Decode(&extra); err != io.EOF {
+		if err != nil {
+			return nil, yamlErr(err)
+		}
+		return nil, fmt.Errorf("invalid YAML: line %d: a second document; a rules file holds one", extra.Line)
+	}
+	budget := maxAliasNodes
+	return yamlValue(&doc, 0, &budget, 0)
+}
+
+func yamlErr(err error) error {
+	return errors.New("invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// yamlValue converts y; aliasLine is the line of the alias being expanded,
+// 0 outside aliases.
+func yamlValue(y *yaml.Node, depth int, budget *int, aliasLine int) (*tnode, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("invalid YAML: line %d: nested too deeply", y.Line)
+	}
+	if aliasLine > 0 {
+		if *budget--; *budget < 0 {
+			return nil, fmt.Errorf("invalid YAML: line %d: aliases expand to too many values", aliasLine)
+		}
+	}
+	switch y.Kind {
+	case yaml.DocumentNode:
+		if len(y.Content) == 0 {
+			return &tnode{kind: tnull, line: y.Line}, nil
+		}
+		return yamlValue(y.Content[0], depth, budget, aliasLine)
+	case yaml.AliasNode:
+		if y.Alias == nil {
+			return nil, fmt.Errorf("invalid YAML: line %d: unknown alias", y.Line)
+		}
+		if aliasLine == 0 {
+			aliasLine = y.Line
+		}
+		return yamlValue(y.Alias, depth+1, budget, aliasLine)
+	case yaml.SequenceNode:
+		n := &tnode{kind: tarray, line: y.Line}
+		for _, c := range y.Content {
+			v, err := yamlValue(c, depth+1, budget, aliasLine)
+			if err != nil {
+				return nil, err
+			}
+			n.items = append(n.items, v)
+		}
+		return n, nil
+	case yaml.MappingNode:
+		n := &tnode{kind: tobject, line: y.Line}
+		for i := 0; i+1 < len(y.Content); i += 2 {
+			k := y.Content[i]
+			for k.Kind == yaml.AliasNode && k.Alias != nil {
+				k = k.Alias
+			}
+			if k.Kind != yaml.ScalarNode {
+				return nil, fmt.Errorf("invalid YAML: line %d: a mapping key must be a plain name", y.Content[i].Line)
+			}
+			v, err := yamlValue(y.Content[i+1], depth+1, budget, aliasLine)
+			if err != nil {
+				return nil, err
+			}
+			n.keys = append(n.keys, tkey{name: k.Value, line: y.Content[i].Line, val: v})
+		}
+		return n, nil
+	case yaml.ScalarNode:
+		n := &tnode{line: y.Line, text: y.Value}
+		switch y.ShortTag() {
+		case "!!null":
+			n.kind = tnull
+		case "!!bool":
+			var b bool
+			if err := y.Decode(&b); err != nil {
+				return nil, fmt.Errorf("invalid YAML: line %d: %s", y.Line, strings.TrimPrefix(err.Error(), "yaml: "))
+			}
+			n.kind, n.text = tbool, strconv.FormatBool(b)
+		case "!!int":
+			n.kind = tnumber
+			var i int64
+			if y.Decode(&i) == nil {
+				n.text = strconv.FormatInt(i, 10)
+			}
+		case "!!float":
+			n.kind = tnumber
+		default: // !!str, and !!timestamp, !!binary or a custom tag read as its text
+			n.kind = tstring
+		}
+		return n, nil
+	}
+	return nil, fmt.Errorf("invalid YAML: line %d: unexpected node", y.Line)
+}
+
+// decoder is the strict decoder's place in the document: the object being
+// decoded, as the rendered field prefix ("rules[2] (id "x")." or "" at the
+// top) and as path components for FieldError.path.
+type decoder struct {
+	prefix string
+	path   []string
+}
+
+// at returns the decoder for the object in member name.
+func (d decoder) at(name string) decoder {
+	return decoder{prefix: d.prefix + name + ".", path: append(append([]string(nil), d.path...), name)}
+}
+
+// err is an error about member name of the current object, found at n.
+func (d decoder) err(n *tnode, msg, name string) *FieldError {
+	return &FieldError{
+		Field:   d.prefix + name,
+		Message: msg,
+		Line:    n.line,
+		path:    append(append([]string(nil), d.path...), name),
+	}
+}
+
+func (d decoder) wrongType(n *tnode, want, name string) *FieldError {
+	return d.err(n, "want "+want+", got "+n.describe(), name)
+}
+
+// object checks that n, the current object, is an object whose keys are
+// all in known and none given twice.
+func (d decoder) object(n *tnode, known ...string) error {
+	if n.kind != tobject {
+		if d.prefix == "" {
+			return fmt.Errorf("want an object at the top level, got %s", n.describe())
+		}
+		return &FieldError{Field: strings.TrimSuffix(d.prefix, "."), Message: "want an object, got " + n.describe(), Line: n.line, path: d.path}
+	}
+	for i, k := range n.keys {
+		if !slices.Contains(known, k.name) {
+			fe := d.err(n, "unknown field, want one of "+strings.Join(known, ", "), k.name)
+			fe.Field, fe.Line = d.prefix+quoteKey(k.name), k.line
+			return fe
+		}
+		for _, prev := range n.keys[:i] {
+			if prev.name == k.name {
+				fe := d.err(n, "given twice", k.name)
+				fe.Line = k.line
+				return fe
+			}
+		}
+	}
+	return nil
+}
+
+// quoteKey renders an unknown field name, quoting it unless it is a plain
+// word.
+func quoteKey(k string) string {
+	if k == "" {
+		return `""`
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; !isAlnum(c) && c != '_' && c != '-' {
+			return quote(k)
+		}
+	}
+	return k
+}
+
+func (d decoder) str(n *tnode, name string, dst *string) error {
+	switch n.kind {
+	case tnull:
+		return nil
+	case tstring:
+		*dst = n.text
+		return nil
+	}
+	return d.wrongType(n, "a string", name)
+}
+
+func (d decoder) int(n *tnode, name string, dst *int64) error {
+	switch n.kind {
+	case tnull:
+		return nil
+	case tnumber:
+		v, err := strconv.ParseInt(n.text, 10, 64)
+		if err == nil {
+			*dst = v
+			return nil
+		}
+		if errors.Is(err, strconv.ErrRange) {
+			return d.wrongType(n, "an integer in range", name)
+		}
+	}
+	return d.wrongType(n, "an integer", name)
+}
+
+func (d decoder) bool(n *tnode, name string, dst *bool) error {
+	switch n.kind {
+	case tnull:
+		return nil
+	case tbool:
+		*dst = n.text == "true"
+		return nil
+	}
+	return d.wrongType(n, "true or false", name)
+}
+
+// decodeSet decodes n into a Set; a null n (an empty YAML document) is an
+// empty Set when allowEmpty.
+func decodeSet(n *tnode, allowEmpty bool) (*Set, error) {
+	s := &Set{Rules: []Rule{}}
+	if n.kind == tnull && allowEmpty {
+		return s, nil
+	}
+	var d decoder
+	if err := d.object(n, "revision", "default_plan", "rules", "clients"); err != nil {
+		return nil, err
+	}
+	for _, k := range n.keys {
+		var err error
+		switch k.name {
+		case "revision":
+			err = d.int(k.val, k.name, &s.Revision)
+		case "default_plan":
+			err = d.str(k.val, k.name, &s.DefaultPlan)
+		case "rules":
+			err = decodeRules(k.val, s)
+		case "clients":
+			err = decodeClients(k.val, s)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func decodeRules(n *tnode, s *Set) error {
+	switch n.kind {
+	case tnull:
+		return nil
+	case tarray:
+	default:
+		return decoder{}.wrongType(n, "a list of rules", "rules")
+	}
+	s.Rules = make([]Rule, 0, len(n.items))
+	for i, item := range n.items {
+		// Name the rule by its id when it has one, as Validate does.
+		id := ""
+		if item.kind == tobject {
+			if v := item.get("id"); v != nil && v.kind == tstring {
+				id = v.text
+			}
+		}
+		r, err := decodeRule(item, &decoder{prefix: ruleField(i, id) + ".", path: []string{"rules", strconv.Itoa(i)}})
+		if err != nil {
+			return err
+		}
+		s.Rules = append(s.Rules, r)
+	}
+	return nil
+}
+
+var ruleFields = []string{"id", "description", "match", "by", "limit", "window", "burst", "algorithm", "failure_mode", "shadow", "enabled"}
+
+// decodeRule decodes n into a Rule; d places it in a Set (nil: top level).
+func decodeRule(n *tnode, d *decoder) (Rule, error) {
+	if d == nil {
+		d = &decoder{}
+	}
+	var r Rule
+	if err := d.object(n, ruleFields...); err != nil {
+		return r, err
+	}
+	for _, k := range n.keys {
+		v := k.val
+		var err error
+		switch k.name {
+		case "id":
+			err = d.str(v, k.name, &r.ID)
+		case "description":
+			err = d.str(v, k.name, &r.Description)
+		case "match":
+			if v.kind == tnull {
+				break
+			}
+			md := d.at(k.name)
+			if err = md.object(v, "plan", "endpoint"); err != nil {
+				break
+			}
+			for _, mk := range v.keys {
+				if mk.name == "plan" {
+					err = md.str(mk.val, mk.name, &r.Match.Plan)
+				} else {
+					err = md.str(mk.val, mk.name, &r.Match.Endpoint)
+				}
+				if err != nil {
+					break
+				}
+			}
+		case "by":
+			err = d.str(v, k.name, (*string)(&r.By))
+		case "limit":
+			err = d.int(v, k.name, &r.Limit)
+		case "window":
+			var s string
+			if err = d.str(v, k.name, &s); err != nil || v.kind == tnull {
+				if v.kind == tnumber {
+					err = d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, k.name)
+				}
+				break
+			}
+			w, perr := ParseDuration(s)
+			if perr != nil {
+				err = d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, k.name)
+				break
+			}
+			r.Window = w
+		case "burst":
+			err = d.int(v, k.name, &r.Burst)
+		case "algorithm":
+			var s string
+			if err = d.str(v, k.name, &s); err != nil {
+				break
+			}
+			kind, perr := algorithm.ParseKind(s)
+			if perr != nil {
+				err = d.err(v, fmt.Sprintf("unknown algorithm %s, want one of %s", quote(s), validAlgorithmSet), k.name)
+				break
+			}
+			r.Algorithm = kind
+		case "failure_mode":
+			err = d.str(v, k.name, (*string)(&r.FailureMode))
+		case "shadow":
+			err = d.bool(v, k.name, &r.Shadow)
+		case "enabled":
+			if v.kind == tnull {
+				break
+			}
+			var b bool
+			if err = d.bool(v, k.name, &b); err == nil {
+				r.Enabled = &b
+			}
+		}
+		if err != nil {
+			return Rule{}, err
+		}
+	}
+	return r, nil
+}
+
+func decodeClients(n *tnode, s *Set) error {
+	d := decoder{}
+	switch n.kind {
+	case tnull:
+		return nil
+	case tobject:
+	default:
+		return d.wrongType(n, "an object of client id to {plan: ...}", "clients")
+	}
+	s.Clients = make(map[string]Client, len(n.keys))
+	for _, k := range n.keys {
+		if _, dup := s.Clients[k.name]; dup {
+			return &FieldError{Field: clientField(k.name), Message: "given twice", Line: k.line, path: []string{"clients", k.name}}
+		}
+		cd := decoder{prefix: clientField(k.name) + ".", path: []string{"clients", k.name}}
+		if err := cd.object(k.val, "plan"); err != nil {
+			return err
+		}
+		var c Client
+		for _, ck := range k.val.keys {
+			if err := cd.str(ck.val, ck.name, &c.Plan); err != nil {
+				return err
+			}
+		}
+		s.Clients[k.name] = c
+	}
+	if len(s.Clients) == 0 {
+		s.Clients = nil
+	}
+	return nil
+}

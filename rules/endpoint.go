@@ -1,0 +1,108 @@
+package rules
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxEndpoint is the longest endpoint pattern, in bytes.
+const MaxEndpoint = 512
+
+// Endpoint is a parsed endpoint pattern, "METHOD /path". Method is an
+// uppercase HTTP method or "*" for any. For an exact pattern Path is the
+// path to match; for a prefix pattern ("/api/*", Prefix true) Path is the
+// part before "/*" ("/api"), and the pattern matches that path itself and
+// everything under it; "/*" has Path "" and matches every path.
+//
+// The zero value is not a pattern; ParseEndpoint makes one. An Endpoint is
+// a small value, safe to copy and to use concurrently.
+type Endpoint struct {
+	Method string
+	Path   string
+	Prefix bool
+}
+
+const endpointForm = `want "METHOD /path", e.g. "GET /api/orders"`
+
+// ParseEndpoint parses "METHOD /path": an uppercase HTTP method (A-Z, at
+// most 16 letters) or "*", exactly one space, then a path starting with "/".
+// A path ending in "/*" is a prefix pattern; no other "*" may appear in the
+// path. No whitespace or control characters, at most 512 bytes of UTF-8.
+// The error is a *FieldError for the field "endpoint".
+func ParseEndpoint(s string) (Endpoint, error) {
+	bad := func(format string, args ...any) (Endpoint, error) {
+		return Endpoint{}, fieldErr(fmt.Sprintf(format, args...), "endpoint")
+	}
+	if len(s) > MaxEndpoint {
+		return bad("must be at most %d bytes, got %d", MaxEndpoint, len(s))
+	}
+	if !utf8.ValidString(s) {
+		return bad("must be valid UTF-8")
+	}
+	method, path, ok := strings.Cut(s, " ")
+	if !ok {
+		return bad("%s", endpointForm)
+	}
+	if !validMethod(method) {
+		return bad(`%s; the method must be "*" or an uppercase HTTP method such as GET (at most 16 letters), got %s`, endpointForm, quote(method))
+	}
+	if strings.HasPrefix(path, " ") {
+		return bad("must have exactly one space, between the method and the path, got %s", quote(s))
+	}
+	if !strings.HasPrefix(path, "/") {
+		return bad(`%s; the path must start with "/", got %s`, endpointForm, quote(path))
+	}
+	if strings.ContainsFunc(path, func(c rune) bool { return unicode.IsSpace(c) || unicode.IsControl(c) }) {
+		return bad("the path must not contain whitespace or control characters, got %s", quote(path))
+	}
+	e := Endpoint{Method: method, Path: path}
+	if strings.HasSuffix(path, "/*") {
+		e.Path, e.Prefix = path[:len(path)-2], true
+	}
+	if strings.Contains(e.Path, "*") {
+		return bad(`"*" is only allowed as a final "/*" (everything under a path), got %s`, quote(path))
+	}
+	return e, nil
+}
+
+func validMethod(m string) bool {
+	if m == "*" {
+		return true
+	}
+	if m == "" || len(m) > 16 {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		if m[i] < 'A' || m[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// Matches reports whether a call with this method and path (the request
+// path, without the query) fits the pattern. Methods compare exactly, as
+// HTTP methods are case-sensitive.
+func (e Endpoint) Matches(method, path string) bool {
+	if e.Method != "*" && e.Method != method {
+		return false
+	}
+	return e.matchesPath(path)
+}
+
+func (e Endpoint) matchesPath(path string) bool {
+	if !e.Prefix {
+		return path == e.Path
+	}
+	return e.Path == "" || strings.HasPrefix(path, e.Path) && (len(path) == len(e.Path) || path[len(e.Path)] == '/')
+}
+
+// String returns the pattern in the form ParseEndpoint reads.
+func (e Endpoint) String() string {
+	if e.Prefix {
+		return e.Method + " " + e.Path + "/*"
+	}
+	return e.Method + " " + e.Path
+}

@@ -1,0 +1,300 @@
+package rules
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// Compiled is a rule made ready for the hot path, with what the decision
+// and its headers need precomputed. Compile makes them; they are read-only
+// once built and safe for concurrent use: share the pointer, never modify
+// through it.
+type Compiled struct {
+	Rule       // a copy of the rule
+	Seq    int // position in Set.Rules
+	Params algorithm.Params
+	// Policy is the rule's RateLimit-Policy item, `"<id>";q=<limit>;w=<window>`.
+	Policy string
+	// WindowSeconds is the window in whole seconds, rounded up, at least 1.
+	WindowSeconds int64
+
+	method string // the endpoint's method, "*" for any
+}
+
+// Index is a compiled Set: it finds the rules that apply to a call in time
+// that does not grow with the number of rules. Rules with an endpoint are
+// kept in one map by path (the exact path, or the base of a prefix pattern,
+// "/api" for "/api/*"), and under each path by plan; rules for any path are
+// kept by plan. A call looks up its own path and, for prefix rules, each
+// part of it before a "/" (only for lengths some prefix base has); every
+// list is in set order and filtered by method as it is read.
+//
+// An Index is immutable once built and safe for concurrent use. The zero
+// value, and a nil *Index, hold no rules and no clients.
+type Index struct {
+	set   *Set
+	rules []*Compiled
+	byID  map[string]*Compiled
+
+	anyPath []*Compiled            // no plan, any path
+	planAny map[string][]*Compiled // by plan, any path
+	paths   map[string]*pathRules  // rules with an endpoint, by path or prefix base
+	lens    [MaxEndpoint / 64]uint64
+}
+
+// pathRules holds the enabled rules whose endpoint names one path: exact
+// patterns for that path and prefix patterns with that base.
+type pathRules struct {
+	lists                     // rules without a plan
+	plans   []planLists       // rules with a plan, few per path
+	planMap map[string]*lists // the same, when there are many
+}
+
+type lists struct{ exact, prefix []*Compiled }
+
+type planLists struct {
+	plan string
+	lists
+}
+
+// manyPlans is the number of plans on one path beyond which a map beats a
+// linear scan.
+const manyPlans = 8
+
+// Compile validates s (returning Validate's error) and builds its Index.
+// The Index keeps its own deep copy of s.
+func Compile(s *Set) (*Index, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	s = s.Clone()
+	ix := &Index{
+		set:   s,
+		rules: make([]*Compiled, len(s.Rules)),
+		byID:  make(map[string]*Compiled, len(s.Rules)),
+	}
+	all := make([]Compiled, len(s.Rules))
+	for i := range s.Rules {
+		c := &all[i]
+		c.Rule = s.Rules[i]
+		if c.Enabled != nil {
+			e := *c.Enabled
+			c.Enabled = &e // not shared with ix.set
+		}
+		c.Seq = i
+		c.Params = c.Rule.Params()
+		c.WindowSeconds = max((c.Params.Window+999_999)/1_000_000, 1)
+		c.Policy = strconv.Quote(c.ID) + ";q=" + strconv.FormatInt(c.Limit, 10) + ";w=" + strconv.FormatInt(c.WindowSeconds, 10)
+		ix.rules[i] = c
+		ix.byID[c.ID] = c
+		if c.IsEnabled() {
+			ix.add(c)
+		}
+	}
+	for _, pr := range ix.paths {
+		if len(pr.plans) > manyPlans {
+			pr.planMap = make(map[string]*lists, len(pr.plans))
+			for i := range pr.plans {
+				pr.planMap[pr.plans[i].plan] = &pr.plans[i].lists
+			}
+		}
+	}
+	return ix, nil
+}
+
+// add indexes c, the enabled rule with the highest Seq so far.
+func (ix *Index) add(c *Compiled) {
+	e := Endpoint{Method: "*", Prefix: true} // no endpoint: any call
+	if c.Match.Endpoint != "" {
+		e, _ = ParseEndpoint(c.Match.Endpoint) // valid: the Set was validated
+	}
+	c.method = e.Method
+	if e.Prefix && e.Path == "" {
+		if c.Match.Plan == "" {
+			ix.anyPath = append(ix.anyPath, c)
+			return
+		}
+		if ix.planAny == nil {
+			ix.planAny = make(map[string][]*Compiled)
+		}
+		ix.planAny[c.Match.Plan] = append(ix.planAny[c.Match.Plan], c)
+		return
+	}
+	if ix.paths == nil {
+		ix.paths = make(map[string]*pathRules)
+	}
+	pr := ix.paths[e.Path]
+	if pr == nil {
+		pr = &pathRules{}
+		ix.paths[e.Path] = pr
+	}
+	l := &pr.lists
+	if c.Match.Plan != "" {
+		l = nil
+		for i := range pr.plans {
+			if pr.plans[i].plan == c.Match.Plan {
+				l = &pr.plans[i].lists
+			}
+		}
+		if l == nil {
+			pr.plans = append(pr.plans, planLists{plan: c.Match.Plan})
+			l = &pr.plans[len(pr.plans)-1].lists
+		}
+	}
+	if e.Prefix {
+		l.prefix = append(l.prefix, c)
+		n := len(e.Path) // < MaxEndpoint
+		ix.lens[n/64] |= 1 << (n % 64)
+	} else {
+		l.exact = append(l.exact, c)
+	}
+}
+
+// Set returns the Set the index was built from. Callers must not modify it;
+// Clone it to make changes.
+func (ix *Index) Set() *Set {
+	if ix == nil {
+		return nil
+	}
+	return ix.set
+}
+
+// Revision returns the revision of the Set.
+func (ix *Index) Revision() int64 {
+	if ix == nil || ix.set == nil {
+		return 0
+	}
+	return ix.set.Revision
+}
+
+// Rules returns every rule, enabled or not, in set order. Callers must not
+// modify the slice.
+func (ix *Index) Rules() []*Compiled {
+	if ix == nil {
+		return nil
+	}
+	return ix.rules
+}
+
+// Rule returns the rule with the given id, enabled or not.
+func (ix *Index) Rule(id string) (*Compiled, bool) {
+	if ix == nil {
+		return nil, false
+	}
+	c, ok := ix.byID[id]
+	return c, ok
+}
+
+// Match appends to dst every enabled rule whose match fits a call on plan
+// with this method and path, in set order (ascending Seq), and returns dst.
+// A rule without a plan fits every plan; plan "" fits only those. path is
+// the request path without the query. Match allocates nothing when dst has
+// the capacity.
+func (ix *Index) Match(plan, method, path string, dst []*Compiled) []*Compiled {
+	if ix == nil {
+		return dst
+	}
+	start := len(dst)
+	dst = appendMethod(dst, ix.anyPath, method)
+	if plan != "" && ix.planAny != nil {
+		dst = appendMethod(dst, ix.planAny[plan], method)
+	}
+	if ix.paths != nil {
+		// Exact rules for path, and prefix rules with base path.
+		if pr := ix.paths[path]; pr != nil {
+			dst = pr.append(dst, plan, method, true, true)
+		}
+		// A prefix base B also fits when path starts with B+"/": look up
+		// the part before each "/" after the first byte.
+		for i := 1; i < len(path) && i < MaxEndpoint; i++ {
+			if path[i] == '/' && ix.hasLen(i) {
+				if pr := ix.paths[path[:i]]; pr != nil {
+					dst = pr.append(dst, plan, method, false, true)
+				}
+			}
+		}
+	}
+	sortSeq(dst[start:])
+	return dst
+}
+
+// hasLen reports whether some prefix base is n bytes long.
+func (ix *Index) hasLen(n int) bool {
+	return n < MaxEndpoint && ix.lens[n/64]&(1<<(n%64)) != 0
+}
+
+// append adds the rules of pr that fit plan and method, exact and/or prefix.
+func (pr *pathRules) append(dst []*Compiled, plan, method string, exact, prefix bool) []*Compiled {
+	dst = pr.lists.append(dst, method, exact, prefix)
+	if plan == "" || len(pr.plans) == 0 {
+		return dst
+	}
+	if pr.planMap != nil {
+		if l := pr.planMap[plan]; l != nil {
+			dst = l.append(dst, method, exact, prefix)
+		}
+		return dst
+	}
+	for i := range pr.plans {
+		if pr.plans[i].plan == plan {
+			return pr.plans[i].append(dst, method, exact, prefix)
+		}
+	}
+	return dst
+}
+
+func (l *lists) append(dst []*Compiled, method string, exact, prefix bool) []*Compiled {
+	if exact {
+		dst = appendMethod(dst, l.exact, method)
+	}
+	if prefix {
+		dst = appendMethod(dst, l.prefix, method)
+	}
+	return dst
+}
+
+func appendMethod(dst, list []*Compiled, method string) []*Compiled {
+	for _, c := range list {
+		if c.method == "*" || c.method == method {
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
+// sortSeq orders s by Seq: an insertion sort for the few rules a call
+// usually matches, pdqsort beyond.
+func sortSeq(s []*Compiled) {
+	if len(s) > 16 {
+		slices.SortFunc(s, func(a, b *Compiled) int { return a.Seq - b.Seq })
+		return
+	}
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j].Seq < s[j-1].Seq; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// PlanFor returns the plan of the first of the given client ids that is in
+// the Set's Clients, else the DefaultPlan (which may be ""). The arguments
+// are full client ids ("user:alice", "api_key:k", "ip:203.0.113.7") in the
+// order user, API key, IP; empty ones are skipped.
+func (ix *Index) PlanFor(user, apiKey, ip string) string {
+	if ix == nil || ix.set == nil {
+		return ""
+	}
+	if len(ix.set.Clients) > 0 {
+		for _, id := range [...]string{user, apiKey, ip} {
+			if id == "" {
+				continue
+			}
+			if c, ok := ix.set.Clients[id]; ok {
+				return c.Plan
+			}
+		}
+	}
+	return ix.set.DefaultPlan
+}

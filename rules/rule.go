@@ -1,0 +1,429 @@
+// Package rules holds sluice's rate-limit rules: the model carried by the
+// rules file and the admin API, its validation, strict parsing of outside
+// input (JSON and YAML), and the compiled Index that the hot path matches
+// each request against.
+//
+// A Set is plain data: build one, Validate it, then Compile it into an Index.
+// An Index is immutable; to change the rules, compile a new one and swap it
+// in (an atomic.Pointer[Index] is the intended holder).
+package rules
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// Limits on rule fields. They bound what a rule can ask of the counter
+// store and keep every value exact in the microsecond arithmetic of the
+// algorithms.
+const (
+	MaxLimit         = 1_000_000_000        // largest limit and burst
+	MinWindow        = time.Millisecond     // shortest window
+	MaxWindow        = 366 * 24 * time.Hour // longest window
+	MaxDescription   = 1024                 // bytes
+	MaxClientIDValue = 256                  // bytes after "user:", "api_key:" or "ip:"
+)
+
+const (
+	maxIDLen          = 64
+	maxPlanLen        = 64
+	validAlgorithmSet = "token_bucket, leaky_bucket, fixed_window, sliding_window, sliding_log"
+)
+
+// By names the identity a rule's buckets are keyed by. The zero value ""
+// means ByClient.
+type By string
+
+const (
+	ByClient By = "client"  // the user if known, else the API key, else the IP; "" means ByClient
+	ByUser   By = "user"    // the logged-in user
+	ByAPIKey By = "api_key" // the API key
+	ByIP     By = "ip"      // the caller's address (IPv6 by prefix)
+)
+
+// Valid reports whether b is one of the four identities or empty.
+func (b By) Valid() bool {
+	switch b {
+	case "", ByClient, ByUser, ByAPIKey, ByIP:
+		return true
+	}
+	return false
+}
+
+// FailureMode says what a rule does while the shared counter store is
+// unreachable. The zero value "" means FailOpen.
+type FailureMode string
+
+const (
+	FailOpen   FailureMode = "open"   // serve from a coarse in-process limit; "" means FailOpen
+	FailClosed FailureMode = "closed" // deny
+)
+
+// Valid reports whether m is open, closed or empty.
+func (m FailureMode) Valid() bool {
+	switch m {
+	case "", FailOpen, FailClosed:
+		return true
+	}
+	return false
+}
+
+// Match selects the calls a rule applies to. An empty field matches
+// anything: a rule with no plan applies to every plan (and to callers with
+// none), a rule with no endpoint to every method and path.
+type Match struct {
+	Plan     string `json:"plan,omitempty" yaml:"plan,omitempty"`
+	Endpoint string `json:"endpoint,omitempty" yaml:"endpoint,omitempty"` // "GET /api/orders", "* /api/*", "POST /login"; see ParseEndpoint
+}
+
+// Rule is one limit: which calls it applies to (Match), whose bucket it
+// counts in (By), and how many calls per Window it admits with which
+// algorithm. The zero value is not valid: ID, Limit and Window are required.
+// A Rule is plain data; copy it freely, but note that Enabled is a pointer.
+type Rule struct {
+	ID          string         `json:"id" yaml:"id"` // [a-z0-9][a-z0-9._-]{0,63}
+	Description string         `json:"description,omitempty" yaml:"description,omitempty"`
+	Match       Match          `json:"match" yaml:"match,omitempty"`
+	By          By             `json:"by,omitempty" yaml:"by,omitempty"`
+	Limit       int64          `json:"limit" yaml:"limit"`
+	Window      Duration       `json:"window" yaml:"window"`
+	Burst       int64          `json:"burst,omitempty" yaml:"burst,omitempty"` // 0 = the algorithm's default; bucket algorithms only
+	Algorithm   algorithm.Kind `json:"algorithm" yaml:"algorithm"`
+	FailureMode FailureMode    `json:"failure_mode,omitempty" yaml:"failure_mode,omitempty"`
+	Shadow      bool           `json:"shadow,omitempty" yaml:"shadow,omitempty"`   // evaluate and report, never deny
+	Enabled     *bool          `json:"enabled,omitempty" yaml:"enabled,omitempty"` // nil = true
+}
+
+// IsEnabled reports whether the rule is in force (Enabled nil or true).
+func (r *Rule) IsEnabled() bool { return r.Enabled == nil || *r.Enabled }
+
+// Params returns the parts of the rule the algorithm reads, with Window in
+// microseconds.
+func (r *Rule) Params() algorithm.Params {
+	return algorithm.Params{
+		Kind:   r.Algorithm,
+		Limit:  r.Limit,
+		Window: time.Duration(r.Window).Microseconds(),
+		Burst:  r.Burst,
+	}
+}
+
+// Validate checks every field of r and returns a *FieldError naming the
+// first one that is wrong, or nil.
+func (r *Rule) Validate() error {
+	if err := validID(r.ID); err != nil {
+		return err
+	}
+	if err := validText("description", r.Description, MaxDescription); err != nil {
+		return err
+	}
+	if r.Match.Plan != "" {
+		if msg := planProblem(r.Match.Plan); msg != "" {
+			return fieldErr(msg, "match", "plan")
+		}
+	}
+	if r.Match.Endpoint != "" {
+		if _, err := ParseEndpoint(r.Match.Endpoint); err != nil {
+			return fieldErr(err.(*FieldError).Message, "match", "endpoint")
+		}
+	}
+	if !r.By.Valid() {
+		return fieldErr(fmt.Sprintf("must be one of client, user, api_key, ip, got %q", string(r.By)), "by")
+	}
+	if int(r.Algorithm) >= len(algorithm.Kinds) {
+		return fieldErr(fmt.Sprintf("unknown algorithm %s, want one of %s", r.Algorithm, validAlgorithmSet), "algorithm")
+	}
+	switch {
+	case r.Limit < 1:
+		return fieldErr(fmt.Sprintf("must be ≥ 1, got %d", r.Limit), "limit")
+	case r.Limit > MaxLimit:
+		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d", MaxLimit, r.Limit), "limit")
+	case r.Algorithm == algorithm.SlidingLog && r.Limit > algorithm.MaxLogLimit:
+		return fieldErr(fmt.Sprintf("must be ≤ %d for sliding_log, which stores one timestamp per admitted call (use sliding_window for larger limits), got %d",
+			algorithm.MaxLogLimit, r.Limit), "limit")
+	}
+	w := time.Duration(r.Window)
+	switch {
+	case w == 0:
+		return fieldErr(`required, e.g. "1m"`, "window")
+	case w < MinWindow:
+		return fieldErr(fmt.Sprintf("must be ≥ 1ms, got %s", r.Window), "window")
+	case w > MaxWindow:
+		return fieldErr(fmt.Sprintf("must be ≤ 366d, got %s", r.Window), "window")
+	case w%time.Microsecond != 0:
+		return fieldErr(fmt.Sprintf("must be a whole number of microseconds, got %s", r.Window), "window")
+	}
+	switch {
+	case r.Burst < 0:
+		return fieldErr(fmt.Sprintf("must be ≥ 0 (0 = default), got %d", r.Burst), "burst")
+	case r.Burst > MaxLimit:
+		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d", MaxLimit, r.Burst), "burst")
+	case r.Burst > 0 && r.Algorithm != algorithm.TokenBucket && r.Algorithm != algorithm.LeakyBucket:
+		return fieldErr(fmt.Sprintf("only token_bucket and leaky_bucket take a burst; %s admits limit calls per window (remove burst or change the algorithm)", r.Algorithm), "burst")
+	}
+	if !r.FailureMode.Valid() {
+		return fieldErr(fmt.Sprintf("must be open or closed, got %q", string(r.FailureMode)), "failure_mode")
+	}
+	return nil
+}
+
+// Client is an entry of the client registry: the plan a known client is on.
+// The zero value is not valid; Plan is required.
+type Client struct {
+	Plan string `json:"plan" yaml:"plan"`
+}
+
+// Validate checks the plan name.
+func (c *Client) Validate() error {
+	if c.Plan == "" {
+		return fieldErr("required", "plan")
+	}
+	if msg := planProblem(c.Plan); msg != "" {
+		return fieldErr(msg, "plan")
+	}
+	return nil
+}
+
+// Set is the whole rule configuration: what the rules file holds and what
+// the admin API edits. Rules apply in order; Clients maps a client id (see
+// ValidClientID) to its plan; callers not in Clients get DefaultPlan. The
+// zero value is an empty, valid configuration. A Set is plain data with no
+// locking: share it read-only or Clone it.
+type Set struct {
+	Revision    int64             `json:"revision" yaml:"revision,omitempty"`
+	DefaultPlan string            `json:"default_plan,omitempty" yaml:"default_plan,omitempty"`
+	Rules       []Rule            `json:"rules" yaml:"rules"`
+	Clients     map[string]Client `json:"clients,omitempty" yaml:"clients,omitempty"`
+}
+
+// Validate checks every rule and client, and that rule ids are unique. The
+// error is a *FieldError whose Field is the full path, e.g.
+// `rules[2] (id "free-per-user").limit`.
+func (s *Set) Validate() error {
+	if s.Revision < 0 {
+		return fieldErr(fmt.Sprintf("must be ≥ 0, got %d", s.Revision), "revision")
+	}
+	if s.DefaultPlan != "" {
+		if msg := planProblem(s.DefaultPlan); msg != "" {
+			return fieldErr(msg, "default_plan")
+		}
+	}
+	seen := make(map[string]int, len(s.Rules))
+	for i := range s.Rules {
+		r := &s.Rules[i]
+		if err := r.Validate(); err != nil {
+			return ruleErr(i, r.ID, err.(*FieldError))
+		}
+		if j, dup := seen[r.ID]; dup {
+			return ruleErr(i, r.ID, fieldErr(fmt.Sprintf("duplicate of rules[%d]", j), "id"))
+		}
+		seen[r.ID] = i
+	}
+	for _, id := range sortedKeys(s.Clients) {
+		if err := ValidClientID(id); err != nil {
+			fe := err.(*FieldError)
+			return &FieldError{Field: clientField(id), Message: fe.Message, path: []string{"clients", id}}
+		}
+		c := s.Clients[id]
+		if err := c.Validate(); err != nil {
+			return clientErr(id, err.(*FieldError))
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy of s (nil for nil).
+func (s *Set) Clone() *Set {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	if s.Rules != nil {
+		c.Rules = make([]Rule, len(s.Rules))
+		for i, r := range s.Rules {
+			if r.Enabled != nil {
+				e := *r.Enabled
+				r.Enabled = &e
+			}
+			c.Rules[i] = r
+		}
+	}
+	if s.Clients != nil {
+		c.Clients = make(map[string]Client, len(s.Clients))
+		for k, v := range s.Clients {
+			c.Clients[k] = v
+		}
+	}
+	return &c
+}
+
+// ValidClientID checks a client id as used in Set.Clients and the admin
+// API: "user:<id>", "api_key:<key>" or "ip:<address or prefix>". The value
+// after the colon is non-empty, at most 256 bytes of UTF-8 without control
+// characters; an ip value is an address or a masked prefix in canonical form
+// ("2001:db8::/64", not "2001:DB8:0::1/64"), since clients are looked up by
+// exact string. The error is a *FieldError for the field "client".
+func ValidClientID(id string) error {
+	kind, val, ok := strings.Cut(id, ":")
+	if !ok || (kind != "user" && kind != "api_key" && kind != "ip") {
+		return fieldErr(fmt.Sprintf(`want "user:<id>", "api_key:<key>" or "ip:<address or prefix>", got %s`, quote(id)), "client")
+	}
+	switch {
+	case val == "":
+		return fieldErr(fmt.Sprintf("want a value after %q, got %s", kind+":", quote(id)), "client")
+	case len(val) > MaxClientIDValue:
+		return fieldErr(fmt.Sprintf("the value after %q is %d bytes, want at most %d", kind+":", len(val), MaxClientIDValue), "client")
+	case !utf8.ValidString(val):
+		return fieldErr(fmt.Sprintf("%s is not valid UTF-8", quote(id)), "client")
+	case strings.ContainsFunc(val, unicode.IsControl):
+		return fieldErr(fmt.Sprintf("%s contains a control character", quote(id)), "client")
+	}
+	if kind != "ip" {
+		return nil
+	}
+	var canon string
+	if strings.Contains(val, "/") {
+		p, err := netip.ParsePrefix(val)
+		if err != nil {
+			return fieldErr(fmt.Sprintf("%s: want an IP address or prefix such as 203.0.113.7 or 2001:db8::/64", quote(id)), "client")
+		}
+		canon = p.Masked().String()
+	} else {
+		a, err := netip.ParseAddr(val)
+		if err != nil || a.Zone() != "" {
+			return fieldErr(fmt.Sprintf("%s: want an IP address or prefix such as 203.0.113.7 or 2001:db8::/64", quote(id)), "client")
+		}
+		canon = a.String()
+	}
+	if canon != val {
+		return fieldErr(fmt.Sprintf("%s: write it in canonical form, %q", quote(id), "ip:"+canon), "client")
+	}
+	return nil
+}
+
+// FieldError is a validation or decoding error in one field. Field is the
+// field's path as a user wrote it ("limit", "match.endpoint",
+// `rules[2] (id "free-per-user").window`); Message says what is wrong, in
+// words fit to show to the user of the admin API. Line is the 1-based line
+// of the field in a YAML document, 0 when unknown.
+type FieldError struct {
+	Field   string
+	Message string
+	Line    int
+
+	path []string // Field as components ("rules", "2", "window"), to find a line
+}
+
+func (e *FieldError) Error() string {
+	if e.Line > 0 {
+		return "line " + strconv.Itoa(e.Line) + ": " + e.Field + ": " + e.Message
+	}
+	return e.Field + ": " + e.Message
+}
+
+func fieldErr(msg string, path ...string) *FieldError {
+	return &FieldError{Field: strings.Join(path, "."), Message: msg, path: path}
+}
+
+// ruleErr puts a rule's field error under its place in a Set.
+func ruleErr(i int, id string, fe *FieldError) *FieldError {
+	return &FieldError{
+		Field:   ruleField(i, id) + "." + fe.Field,
+		Message: fe.Message,
+		Line:    fe.Line,
+		path:    append([]string{"rules", strconv.Itoa(i)}, fe.path...),
+	}
+}
+
+func ruleField(i int, id string) string {
+	if id == "" {
+		return fmt.Sprintf("rules[%d]", i)
+	}
+	return fmt.Sprintf("rules[%d] (id %s)", i, quote(id))
+}
+
+func clientErr(id string, fe *FieldError) *FieldError {
+	return &FieldError{
+		Field:   clientField(id) + "." + fe.Field,
+		Message: fe.Message,
+		Line:    fe.Line,
+		path:    append([]string{"clients", id}, fe.path...),
+	}
+}
+
+func clientField(id string) string { return "clients[" + quote(id) + "]" }
+
+func validID(id string) error {
+	if id == "" {
+		return fieldErr("required", "id")
+	}
+	if len(id) > maxIDLen || !isLowerAlnum(id[0]) || strings.IndexFunc(id, func(c rune) bool {
+		return !isLowerAlnum(byte(c)) && c != '.' && c != '_' && c != '-' || c >= utf8.RuneSelf
+	}) >= 0 {
+		return fieldErr(fmt.Sprintf("must be 1 to 64 of a-z 0-9 . _ - starting with a letter or digit, got %s", quote(id)), "id")
+	}
+	return nil
+}
+
+// planProblem returns what is wrong with a non-empty plan name, or "".
+func planProblem(p string) string {
+	if len(p) > maxPlanLen || !isAlnum(p[0]) || strings.IndexFunc(p, func(c rune) bool {
+		return !isAlnum(byte(c)) && c != '.' && c != '_' && c != '-' || c >= utf8.RuneSelf
+	}) >= 0 {
+		return fmt.Sprintf("must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got %s", quote(p))
+	}
+	return ""
+}
+
+// validText checks free text: valid UTF-8, at most max bytes, no control
+// characters other than newline and tab.
+func validText(field, s string, max int) error {
+	switch {
+	case len(s) > max:
+		return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", max, len(s)), field)
+	case !utf8.ValidString(s):
+		return fieldErr("must be valid UTF-8", field)
+	case strings.ContainsFunc(s, func(c rune) bool {
+		return c != '\n' && c != '\t' && (unicode.IsControl(c) || c == '\u2028' || c == '\u2029' || c == '\ufeff')
+	}):
+		return fieldErr("must not contain control characters other than newline and tab", field)
+	}
+	return nil
+}
+
+func isLowerAlnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
+func isAlnum(c byte) bool      { return isLowerAlnum(c) || 'A' <= c && c <= 'Z' }
+
+// quote quotes s for an error message, eliding the middle of long values.
+func quote(s string) string {
+	const max = 80
+	if len(s) > max {
+		cut := max / 2
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		end := len(s) - max/2
+		for end < len(s) && !utf8.RuneStart(s[end]) {
+			end++
+		}
+		return strconv.Quote(s[:cut]) + "…" + strconv.Quote(s[end:])
+	}
+	return strconv.Quote(s)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
