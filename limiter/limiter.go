@@ -1,0 +1,271 @@
+// Package limiter decides calls: it matches a call against the rules in force,
+// takes from every matching rule's bucket in one atomic store operation, and
+// folds the per-rule results into one Decision.
+//
+//	request → identity → rules (Index.Match) → limiter → store (Take) → Decision
+package limiter
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// MaxRulesPerCall bounds the rules one call is checked against; more
+// matching rules than this is a configuration error reported by Check.
+const MaxRulesPerCall = 32
+
+// Errors returned by Check.
+var (
+	// ErrNoRules: the limiter has no rule set yet (SetRules not called).
+	ErrNoRules = errors.New("limiter: no rules loaded")
+	// ErrTooManyRules: a call matched more than MaxRulesPerCall rules.
+	ErrTooManyRules = errors.New("limiter: call matches too many rules")
+)
+
+// Request is one call to decide. User, APIKey and IP identify the caller (at
+// least one should be set); Method and Path name the endpoint; Plan, when
+// empty, comes from the client registry or the default plan; Cost 0 means 1.
+type Request struct {
+	User, APIKey, IP string
+	Plan             string
+	Method, Path     string
+	Cost             int64
+}
+
+// Decision is the answer for one call. Limit, Remaining, ResetAfter and the
+// policy fields describe the most restrictive matching rule: the one that
+// denied (the longest wait, if several did), else the one with the least
+// remaining. When no rule matched, Allowed is true and Rule is "".
+type Decision struct {
+	Allowed    bool
+	Reason     algorithm.Reason // why it was denied
+	Limit      int64
+	Remaining  int64
+	ResetAfter time.Duration // until the quota is whole again
+	RetryAfter time.Duration // 0 when allowed or when it can never pass
+	Now        time.Time     // the store's clock at the decision
+
+	Rule   *rules.Compiled // most restrictive rule, nil when none matched
+	Client rules.By        // which identity its bucket is keyed by: user, api_key or ip
+	Plan   string          // plan the call was matched under
+
+	Matched      int    // rules applied
+	ShadowDenied string // id of a shadow rule that would have denied, if any
+}
+
+// RuleID is the id of the most restrictive rule, "" when none matched.
+func (d *Decision) RuleID() string {
+	if d.Rule == nil {
+		return ""
+	}
+	return d.Rule.ID
+}
+
+// Config tunes a Limiter.
+type Config struct {
+	// IPv6Prefix is the prefix length IPv6 callers are keyed by. Default 64:
+	// one host commonly holds a whole /64, so keying by /128 would let it
+	// pick a fresh bucket per call.
+	IPv6Prefix int
+}
+
+// Limiter decides calls against the rules in force. Rules are swapped in
+// atomically with SetRules while calls are decided. Safe for concurrent use;
+// use New.
+type Limiter struct {
+	store   Store
+	cfg     Config
+	rules   atomic.Pointer[rules.Index]
+	scratch sync.Pool
+}
+
+// New returns a limiter over store with no rules (Check fails with
+// ErrNoRules until SetRules).
+func New(store Store, cfg Config) *Limiter {
+	if cfg.IPv6Prefix <= 0 || cfg.IPv6Prefix > 128 {
+		cfg.IPv6Prefix = identity.DefaultIPv6Prefix
+	}
+	l := &Limiter{store: store, cfg: cfg}
+	l.scratch.New = func() any { return new(scratch) }
+	return l
+}
+
+// SetRules puts ix in force for every call that starts after it returns.
+func (l *Limiter) SetRules(ix *rules.Index) { l.rules.Store(ix) }
+
+// Rules returns the rules in force (nil before the first SetRules).
+func (l *Limiter) Rules() *rules.Index { return l.rules.Load() }
+
+// scratch is the per-call working memory, pooled so Check does not allocate.
+type scratch struct {
+	ids     [3 * 300]byte // client ids, built in place
+	matched [MaxRulesPerCall]*rules.Compiled
+	ops     [MaxRulesPerCall]Op
+	res     [MaxRulesPerCall]algorithm.Result
+}
+
+// Check decides req: every enabled rule matching the call's plan and
+// endpoint applies, and the call passes only if all of them allow; a denied
+// call consumes nothing. Shadow rules are evaluated and consumed like the
+// others but never deny.
+func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
+	ix := l.rules.Load()
+	if ix == nil {
+		return Decision{}, ErrNoRules
+	}
+	sc := l.scratch.Get().(*scratch)
+	defer l.scratch.Put(sc)
+
+	// Client ids live in sc.ids for the length of the call only: the store
+	// copies what it keeps.
+	buf := sc.ids[:0]
+	var user, apiKey, ip string
+	buf, user = appendID(buf, identity.PrefixUser, req.User)
+	buf, apiKey = appendID(buf, identity.PrefixAPIKey, req.APIKey)
+	if req.IP != "" {
+		start := len(buf)
+		buf = append(buf, identity.PrefixIP...)
+		if a, err := netip.ParseAddr(req.IP); err == nil {
+			buf = identity.AppendIPKey(buf, a, l.cfg.IPv6Prefix)
+		} else {
+			buf = append(buf, req.IP...)
+		}
+		ip = bytesString(buf[start:])
+	}
+
+	plan := req.Plan
+	if plan == "" {
+		plan = ix.PlanFor(user, apiKey, ip)
+	}
+	matched := ix.Match(plan, req.Method, req.Path, sc.matched[:0])
+	if len(matched) > MaxRulesPerCall {
+		return Decision{}, ErrTooManyRules
+	}
+	cost := req.Cost
+	if cost <= 0 {
+		cost = 1
+	}
+	ops := sc.ops[:0]
+	var kinds [MaxRulesPerCall]rules.By
+	var used [MaxRulesPerCall]*rules.Compiled
+	for _, r := range matched {
+		by, client := pick(r.By, user, apiKey, ip)
+		if client == "" {
+			continue // the call lacks the identity this rule is keyed by
+		}
+		kinds[len(ops)] = by
+		used[len(ops)] = r
+		ops = append(ops, Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow})
+	}
+	d := Decision{Allowed: true, Plan: plan, Matched: len(ops)}
+	if len(ops) == 0 {
+		d.Now = time.Now()
+		return d, nil
+	}
+	res := sc.res[:len(ops)]
+	now, err := l.store.Take(ctx, ops, res)
+	if err != nil {
+		return Decision{}, err
+	}
+	d.Now = time.UnixMicro(now)
+
+	best := -1
+	for i := range ops {
+		r := &res[i]
+		if ops[i].Shadow {
+			if !r.Allowed && d.ShadowDenied == "" {
+				d.ShadowDenied = used[i].ID
+			}
+			continue
+		}
+		if !r.Allowed {
+			d.Allowed = false
+		}
+		if best < 0 || moreRestrictive(r, &res[best]) {
+			best = i
+		}
+	}
+	if best < 0 { // only shadow rules matched
+		for i := range ops {
+			if best < 0 || moreRestrictive(&res[i], &res[best]) {
+				best = i
+			}
+		}
+		d.Allowed = true
+	}
+	r := &res[best]
+	d.Rule, d.Client = used[best], kinds[best]
+	d.Limit = used[best].Limit
+	d.Remaining = r.Remaining
+	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
+	if !d.Allowed {
+		d.Reason = r.Reason
+		d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
+	}
+	return d, nil
+}
+
+// moreRestrictive reports whether a constrains the caller more than b: a
+// denial over an allowance, a call that can never pass over one that can
+// wait, a longer wait, fewer remaining, a later reset.
+func moreRestrictive(a, b *algorithm.Result) bool {
+	if a.Allowed != b.Allowed {
+		return !a.Allowed
+	}
+	if !a.Allowed {
+		ac, bc := a.Reason == algorithm.ReasonCostExceedsCapacity, b.Reason == algorithm.ReasonCostExceedsCapacity
+		if ac != bc {
+			return ac
+		}
+		if a.RetryAfter != b.RetryAfter {
+			return a.RetryAfter > b.RetryAfter
+		}
+	}
+	if a.Remaining != b.Remaining {
+		return a.Remaining < b.Remaining
+	}
+	return a.ResetAfter > b.ResetAfter
+}
+
+// pick returns the identity a rule keyed by by uses, and its client id.
+func pick(by rules.By, user, apiKey, ip string) (rules.By, string) {
+	switch by {
+	case rules.ByUser:
+		return rules.ByUser, user
+	case rules.ByAPIKey:
+		return rules.ByAPIKey, apiKey
+	case rules.ByIP:
+		return rules.ByIP, ip
+	}
+	switch {
+	case user != "":
+		return rules.ByUser, user
+	case apiKey != "":
+		return rules.ByAPIKey, apiKey
+	}
+	return rules.ByIP, ip
+}
+
+// appendID appends prefix+value to buf and returns the id as a string that
+// aliases buf ("" for an empty value). The string is valid until buf's bytes
+// are reused.
+func appendID(buf []byte, prefix, value string) ([]byte, string) {
+	if value == "" {
+		return buf, ""
+	}
+	start := len(buf)
+	buf = append(buf, prefix...)
+	buf = append(buf, value...)
+	return buf, bytesString(buf[start:])
+}
+
+func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

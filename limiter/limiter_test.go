@@ -1,0 +1,282 @@
+package limiter_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+const base = int64(1_700_006_400_000_000)
+
+func newLimiter(t testing.TB, s *rules.Set) (*limiter.Limiter, *atomic.Int64) {
+	t.Helper()
+	var clock atomic.Int64
+	clock.Store(base)
+	st, err := memory.New(memory.Config{Clock: clock.Load, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ix, err := rules.Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := limiter.New(st, limiter.Config{})
+	l.SetRules(ix)
+	return l, &clock
+}
+
+func rule(id string, limit int64, window time.Duration, mod func(*rules.Rule)) rules.Rule {
+	r := rules.Rule{ID: id, Limit: limit, Window: rules.Duration(window)}
+	if mod != nil {
+		mod(&r)
+	}
+	return r
+}
+
+func check(t *testing.T, l *limiter.Limiter, req limiter.Request) limiter.Decision {
+	t.Helper()
+	d, err := l.Check(context.Background(), &req)
+	if err != nil {
+		t.Fatalf("Check(%+v): %v", req, err)
+	}
+	return d
+}
+
+func TestSeedScenario(t *testing.T) {
+	l, clock := newLimiter(t, &rules.Set{Rules: []rules.Rule{
+		rule("seed", 1, time.Second, func(r *rules.Rule) { r.Burst = 10 }),
+	}})
+	req := limiter.Request{User: "alice", Method: "GET", Path: "/api/orders"}
+	for i := 0; i < 10; i++ {
+		if d := check(t, l, req); !d.Allowed || d.Remaining != int64(9-i) {
+			t.Fatalf("call %d = allowed %v remaining %d, want true %d", i+1, d.Allowed, d.Remaining, 9-i)
+		}
+	}
+	d := check(t, l, req)
+	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > time.Second || d.RuleID() != "seed" || d.Client != rules.ByUser {
+		t.Fatalf("11th call = %+v, want denied with retry in (0, 1s] by seed for the user", d)
+	}
+	clock.Add(int64(time.Second / time.Microsecond))
+	if d := check(t, l, req); !d.Allowed {
+		t.Fatalf("a second later = %+v, want allowed", d)
+	}
+	if d := check(t, l, req); d.Allowed {
+		t.Fatalf("and again = %+v, want denied", d)
+	}
+}
+
+// TestAllOrNothing: a call denied by one rule consumes nothing from the
+// others, whichever identity they are keyed by.
+func TestAllOrNothing(t *testing.T) {
+	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{
+		rule("per-user", 3, time.Minute, func(r *rules.Rule) { r.By = rules.ByUser }),
+		rule("per-ip", 2, time.Minute, func(r *rules.Rule) { r.By = rules.ByIP }),
+	}})
+	for i := 0; i < 2; i++ {
+		check(t, l, limiter.Request{User: "bob", IP: "198.51.100.1"})
+	}
+	// per-ip is empty now: these are denied and must not take from per-user.
+	for i := 0; i < 10; i++ {
+		d := check(t, l, limiter.Request{User: "bob", IP: "198.51.100.1"})
+		if d.Allowed || d.RuleID() != "per-ip" || d.Client != rules.ByIP {
+			t.Fatalf("call = %+v, want denied by per-ip", d)
+		}
+	}
+	// per-user still has 1 of 3: this call takes it (and shows it as the
+	// most restrictive, 0 left against per-ip's 1).
+	d := check(t, l, limiter.Request{User: "bob", IP: "198.51.100.2"})
+	if !d.Allowed || d.RuleID() != "per-user" || d.Remaining != 0 {
+		t.Fatalf("from another IP = allowed %v rule %q remaining %d, want true per-user 0", d.Allowed, d.RuleID(), d.Remaining)
+	}
+}
+
+func TestShadowNeverDenies(t *testing.T) {
+	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{
+		rule("enforced", 100, time.Minute, nil),
+		rule("trial", 1, time.Minute, func(r *rules.Rule) { r.Shadow = true }),
+	}})
+	req := limiter.Request{APIKey: "k1"}
+	if d := check(t, l, req); !d.Allowed || d.ShadowDenied != "" {
+		t.Fatalf("first = %+v", d)
+	}
+	d := check(t, l, req)
+	if !d.Allowed || d.ShadowDenied != "trial" || d.RuleID() != "enforced" || d.Remaining != 98 {
+		t.Fatalf("second = allowed %v shadow %q rule %q remaining %d, want true trial enforced 98", d.Allowed, d.ShadowDenied, d.RuleID(), d.Remaining)
+	}
+}
+
+func TestPlansAndEndpoints(t *testing.T) {
+	s := &rules.Set{
+		DefaultPlan: "free",
+		Rules: []rules.Rule{
+			rule("free", 1, time.Minute, func(r *rules.Rule) { r.Match.Plan = "free" }),
+			rule("partner", 1000, time.Minute, func(r *rules.Rule) { r.Match.Plan = "partner" }),
+			rule("login", 3, time.Minute, func(r *rules.Rule) { r.Match.Endpoint = "POST /login"; r.By = rules.ByIP }),
+		},
+		Clients: map[string]rules.Client{"api_key:k_live_42": {Plan: "partner"}},
+	}
+	l, _ := newLimiter(t, s)
+	tests := []struct {
+		req      limiter.Request
+		wantRule string
+		wantPlan string
+		matched  int
+	}{
+		{limiter.Request{User: "u1"}, "free", "free", 1},
+		{limiter.Request{APIKey: "k_live_42"}, "partner", "partner", 1},
+		{limiter.Request{APIKey: "k_live_42", Plan: "free"}, "free", "free", 1},
+		{limiter.Request{IP: "203.0.113.9", Method: "POST", Path: "/login"}, "free", "free", 2},
+		{limiter.Request{User: "u2", Method: "POST", Path: "/login"}, "free", "free", 1}, // no IP: the per-ip rule cannot apply
+	}
+	for _, tt := range tests {
+		d := check(t, l, tt.req)
+		if d.RuleID() != tt.wantRule || d.Plan != tt.wantPlan || d.Matched != tt.matched {
+			t.Errorf("Check(%+v) = rule %q plan %q matched %d, want %q %q %d", tt.req, d.RuleID(), d.Plan, d.Matched, tt.wantRule, tt.wantPlan, tt.matched)
+		}
+	}
+}
+
+func TestNoRuleAllows(t *testing.T) {
+	l, _ := newLimiter(t, &rules.Set{})
+	d := check(t, l, limiter.Request{User: "x"})
+	if !d.Allowed || d.Rule != nil || d.Matched != 0 {
+		t.Fatalf("Check = %+v, want allowed with no rule", d)
+	}
+}
+
+func TestCostAboveCapacity(t *testing.T) {
+	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{rule("r", 5, time.Second, nil)}})
+	d := check(t, l, limiter.Request{User: "x", Cost: 6})
+	if d.Allowed || d.Reason != algorithm.ReasonCostExceedsCapacity || d.RetryAfter != 0 {
+		t.Fatalf("Check(cost 6) = %+v, want denied, cost_exceeds_capacity, no retry", d)
+	}
+	if d := check(t, l, limiter.Request{User: "x", Cost: 5}); !d.Allowed {
+		t.Fatalf("Check(cost 5) = %+v, want allowed: the denied call took nothing", d)
+	}
+}
+
+// TestRuleEditApplies: a raised limit takes effect on existing buckets at once.
+func TestRuleEditApplies(t *testing.T) {
+	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{rule("r", 1, time.Hour, nil)}})
+	req := limiter.Request{User: "x"}
+	check(t, l, req)
+	if d := check(t, l, req); d.Allowed {
+		t.Fatal("second call allowed under limit 1")
+	}
+	ix, err := rules.Compile(&rules.Set{Revision: 2, Rules: []rules.Rule{rule("r", 1, time.Hour, func(r *rules.Rule) { r.Burst = 5 })}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetRules(ix)
+	// burst raised to 5 but tokens are not conjured: the bucket holds 0 and
+	// refills at the new rate; lower window shows a raised rate at once.
+	ix, _ = rules.Compile(&rules.Set{Revision: 3, Rules: []rules.Rule{rule("r", 3600000, time.Hour, nil)}})
+	l.SetRules(ix)
+	time.Sleep(0) // the memory store's clock is injected: no time passes
+	if d := check(t, l, req); d.Allowed {
+		t.Fatalf("no time passed, want still denied: %+v", d)
+	}
+}
+
+func TestNoAllocs(t *testing.T) {
+	l, _ := newLimiter(t, bigSet(100))
+	req := limiter.Request{User: "alice", IP: "2001:db8::1", Method: "GET", Path: "/api/v1/orders/42"}
+	check(t, l, req)
+	if n := testing.AllocsPerRun(1000, func() { l.Check(context.Background(), &req) }); n != 0 {
+		t.Errorf("Check allocs = %v, want 0", n)
+	}
+}
+
+// bigSet returns n rules: a few that match the benchmark's call, the rest
+// on other endpoints and plans, as in a large deployment.
+func bigSet(n int) *rules.Set {
+	s := &rules.Set{DefaultPlan: "free"}
+	s.Rules = append(s.Rules,
+		rule("free-per-user", 1_000_000_000, time.Hour, func(r *rules.Rule) { r.Match.Plan = "free" }),
+		rule("orders", 1_000_000_000, time.Minute, func(r *rules.Rule) { r.Match.Endpoint = "GET /api/v1/orders/*" }),
+	)
+	for i := len(s.Rules); i < n; i++ {
+		i := i
+		s.Rules = append(s.Rules, rule(fmt.Sprintf("r%d", i), 100, time.Minute, func(r *rules.Rule) {
+			switch i % 3 {
+			case 0:
+				r.Match.Endpoint = fmt.Sprintf("GET /api/v1/resource%d", i)
+			case 1:
+				r.Match.Plan = fmt.Sprintf("plan%d", i)
+			default:
+				r.Match.Endpoint = fmt.Sprintf("* /api/v2/area%d/*", i)
+			}
+		}))
+	}
+	return s
+}
+
+// BenchmarkCheck is a full decision through the engine: identity, plan
+// lookup, rule matching against n rules, and the embedded store (two rules
+// match: one per plan, one per endpoint).
+func BenchmarkCheck(b *testing.B) {
+	for _, n := range []int{10, 10000} {
+		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			st, err := memory.New(memory.Config{SweepInterval: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			ix, err := rules.Compile(bigSet(n))
+			if err != nil {
+				b.Fatal(err)
+			}
+			l := limiter.New(st, limiter.Config{})
+			l.SetRules(ix)
+			users := make([]string, 1024)
+			for i := range users {
+				users[i] = fmt.Sprintf("u%06d", i)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				req := limiter.Request{User: users[i&1023], Method: "GET", Path: "/api/v1/orders/42"}
+				if _, err := l.Check(ctx, &req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}
+
+func BenchmarkCheckParallel(b *testing.B) {
+	st, err := memory.New(memory.Config{SweepInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ix, _ := rules.Compile(bigSet(10000))
+	l := limiter.New(st, limiter.Config{})
+	l.SetRules(ix)
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		users := make([]string, 1024)
+		off := n.Add(1) * 1024
+		for i := range users {
+			users[i] = fmt.Sprintf("u%06d", off+int64(i))
+		}
+		i := 0
+		for pb.Next() {
+			req := limiter.Request{User: users[i&1023], Method: "GET", Path: "/api/v1/orders/42"}
+			l.Check(context.Background(), &req)
+			i++
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
