@@ -1,0 +1,341 @@
+// Package admin serves sluice's admin API (SPEC §6): reading and changing
+// the rules, the client registry and the default plan of a rulestore.Source,
+// one resource at a time or declaratively with POST /apply.
+//
+// Routes (JSON in and out):
+//
+//	GET    /rules             {"revision", "default_plan", "rules": [...]}
+//	GET    /rules/{id}        the rule
+//	PUT    /rules/{id}        body: a rule ("id" optional, must match the path)
+//	                          → 201 created / 200 replaced, {"revision", "rule"}
+//	DELETE /rules/{id}        → 200 {"revision"}; 404 when unknown
+//	GET    /clients           {"revision", "default_plan", "clients": {id: {"plan"}}}
+//	GET    /clients/{id}      {"plan"}
+//	PUT    /clients/{id}      body {"plan"} → 201 / 200, {"revision", "id", "plan"}
+//	DELETE /clients/{id}      → 200 {"revision"}; 404 when unknown
+//	GET    /default_plan      {"revision", "plan"}
+//	PUT    /default_plan      body {"plan"} → 200 {"revision", "plan"}
+//	POST   /apply[?dry_run=true]  body: a rule set document; see handleApply
+//
+// Every response to a read carries the revision as ETag ("7"); every write
+// honours If-Match: "7" and answers 412 precondition_failed when the rules
+// moved on. Each write is one rulestore Update: validated whole, all or
+// nothing, one revision. Errors are {"error": code, "message": text}, the
+// message naming the field that is wrong.
+package admin
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/rulestore"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// Config configures the admin API. The zero value serves without
+// authentication (CheckBind allows that on loopback only).
+type Config struct {
+	// Token, when set, is required of every request as
+	// "Authorization: Bearer <token>". Default "": no authentication.
+	Token string
+	// Logger receives changes and internal errors. Default slog.Default().
+	Logger *slog.Logger
+	// MaxBody caps request bodies; a larger one is answered 413. Default
+	// 1 MiB, room for thousands of rules in one POST /apply.
+	MaxBody int64
+}
+
+// DefaultMaxBody is the MaxBody used when Config.MaxBody is 0.
+const DefaultMaxBody = 1 << 20
+
+// Error codes of APIError.
+const (
+	CodeInvalidRequest     = "invalid_request"
+	CodeNotFound           = "not_found"
+	CodePreconditionFailed = "precondition_failed"
+	CodeUnauthorized       = "unauthorized"
+	CodePayloadTooLarge    = "payload_too_large"
+	CodeMethodNotAllowed   = "method_not_allowed"
+	CodeUnavailable        = "unavailable"
+	CodeInternal           = "internal"
+)
+
+// APIError is an error with the HTTP answer it calls for. Handlers return
+// it; it is rendered in one place as {"error": Code, "message": Message}.
+type APIError struct {
+	Status  int    // HTTP status
+	Code    string // one of the Code constants
+	Message string // what is wrong, naming the field when there is one
+}
+
+func (e *APIError) Error() string { return "admin: " + e.Code + ": " + e.Message }
+
+func invalid(format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+// server holds the admin API's state. Safe for concurrent use: all state is
+// in the Source.
+type server struct {
+	src       rulestore.Source
+	tokenHash [32]byte
+	auth      bool
+	log       *slog.Logger
+	maxBody   int64
+	mux       *http.ServeMux
+}
+
+// handler is an admin handler: it writes a response, or returns an error
+// for serve to render.
+type handler func(w http.ResponseWriter, r *http.Request) error
+
+// New returns the admin API serving src.
+func New(src rulestore.Source, cfg Config) http.Handler {
+	s := &server{src: src, log: cfg.Logger, maxBody: cfg.MaxBody, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBody
+	}
+	if cfg.Token != "" {
+		s.auth = true
+		s.tokenHash = sha256.Sum256([]byte(cfg.Token))
+	}
+	// Methods are dispatched here rather than by ServeMux patterns so that
+	// a wrong method gets the JSON 405 like every other error.
+	s.route("/rules", map[string]handler{"GET": s.listRules})
+	s.route("/rules/{id}", map[string]handler{"GET": s.getRule, "PUT": s.putRule, "DELETE": s.deleteRule})
+	s.route("/clients", map[string]handler{"GET": s.listClients})
+	// {id...}: a client id may hold a slash ("ip:2001:db8::/64").
+	s.route("/clients/{id...}", map[string]handler{"GET": s.getClient, "PUT": s.putClient, "DELETE": s.deleteClient})
+	s.route("/default_plan", map[string]handler{"GET": s.getDefaultPlan, "PUT": s.putDefaultPlan})
+	s.route("/apply", map[string]handler{"POST": s.apply})
+	s.mux.Handle("/", s.serve(func(w http.ResponseWriter, r *http.Request) error {
+		return notFound("no such resource %s; see GET /rules, /clients, /default_plan, POST /apply", r.URL.Path)
+	}))
+	return s
+}
+
+// route serves pattern with one handler per method; HEAD is served as GET.
+func (s *server) route(pattern string, methods map[string]handler) {
+	allow := make([]string, 0, len(methods)+1)
+	for m := range methods {
+		allow = append(allow, m)
+	}
+	if _, ok := methods["GET"]; ok {
+		allow = append(allow, "HEAD")
+	}
+	slices.Sort(allow)
+	allowed := strings.Join(allow, ", ")
+	s.mux.Handle(pattern, s.serve(func(w http.ResponseWriter, r *http.Request) error {
+		m := r.Method
+		if m == "HEAD" {
+			m = "GET"
+		}
+		h, ok := methods[m]
+		if !ok {
+			w.Header().Set("Allow", allowed)
+			return &APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+				Message: fmt.Sprintf("%s %s: method not allowed, want %s", r.Method, r.URL.Path, allowed)}
+		}
+		return h(w, r)
+	}))
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.auth && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		s.writeError(w, r, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+			Message: "Authorization: want \"Bearer <admin token>\""})
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// authorized checks the bearer token in constant time (comparing hashes,
+// so that not even the token's length leaks).
+func (s *server) authorized(r *http.Request) bool {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	h := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return subtle.ConstantTimeCompare(h[:], s.tokenHash[:]) == 1
+}
+
+// serve adapts a handler, rendering the error it returns.
+func (s *server) serve(h handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// writeError renders err, the one place errors become responses.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ae := s.apiError(err)
+	if ae.Status >= 500 {
+		s.log.Error("admin: request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	}
+	writeJSON(w, ae.Status, struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}{ae.Code, ae.Message})
+}
+
+// apiError maps err to the answer it calls for.
+func (s *server) apiError(err error) *APIError {
+	var ae *APIError
+	var mbe *http.MaxBytesError
+	var fe *rules.FieldError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &mbe):
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
+			Message: fmt.Sprintf("body: larger than %d bytes", mbe.Limit)}
+	case errors.Is(err, rulestore.ErrConflict):
+		return &APIError{Status: http.StatusPreconditionFailed, Code: CodePreconditionFailed,
+			Message: "If-Match: " + strings.TrimPrefix(err.Error(), rulestore.ErrConflict.Error()+": ")}
+	case errors.Is(err, rulestore.ErrInvalid):
+		if errors.As(err, &fe) {
+			return invalid("%s", fe.Error())
+		}
+		return invalid("%s", strings.TrimPrefix(err.Error(), rulestore.ErrInvalid.Error()+": "))
+	case errors.As(err, &fe):
+		return invalid("%s", fe.Error())
+	case errors.Is(err, rulestore.ErrNotFound):
+		return notFound("%s", strings.TrimPrefix(err.Error(), "rulestore: "))
+	case errors.Is(err, rulestore.ErrUnavailable):
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error()}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the request was canceled before the change was stored"}
+	case errors.Is(err, rulestore.ErrClosed):
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the rules store is shutting down"}
+	}
+	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error; see the server log"}
+}
+
+// writeJSON writes v as the response body.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // messages quote "<id>"; this is not HTML
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		b.Reset()
+		b.WriteString(`{"error":"internal","message":"internal error; see the server log"}` + "\n")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+// setRevision sets the ETag of a response to the revision it reflects.
+func setRevision(w http.ResponseWriter, rev int64) {
+	w.Header().Set("ETag", `"`+strconv.FormatInt(rev, 10)+`"`)
+}
+
+// readBody reads the request body, at most s.maxBody bytes.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, err
+		}
+		return nil, invalid("body: %v", err)
+	}
+	return b, nil
+}
+
+// ifMatch returns the revision a write is conditional on: the If-Match
+// header's "<revision>", or -1 when there is none (or "*").
+func (s *server) ifMatch(r *http.Request) (int64, error) {
+	v := strings.TrimSpace(r.Header.Get("If-Match"))
+	if v == "" || v == "*" {
+		return -1, nil
+	}
+	t := v
+	if len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' {
+		t = t[1 : len(t)-1]
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || strings.HasPrefix(v, "W/") {
+		return 0, &APIError{Status: http.StatusPreconditionFailed, Code: CodePreconditionFailed,
+			Message: fmt.Sprintf(`If-Match: %s is not a revision; the revision is "%d"`, v, s.src.Current().Revision())}
+	}
+	return n, nil
+}
+
+// decodeStrict decodes a small JSON object body into dst (a pointer to a
+// struct) rejecting unknown fields, wrong types and trailing data, with
+// errors that name the field.
+func decodeStrict(body []byte, dst any) error {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	err := d.Decode(dst)
+	if err == nil {
+		if _, terr := d.Token(); terr != io.EOF {
+			return invalid("body: unexpected data after the JSON object at byte %d", d.InputOffset())
+		}
+		return nil
+	}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return invalid("body: empty, want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("body: invalid JSON: unexpected end of input")
+	case errors.As(err, &se):
+		return invalid("body: invalid JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return invalid("body: want a JSON object, got %s", te.Value)
+		}
+		want := te.Type.Kind().String()
+		if te.Type.Kind() == reflect.String || te.Type.Kind() == reflect.Pointer && te.Type.Elem().Kind() == reflect.String {
+			want = "a string"
+		}
+		return invalid("%s: want %s, got %s", te.Field, want, te.Value)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if n, err := strconv.Unquote(name); err == nil && n != "" && !strings.ContainsAny(n, " .:\"\\") {
+			name = n
+		}
+		return invalid("%s: unknown field, want %s", name, jsonFields(dst))
+	}
+	return invalid("body: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonFields lists the JSON names of the fields of *dst, for messages.
+func jsonFields(dst any) string {
+	t := reflect.TypeOf(dst).Elem()
+	var names []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	return strings.Join(names, ", ")
+}

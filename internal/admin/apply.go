@@ -1,0 +1,224 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/sluicehq/sluice/internal/rulestore"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// Change is one difference between two rule sets: what POST /apply did or,
+// with dry_run, would do, and what `sluice rules apply` prints.
+type Change struct {
+	Op   string `json:"op"`           // OpCreate, OpUpdate or OpDelete
+	Kind string `json:"kind"`         // KindRule, KindClient or KindDefaultPlan
+	ID   string `json:"id,omitempty"` // the rule or client id; "" for the default plan
+	// Before and After are the old and new value: a rules.Rule, a
+	// rules.Client or (default plan) a string. Before is nil for a create,
+	// After for a delete. Decoded from JSON they are generic values
+	// (map[string]any, string).
+	Before any `json:"before,omitempty"`
+	After  any `json:"after,omitempty"`
+}
+
+// Values of Change.Op and Change.Kind.
+const (
+	OpCreate = "create"
+	OpUpdate = "update"
+	OpDelete = "delete"
+
+	KindRule        = "rule"
+	KindClient      = "client"
+	KindDefaultPlan = "default_plan"
+)
+
+// DiffSets returns the changes that turn old into next: rules created or
+// updated in next's order, then rules deleted in old's order, then clients
+// by id, then the default plan. Rules are compared by meaning (a missing
+// "by" equals "client", a missing "enabled" equals true, ...); a change of
+// rule order alone is not a change. The revisions are not compared. A nil
+// set is an empty one.
+func DiffSets(old, next *rules.Set) []Change {
+	if old == nil {
+		old = &rules.Set{}
+	}
+	if next == nil {
+		next = &rules.Set{}
+	}
+	changes := []Change{}
+	oldAt := make(map[string]int, len(old.Rules))
+	for i := range old.Rules {
+		oldAt[old.Rules[i].ID] = i
+	}
+	inNext := make(map[string]bool, len(next.Rules))
+	for _, nr := range next.Rules {
+		inNext[nr.ID] = true
+		i, ok := oldAt[nr.ID]
+		switch {
+		case !ok:
+			changes = append(changes, Change{Op: OpCreate, Kind: KindRule, ID: nr.ID, After: nr})
+		case !sameRule(old.Rules[i], nr):
+			changes = append(changes, Change{Op: OpUpdate, Kind: KindRule, ID: nr.ID, Before: old.Rules[i], After: nr})
+		}
+	}
+	for _, or := range old.Rules {
+		if !inNext[or.ID] {
+			changes = append(changes, Change{Op: OpDelete, Kind: KindRule, ID: or.ID, Before: or})
+		}
+	}
+	ids := make([]string, 0, len(old.Clients)+len(next.Clients))
+	for id := range old.Clients {
+		ids = append(ids, id)
+	}
+	for id := range next.Clients {
+		if _, ok := old.Clients[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		oc, inOld := old.Clients[id]
+		nc, inNew := next.Clients[id]
+		switch {
+		case !inOld:
+			changes = append(changes, Change{Op: OpCreate, Kind: KindClient, ID: id, After: nc})
+		case !inNew:
+			changes = append(changes, Change{Op: OpDelete, Kind: KindClient, ID: id, Before: oc})
+		case oc != nc:
+			changes = append(changes, Change{Op: OpUpdate, Kind: KindClient, ID: id, Before: oc, After: nc})
+		}
+	}
+	if old.DefaultPlan != next.DefaultPlan {
+		changes = append(changes, Change{Op: OpUpdate, Kind: KindDefaultPlan, Before: old.DefaultPlan, After: next.DefaultPlan})
+	}
+	return changes
+}
+
+// ruleMeaning is a Rule with its defaults spelled out, comparable with ==.
+type ruleMeaning struct {
+	rules.Rule
+	enabled bool
+}
+
+func sameRule(a, b rules.Rule) bool { return meaning(a) == meaning(b) }
+
+func meaning(r rules.Rule) ruleMeaning {
+	m := ruleMeaning{Rule: r, enabled: r.IsEnabled()}
+	m.Enabled = nil
+	if m.By == "" {
+		m.By = rules.ByClient
+	}
+	if m.FailureMode == "" {
+		m.FailureMode = rules.FailOpen
+	}
+	return m
+}
+
+// errNoChange aborts an Update that would change nothing.
+var errNoChange = errors.New("admin: no change")
+
+// apply handles POST /apply: make the rules what a set document says. The
+// body is {"rules": [...], "clients": {...}, "default_plan": "..."}; each of
+// the three replaces the current value when it is present and not null, and
+// leaves it alone otherwise ("rules": [] deletes every rule; a "revision" is
+// ignored, use If-Match). The document is validated whole, and the changes
+// are stored in one Update, all or nothing, one revision; a document that
+// changes nothing stores nothing. With ?dry_run=true nothing is stored. The
+// answer lists the changes: {"revision", "dry_run", "changes": [...]}.
+func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
+	dryRun := false
+	if q := r.URL.Query(); q.Has("dry_run") {
+		v := q.Get("dry_run")
+		if v == "" {
+			dryRun = true
+		} else if b, err := strconv.ParseBool(v); err == nil {
+			dryRun = b
+		} else {
+			return invalid("dry_run: want true or false, got %q", v)
+		}
+	}
+	ifRev, err := s.ifMatch(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	doc, err := rules.DecodeSetJSON(body)
+	if err != nil {
+		var fe *rules.FieldError
+		if errors.As(err, &fe) {
+			return invalid("%s", fe.Error())
+		}
+		return invalid("body: %v", err)
+	}
+	var present map[string]json.RawMessage
+	json.Unmarshal(body, &present) // valid JSON: DecodeSetJSON read it
+	has := func(key string) bool {
+		raw, ok := present[key]
+		return ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+	}
+	merge := func(set *rules.Set) {
+		if has("rules") {
+			set.Rules = slices.Clone(doc.Rules)
+		}
+		if has("clients") {
+			set.Clients = doc.Clients
+		}
+		if has("default_plan") {
+			set.DefaultPlan = doc.DefaultPlan
+		}
+	}
+
+	var changes []Change
+	var rev int64
+	if dryRun {
+		cur := s.src.Current()
+		if ifRev >= 0 && ifRev != cur.Revision() {
+			return fmt.Errorf("%w: the revision is %d, not %d", rulestore.ErrConflict, cur.Revision(), ifRev)
+		}
+		next := cur.Set().Clone()
+		if next == nil {
+			next = &rules.Set{}
+		}
+		merge(next)
+		next.Revision = cur.Revision() + 1
+		if _, err := rules.Compile(next); err != nil {
+			return s.apiError(fmt.Errorf("%w: %w", rulestore.ErrInvalid, err))
+		}
+		changes, rev = DiffSets(cur.Set(), next), cur.Revision()
+	} else {
+		ix, err := s.src.Update(r.Context(), ifRev, func(set *rules.Set) error {
+			old := set.Clone()
+			merge(set)
+			changes = DiffSets(old, set)
+			if len(changes) == 0 {
+				return errNoChange
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, errNoChange):
+			rev = s.src.Current().Revision()
+		case err != nil:
+			return err
+		default:
+			rev = ix.Revision()
+			s.log.Info("admin: rules applied", "changes", len(changes), "revision", rev)
+		}
+	}
+	setRevision(w, rev)
+	writeJSON(w, http.StatusOK, struct {
+		Revision int64    `json:"revision"`
+		DryRun   bool     `json:"dry_run"`
+		Changes  []Change `json:"changes"`
+	}{rev, dryRun, changes})
+	return nil
+}

@@ -1,0 +1,473 @@
+package rulestore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/rules"
+)
+
+// FileConfig configures a File. The zero value is usable: OpenFile fills
+// every zero field with its default (see DefaultFileConfig).
+type FileConfig struct {
+	// Path of the YAML rules file. Default "sluice-rules.yaml", in the
+	// working directory. When it is missing, OpenFile creates it with a
+	// commented example.
+	Path string
+	// PollInterval is how often Run checks the file for hand edits. Default
+	// 1s. Each check is one stat (and a read only when the file changed);
+	// shorter puts edits in force sooner for a little more I/O.
+	PollInterval time.Duration
+	// Logger receives reloads and load errors. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of Status times. Default time.Now.
+	Now func() time.Time
+	// Tick makes the ticker Run polls on: it returns the tick channel and a
+	// function that stops it. Default time.NewTicker(d). Tests pass a
+	// channel they send on.
+	Tick func(d time.Duration) (<-chan time.Time, func())
+}
+
+// DefaultFileConfig returns the configuration OpenFile uses for zero fields.
+func DefaultFileConfig() FileConfig {
+	return FileConfig{
+		Path:         "sluice-rules.yaml",
+		PollInterval: time.Second,
+		Logger:       slog.Default(),
+		Now:          time.Now,
+		Tick: func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		},
+	}
+}
+
+// Validate reports a configuration OpenFile cannot use.
+func (c FileConfig) Validate() error {
+	if c.PollInterval < 0 {
+		return fmt.Errorf("rulestore: poll interval must be ≥ 0 (0 = default 1s), got %s", c.PollInterval)
+	}
+	return nil
+}
+
+func (c FileConfig) withDefaults() FileConfig {
+	d := DefaultFileConfig()
+	if c.Path == "" {
+		c.Path = d.Path
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = d.PollInterval
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	if c.Now == nil {
+		c.Now = d.Now
+	}
+	if c.Tick == nil {
+		c.Tick = d.Tick
+	}
+	return c
+}
+
+// File is a Source backed by a YAML file that operators may also edit by
+// hand.
+//
+// Changes through Update rewrite the file atomically (a temporary file in
+// the same directory, fsync, rename, fsync of the directory) and keep its
+// permissions (0644 for a new file); the file holds the revision, so it
+// survives restarts. Hand edits are found by Poll (called by Run every
+// PollInterval): a changed mtime or size makes it read the file, and a
+// changed content hash makes it load it. A loaded edit gets the revision
+// max(file revision, current + 1). An edit that does not load leaves the
+// last good rules in force, is logged once, and shows in Status().Error
+// until a good version is loaded; meanwhile Update fails with
+// ErrUnavailable rather than overwrite the operator's edit.
+//
+// A File is safe for concurrent use. Create one with OpenFile.
+type File struct {
+	path string
+	poll time.Duration
+	log  *slog.Logger
+	now  func() time.Time
+	tick func(time.Duration) (<-chan time.Time, func())
+	// writeFile replaces the file's content atomically; tests swap it for
+	// one that fails.
+	writeFile func(path string, data []byte) error
+
+	cur atomic.Pointer[rules.Index]
+
+	// mu serializes Update and Poll, and with them the subscriber calls. It
+	// guards the fields below.
+	mu     sync.Mutex
+	closed bool
+	seen   stamp    // the file's mtime and size when last read or written
+	hash   [32]byte // content hash of the rules in force
+	// bad is the key of the last problem logged ("" when healthy): the hash
+	// of a broken content, or the text of a read error.
+	bad        string
+	badErr     error
+	badMissing bool // the problem is that the file does not exist
+
+	subMu sync.Mutex
+	subs  []func(*rules.Index)
+
+	stMu sync.Mutex // guards st
+	st   Status
+
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+}
+
+var _ Source = (*File)(nil)
+
+// stamp is what a stat tells about a file's content without reading it.
+type stamp struct {
+	mtime time.Time
+	size  int64
+}
+
+// OpenFile loads the rules file named by cfg.Path, creating it with a
+// commented example when it does not exist. A file that exists but does not
+// load is an error that names the file, the line and the problem.
+func OpenFile(cfg FileConfig) (*File, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	f := &File{
+		path:      cfg.Path,
+		poll:      cfg.PollInterval,
+		log:       cfg.Logger,
+		now:       cfg.Now,
+		tick:      cfg.Tick,
+		writeFile: writeAtomic,
+		done:      make(chan struct{}),
+	}
+	st, data, err := readStamped(f.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		data = []byte(exampleFile)
+		if err := f.writeFile(f.path, data); err != nil {
+			return nil, fmt.Errorf("rulestore: create %s: %w", f.path, err)
+		}
+		f.log.Info("rulestore: created rules file with a commented example", "path", f.path)
+	case err != nil:
+		return nil, fmt.Errorf("rulestore: %w", err)
+	default:
+		f.seen = st
+	}
+	ix, err := compileFile(data, -1)
+	if err != nil {
+		return nil, fmt.Errorf("rulestore: %s: %w", f.path, err)
+	}
+	f.hash = sha256.Sum256(data)
+	f.cur.Store(ix)
+	f.st = Status{Kind: "file", Location: f.path, Revision: ix.Revision(), Loaded: f.now()}
+	return f, nil
+}
+
+// compileFile parses and compiles a rules file's content. The revision is
+// at least minRevision.
+func compileFile(data []byte, minRevision int64) (*rules.Index, error) {
+	set, err := rules.ParseYAML(data)
+	if err != nil {
+		return nil, err
+	}
+	set.Revision = max(set.Revision, minRevision)
+	return rules.Compile(set)
+}
+
+// Current returns the rules in force.
+func (f *File) Current() *rules.Index { return f.cur.Load() }
+
+// Status reports the file, the revision in force and the last load error.
+func (f *File) Status() Status {
+	f.stMu.Lock()
+	defer f.stMu.Unlock()
+	return f.st
+}
+
+// Subscribe registers fn to be called after every change; see Source.
+func (f *File) Subscribe(fn func(*rules.Index)) {
+	f.subMu.Lock()
+	f.subs = append(f.subs, fn)
+	f.subMu.Unlock()
+}
+
+// Update changes the rule set and rewrites the file; see Source. It first
+// polls the file, so that a hand edit saved just before is built upon rather
+// than overwritten.
+func (f *File) Update(ctx context.Context, ifRevision int64, fn func(*rules.Set) error) (*rules.Index, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := f.pollLocked(); err != nil && !f.badMissing {
+		return nil, fmt.Errorf("%w: %w; fix or revert the file before changing rules through the API", ErrUnavailable, err)
+	}
+	cur := f.cur.Load()
+	if ifRevision >= 0 && ifRevision != cur.Revision() {
+		return nil, fmt.Errorf("%w: the revision is %d, not %d", ErrConflict, cur.Revision(), ifRevision)
+	}
+	next := cur.Set().Clone()
+	if next == nil {
+		next = &rules.Set{}
+	}
+	if err := fn(next); err != nil {
+		return nil, err
+	}
+	next.Revision = cur.Revision() + 1
+	ix, err := rules.Compile(next)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	data, err := render(next)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.writeFile(f.path, data); err != nil {
+		return nil, fmt.Errorf("rulestore: write %s: %w", f.path, err)
+	}
+	// Forget the stamp rather than stat the new file: an edit made between
+	// the rename and a stat would go unnoticed. The next Poll reads the
+	// file once and finds the hash it expects.
+	f.seen = stamp{}
+	f.hash = sha256.Sum256(data)
+	f.clearBadLocked()
+	f.installLocked(ix)
+	return ix, nil
+}
+
+// render is the file content for s: the explanatory header, then the set.
+func render(s *rules.Set) ([]byte, error) {
+	body, err := rules.EncodeYAML(s)
+	if err != nil {
+		return nil, fmt.Errorf("rulestore: encode rules: %w", err)
+	}
+	var b bytes.Buffer
+	b.Grow(len(fileHeader) + 1 + len(body))
+	b.WriteString(fileHeader)
+	b.WriteByte('\n')
+	b.Write(body)
+	return b.Bytes(), nil
+}
+
+// Poll checks the file once and loads it if it changed since it was last
+// read or written. It returns the file's current problem (nil when the
+// rules in force are what the file holds): a read error, or why its content
+// does not load. Run calls Poll every PollInterval; tests call it directly.
+func (f *File) Poll() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pollLocked()
+}
+
+// pollLocked is Poll; f.mu must be held.
+func (f *File) pollLocked() error {
+	st, err := statFile(f.path)
+	if err != nil {
+		return f.badLocked(err.Error(), fmt.Errorf("rulestore: %w", err), errors.Is(err, fs.ErrNotExist))
+	}
+	if st == f.seen && f.seen != (stamp{}) {
+		return f.badErr
+	}
+	st, data, err := readStamped(f.path)
+	if err != nil {
+		return f.badLocked(err.Error(), fmt.Errorf("rulestore: %w", err), errors.Is(err, fs.ErrNotExist))
+	}
+	f.seen = st
+	h := sha256.Sum256(data)
+	if h == f.hash {
+		// Our own write, a touch, or a revert to the content in force.
+		f.clearBadLocked()
+		return nil
+	}
+	key := hex.EncodeToString(h[:])
+	if key == f.bad {
+		return f.badErr
+	}
+	cur := f.cur.Load()
+	ix, err := compileFile(data, cur.Revision()+1)
+	if err != nil {
+		return f.badLocked(key, fmt.Errorf("rulestore: %s: %w", f.path, err), false)
+	}
+	f.hash = h
+	f.clearBadLocked()
+	f.log.Info("rulestore: loaded a hand edit of the rules file",
+		"path", f.path, "revision", ix.Revision(), "rules", len(ix.Rules()))
+	f.installLocked(ix)
+	return nil
+}
+
+// badLocked records a problem with the file, logs it if it is not the one
+// already logged, and returns it. f.mu must be held.
+func (f *File) badLocked(key string, err error, missing bool) error {
+	if key == f.bad {
+		return f.badErr
+	}
+	f.bad, f.badErr, f.badMissing = key, err, missing
+	f.log.Warn("rulestore: rules file does not load; keeping the last good rules",
+		"path", f.path, "revision", f.cur.Load().Revision(), "error", err)
+	now := f.now()
+	f.stMu.Lock()
+	f.st.Error, f.st.ErrorAt = err.Error(), now
+	f.stMu.Unlock()
+	return err
+}
+
+// clearBadLocked forgets the last problem. f.mu must be held.
+func (f *File) clearBadLocked() {
+	if f.bad == "" {
+		return
+	}
+	f.log.Info("rulestore: rules file loads again", "path", f.path)
+	f.bad, f.badErr, f.badMissing = "", nil, false
+	f.stMu.Lock()
+	f.st.Error, f.st.ErrorAt = "", time.Time{}
+	f.stMu.Unlock()
+}
+
+// installLocked puts ix in force and tells the subscribers. f.mu must be
+// held, which keeps the calls in revision order.
+func (f *File) installLocked(ix *rules.Index) {
+	f.cur.Store(ix)
+	now := f.now()
+	f.stMu.Lock()
+	f.st.Revision, f.st.Loaded = ix.Revision(), now
+	f.stMu.Unlock()
+	f.subMu.Lock()
+	subs := f.subs
+	f.subMu.Unlock()
+	for _, fn := range subs {
+		fn(ix)
+	}
+}
+
+// Run polls the file every PollInterval until ctx is done (returning
+// ctx.Err()) or the File is closed (returning nil).
+func (f *File) Run(ctx context.Context) error {
+	c, stop := f.tick(f.poll)
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-f.done:
+			return nil
+		case <-c:
+			_ = f.Poll() // problems are logged and kept in Status
+		}
+	}
+}
+
+// Close stops Run; later Updates fail with ErrClosed. It is safe to call
+// more than once.
+func (f *File) Close() error {
+	f.closeOnce.Do(func() {
+		f.mu.Lock()
+		f.closed = true
+		f.mu.Unlock()
+		close(f.done)
+	})
+	return nil
+}
+
+func statFile(path string) (stamp, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return stamp{}, err
+	}
+	return stamp{mtime: fi.ModTime(), size: fi.Size()}, nil
+}
+
+// readStamped reads a file and the stamp it had before the read: a write
+// after the stat changes the stamp, so the next poll reads again.
+func readStamped(path string) (stamp, []byte, error) {
+	fl, err := os.Open(path)
+	if err != nil {
+		return stamp{}, nil, err
+	}
+	defer fl.Close()
+	fi, err := fl.Stat()
+	if err != nil {
+		return stamp{}, nil, err
+	}
+	if fi.IsDir() {
+		return stamp{}, nil, fmt.Errorf("%s: is a directory, want a YAML file", path)
+	}
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(fl); err != nil {
+		return stamp{}, nil, err
+	}
+	return stamp{mtime: fi.ModTime(), size: fi.Size()}, b.Bytes(), nil
+}
+
+// writeAtomic replaces the file at path (or, if path is a symlink, the file
+// it points to) with data, so that a reader sees the old content or the new,
+// never a mix, and the new content survives a crash once it returns. The
+// file keeps its permission bits; a new file gets 0644.
+func writeAtomic(path string, data []byte) (err error) {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		path = p
+	}
+	perm := fs.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		perm = fi.Mode().Perm()
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	renamed = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

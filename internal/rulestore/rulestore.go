@@ -1,0 +1,84 @@
+// Package rulestore keeps sluice's rule set: it loads it, serves the last
+// good version to the hot path, takes changes from the admin API, and tells
+// subscribers about every change.
+//
+// Source is the interface the server uses; File (a YAML file, edited by hand
+// or through the API) is the first implementation, a PostgreSQL store will be
+// the second. Every implementation validates a rule set (rules.Compile)
+// before it stores or serves it, so a Source never holds a set that does not
+// compile, and a store that breaks leaves the last good set in force.
+package rulestore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluicehq/sluice/rules"
+)
+
+// Errors returned by a Source. Callers test them with errors.Is; the
+// returned errors wrap them with detail.
+var (
+	// ErrConflict: Update was called with an ifRevision that is not the
+	// current revision (an HTTP If-Match that does not match).
+	ErrConflict = errors.New("rulestore: revision conflict")
+	// ErrInvalid: the rule set an Update would store does not validate. The
+	// error also wraps the *rules.FieldError that says which field is wrong.
+	ErrInvalid = errors.New("rulestore: invalid rule set")
+	// ErrUnavailable: the store cannot take changes now, e.g. the rules file
+	// holds a hand edit that does not load (overwriting it would lose the
+	// edit). The last good rules stay in force.
+	ErrUnavailable = errors.New("rulestore: store cannot take changes now")
+	// ErrNotFound: a rule or client that was asked for does not exist. A
+	// Source does not return it itself; Update callbacks may, to abort.
+	ErrNotFound = errors.New("rulestore: not found")
+	// ErrClosed: the Source was closed.
+	ErrClosed = errors.New("rulestore: closed")
+)
+
+// Source is what the server needs from a rules store. Implementations are
+// safe for concurrent use.
+type Source interface {
+	// Current returns the last good rules; never nil after the Source opened.
+	Current() *rules.Index
+
+	// Update changes the rule set: fn edits a clone of the current set; the
+	// result is validated (rules.Compile), its Revision set to the current
+	// revision + 1, persisted, and only then put in force and returned. If
+	// fn or any step fails, nothing changes and the error is returned (fn's
+	// own error as is). ifRevision ≥ 0 must equal the current revision, else
+	// the error wraps ErrConflict; -1 updates unconditionally. Concurrent
+	// calls are serialized. fn must not call the Source.
+	Update(ctx context.Context, ifRevision int64, fn func(*rules.Set) error) (*rules.Index, error)
+
+	// Subscribe registers fn to be called with the new rules after every
+	// change (through Update or from outside, e.g. a hand edit of the file),
+	// one call at a time and in revision order. fn must be quick and must not
+	// call Update.
+	Subscribe(fn func(*rules.Index))
+
+	// Status reports the store's state for /readyz.
+	Status() Status
+
+	// Run does the store's background work (for File: polling the file for
+	// hand edits) until ctx is done or the Source is closed, and then returns
+	// ctx.Err() (nil after Close).
+	Run(ctx context.Context) error
+
+	// Close stops Run and makes later Updates fail with ErrClosed. Current
+	// keeps working.
+	Close() error
+}
+
+// Status is the state of a Source, for /readyz and logs.
+type Status struct {
+	Kind     string    `json:"kind"`     // "file" (later "postgres")
+	Location string    `json:"location"` // the file path or the database (without password)
+	Revision int64     `json:"revision"` // of the rules in force
+	Loaded   time.Time `json:"loaded"`   // when the rules in force were loaded or stored
+	// Error is the last load error ("" when the store is healthy): while it is
+	// set, the rules in force are older than what the store holds.
+	Error   string    `json:"error,omitempty"`
+	ErrorAt time.Time `json:"error_at,omitzero"`
+}
