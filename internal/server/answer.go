@@ -1,0 +1,151 @@
+package server
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// appendAnswer appends the JSON answer to a check:
+//
+//	{"allowed":false,"limit":100,"remaining":0,"reset_after_ms":2400,
+//	 "retry_after_ms":600,"rule":"free-per-user","client":"user:alice",
+//	 "reason":"rate_limited","shadow_denied":"beta-cap"}
+//
+// Times are rounded up to the millisecond, never earlier than the real
+// moment; reason only when denied, shadow_denied only when set; rule and
+// client are null when no rule matched.
+func appendAnswer(b []byte, d *limiter.Decision, req *CheckRequest, ipv6Prefix int) []byte {
+	b = append(b, `{"allowed":`...)
+	b = strconv.AppendBool(b, d.Allowed)
+	b = append(b, `,"limit":`...)
+	b = strconv.AppendInt(b, d.Limit, 10)
+	b = append(b, `,"remaining":`...)
+	b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+	b = append(b, `,"reset_after_ms":`...)
+	b = strconv.AppendInt(b, ceilMillis(d.ResetAfter), 10)
+	b = append(b, `,"retry_after_ms":`...)
+	var retry int64
+	if !d.Allowed {
+		retry = ceilMillis(d.RetryAfter)
+	}
+	b = strconv.AppendInt(b, retry, 10)
+	if d.Rule == nil {
+		b = append(b, `,"rule":null,"client":null`...)
+	} else {
+		b = append(b, `,"rule":`...)
+		b = appendString(b, d.Rule.ID)
+		b = append(b, `,"client":`...)
+		var id [16 + MaxIdentity]byte
+		if c := appendClientID(id[:0], d.Client, req, ipv6Prefix); len(c) > 0 {
+			b = appendString(b, bytesString(c))
+		} else {
+			b = append(b, "null"...)
+		}
+	}
+	if !d.Allowed {
+		b = append(b, `,"reason":`...)
+		b = appendString(b, d.Reason.String())
+	}
+	if d.ShadowDenied != "" {
+		b = append(b, `,"shadow_denied":`...)
+		b = appendString(b, d.ShadowDenied)
+	}
+	return append(b, "}\n"...)
+}
+
+// appendClientID appends the client id of req's identity of kind by, as
+// identity.Identity.ClientID names it, without allocating.
+func appendClientID(b []byte, by rules.By, req *CheckRequest, ipv6Prefix int) []byte {
+	switch by {
+	case rules.ByUser:
+		if req.User != "" {
+			b = append(b, identity.PrefixUser...)
+			return append(b, req.User...)
+		}
+	case rules.ByAPIKey:
+		if req.APIKey != "" {
+			b = append(b, identity.PrefixAPIKey...)
+			return append(b, req.APIKey...)
+		}
+	case rules.ByIP:
+		if req.IP != "" {
+			b = append(b, identity.PrefixIP...)
+			if a, ok := addrOf(req.IP); ok {
+				return identity.AppendIPKey(b, a, ipv6Prefix)
+			}
+			return append(b, req.IP...)
+		}
+	default: // the limiter names the identity it used; fall back to the first present
+		for _, k := range [...]rules.By{rules.ByUser, rules.ByAPIKey, rules.ByIP} {
+			if c := appendClientID(b, k, req, ipv6Prefix); len(c) > len(b) {
+				return c
+			}
+		}
+	}
+	return b
+}
+
+// ceilMillis returns d in milliseconds, rounded up; 0 for d ≤ 0.
+func ceilMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD;
+// U+2028 and U+2029 are escaped so the output is also valid JavaScript.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			switch r {
+			case utf8.RuneError:
+				b = append(b, `\ufffd`...)
+			case '\u2028':
+				b = append(b, `\u2028`...)
+			default:
+				b = append(b, `\u2029`...)
+			}
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

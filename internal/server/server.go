@@ -1,0 +1,314 @@
+// Package server is sluice's data plane (--listen, SPEC §4): the HTTP
+// decision API POST /ratelimit/check, and GET /healthz and GET /readyz.
+// Other handlers (/metrics) are added with Server.Handle.
+//
+// The check handler is on the hot path: it reads the body into a pooled
+// buffer, parses it with a strict hand-written tokenizer and writes the
+// answer by hand, so that a decision costs a few allocations.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/headers"
+	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/limiter"
+)
+
+// Error codes of the JSON error body {"error":"<code>","message":"..."}.
+const (
+	CodeInvalidRequest  = "invalid_request"   // 400
+	CodePayloadTooLarge = "payload_too_large" // 413
+	CodeUnavailable     = "unavailable"       // 503: the limiter could not decide
+	CodeInternal        = "internal"          // 500
+)
+
+// DefaultMaxBody is the default Config.MaxBody.
+const DefaultMaxBody = 64 << 10
+
+// Config configures a Server. A zero field takes its default.
+type Config struct {
+	// MaxBody is the largest check request body, in bytes; a larger one is
+	// answered 413. Default 64 KiB, far above any valid request (whose
+	// fields are bounded to a few KiB).
+	MaxBody int64
+
+	// Ready reports readiness for GET /readyz: 200 {"status":"ready",
+	// ...detail} when ok, else 503 {"status":"not_ready", ...detail}. The
+	// detail keys (e.g. "rules_revision", "store") are the caller's. Default:
+	// always ready, with no detail.
+	Ready func() (ok bool, detail map[string]any)
+
+	// Logger receives the errors the limiter returns. Default: discard.
+	Logger *slog.Logger
+
+	// IPv6Prefix is the prefix length IPv6 callers are keyed by, used to
+	// name the client in answers. It must be the limiter's
+	// (limiter.Config.IPv6Prefix). Default identity.DefaultIPv6Prefix (64).
+	IPv6Prefix int
+}
+
+// DefaultConfig returns the default configuration.
+func DefaultConfig() Config {
+	return Config{
+		MaxBody:    DefaultMaxBody,
+		Logger:     slog.New(slog.DiscardHandler),
+		IPv6Prefix: identity.DefaultIPv6Prefix,
+	}
+}
+
+// Validate reports whether c is usable; zero fields count as their default.
+func (c Config) Validate() error {
+	if c.MaxBody < 0 {
+		return errors.New("server: max body must not be negative")
+	}
+	if c.IPv6Prefix < 0 || c.IPv6Prefix > 128 {
+		return errors.New("server: ipv6 prefix must be 1..128")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.MaxBody <= 0 {
+		c.MaxBody = d.MaxBody
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	if c.IPv6Prefix <= 0 || c.IPv6Prefix > 128 {
+		c.IPv6Prefix = d.IPv6Prefix
+	}
+	return c
+}
+
+// Server is the data-plane HTTP handler. Its routes are fixed at New; more
+// can be added with Handle before it serves. Safe for concurrent use.
+type Server struct {
+	l   *limiter.Limiter
+	cfg Config
+	mux *http.ServeMux
+
+	lastLog    atomic.Int64 // Unix ns of the last limiter error logged
+	suppressed atomic.Int64 // limiter errors not logged since
+}
+
+// logAllowed reports whether an error may be logged now: at most one a
+// second, so that a failing store does not flood the log at the request
+// rate.
+func (s *Server) logAllowed() bool {
+	now := time.Now().UnixNano()
+	last := s.lastLog.Load()
+	return now-last >= int64(time.Second) && s.lastLog.CompareAndSwap(last, now)
+}
+
+// New returns a server deciding calls with l.
+func New(l *limiter.Limiter, cfg Config) *Server {
+	s := &Server{l: l, cfg: cfg.withDefaults(), mux: http.NewServeMux()}
+	s.mux.Handle("POST /ratelimit/check", s.handler(s.check))
+	s.mux.Handle("GET /healthz", s.handler(s.healthz))
+	s.mux.Handle("GET /readyz", s.handler(s.readyz))
+	return s
+}
+
+// Handle registers h for pattern (a net/http ServeMux pattern, e.g.
+// "GET /metrics") next to the decision API. Call it before serving.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// APIError is an error answered to the client as
+// {"error":"<Code>","message":"<Message>"} with status Status.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string { return "server: " + e.Code + ": " + e.Message }
+
+// handlerFunc is a handler that returns its error instead of writing it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handler adapts fn to net/http: its error is rendered by writeError.
+func (s *Server) handler(fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// writeError is the one place errors become HTTP answers: an *APIError as
+// itself, anything else as a 500 that is logged.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		s.cfg.Logger.Error("server: internal error", "path", r.URL.Path, "err", err)
+		ae = &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
+	}
+	b := make([]byte, 0, 64+len(ae.Message))
+	b = append(b, `{"error":`...)
+	b = appendString(b, ae.Code)
+	b = append(b, `,"message":`...)
+	b = appendString(b, ae.Message)
+	b = append(b, "}\n"...)
+	h := w.Header()
+	h[headers.ContentType] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(ae.Status)
+	w.Write(b) //nolint:errcheck // the client is gone; nothing to do
+}
+
+var jsonContentType = []string{"application/json"}
+
+// buffers is the pooled working memory of one check.
+type buffers struct {
+	body []byte // the request body
+	esc  []byte // its escaped strings, decoded
+	out  []byte // the answer
+}
+
+var bufPool = sync.Pool{New: func() any {
+	return &buffers{body: make([]byte, 0, 1024), esc: make([]byte, 0, 256), out: make([]byte, 0, 512)}
+}}
+
+// maxPooled bounds the buffers kept in bufPool, so that one large body does
+// not pin its memory.
+const maxPooled = 64 << 10
+
+func (b *buffers) release() {
+	if cap(b.body) > maxPooled || cap(b.esc) > maxPooled || cap(b.out) > maxPooled {
+		return
+	}
+	bufPool.Put(b)
+}
+
+// check is POST /ratelimit/check.
+func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
+	buf := bufPool.Get().(*buffers)
+	defer buf.release()
+	body, err := s.readBody(w, r, buf.body[:0])
+	buf.body = body
+	if err != nil {
+		return err
+	}
+	var req CheckRequest
+	if err := parseCheck(body, &buf.esc, &req); err != nil {
+		return err
+	}
+	// req's strings alias buf: the limiter copies what it keeps.
+	lr := limiter.Request{User: req.User, APIKey: req.APIKey, IP: req.IP, Plan: req.Plan,
+		Method: req.Method, Path: req.Path, Cost: req.Cost}
+	d, err := s.l.Check(r.Context(), &lr)
+	if err != nil {
+		return s.unavailable(r.Context(), err)
+	}
+	h := w.Header()
+	headers.Set(h, &d)
+	h[headers.ContentType] = jsonContentType
+	buf.out = appendAnswer(buf.out[:0], &d, &req, s.cfg.IPv6Prefix)
+	w.Write(buf.out) //nolint:errcheck // the client is gone; nothing to do
+	return nil
+}
+
+func (s *Server) unavailable(ctx context.Context, err error) *APIError {
+	switch {
+	case ctx.Err() != nil:
+		s.cfg.Logger.Debug("server: check abandoned by the client", "err", err)
+	case s.logAllowed():
+		s.cfg.Logger.Warn("server: limiter could not decide", "err", err, "suppressed", s.suppressed.Swap(0))
+	default:
+		s.suppressed.Add(1)
+	}
+	return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+		Message: "the rate limiter could not decide: " + err.Error()}
+}
+
+// readBody appends the request body to buf, at most cfg.MaxBody bytes.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error) {
+	limit := s.cfg.MaxBody
+	if r.ContentLength > limit {
+		return buf, s.tooLarge()
+	}
+	if n := r.ContentLength; n > 0 && int64(cap(buf)) < n {
+		buf = slices.Grow(buf, int(n))
+	}
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, 512)
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				return buf, s.tooLarge()
+			}
+			return buf, &APIError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "could not read the request body: " + err.Error()}
+		}
+	}
+}
+
+func (s *Server) tooLarge() *APIError {
+	return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
+		Message: "the request body is larger than " + strconv.FormatInt(s.cfg.MaxBody, 10) + " bytes"}
+}
+
+// healthz is GET /healthz: the process is up.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
+	w.Header()[headers.ContentType] = jsonContentType
+	io.WriteString(w, `{"status":"ok"}`+"\n") //nolint:errcheck
+	return nil
+}
+
+// readyz is GET /readyz: Config.Ready's verdict.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
+	ok, detail := true, map[string]any(nil)
+	if s.cfg.Ready != nil {
+		ok, detail = s.cfg.Ready()
+	}
+	status, code := "ready", http.StatusOK
+	if !ok {
+		status, code = "not_ready", http.StatusServiceUnavailable
+	}
+	b := append([]byte(`{"status":`), strconv.Quote(status)...)
+	keys := make([]string, 0, len(detail))
+	for k := range detail {
+		if k != "status" {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v, err := json.Marshal(detail[k])
+		if err != nil {
+			return err
+		}
+		b = append(b, ',')
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
+	b = append(b, "}\n"...)
+	w.Header()[headers.ContentType] = jsonContentType
+	w.WriteHeader(code)
+	w.Write(b) //nolint:errcheck
+	return nil
+}
