@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# bench/http.sh — sluice's decision API against a bare net/http handler.
+#
+# Builds sluice and bench/baseline, starts both on loopback, installs one
+# rule in sluice through the admin API (1,000,000 calls a minute per client,
+# so nearly every call is allowed and all of the decision path runs), then
+# runs wrk with 64 keep-alive connections against each, alternating
+# sluice/baseline for ROUNDS rounds so that drift on the machine hits both
+# alike. Prints every round, the median of each and the ratio (the target:
+# sluice ≥ 0.75 × baseline), then the latency percentiles of a fixed-rate
+# run of `sluice bench` (coordinated-omission-free).
+#
+#   bench/http.sh                         # 3 rounds of 10 s
+#   ROUNDS=5 DURATION=20s bench/http.sh
+#   RATE=20000 bench/http.sh              # fixed rate of the latency run
+#
+# Needs go, wrk and curl. Uses ports 18080, 19090 (sluice) and 18090
+# (baseline) on 127.0.0.1. Kills only the processes it started.
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10s}
+RATE=${RATE:-10000}
+RATE_DURATION=${RATE_DURATION:-10s}
+DATA=127.0.0.1:18080
+ADMIN=127.0.0.1:19090
+BASE=127.0.0.1:18090
+
+cd "$(dirname "$0")/.."
+for tool in go wrk curl; do
+  command -v "$tool" >/dev/null || { echo "http.sh: $tool is required" >&2; exit 1; }
+done
+# The sluice processes below read SLUICE_* variables: start from none.
+while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(SLUICE_[A-Za-z0-9_]*\)=.*/\1/p')
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+echo "== build"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+go build -ldflags "-X github.com/sluicehq/sluice/internal/cli.commit=$commit" -o "$tmp/sluice" ./cmd/sluice
+go build -o "$tmp/baseline" ./bench/baseline
+"$tmp/sluice" version | head -1
+
+echo "== start"
+printf 'rules: []\n' > "$tmp/rules.yaml"
+"$tmp/sluice" serve --listen "$DATA" --admin-listen "$ADMIN" --rules "$tmp/rules.yaml" --log-level warn 2> "$tmp/sluice.log" &
+pids+=($!)
+"$tmp/baseline" -listen "$BASE" 2> "$tmp/baseline.log" &
+pids+=($!)
+
+wait_up() { # URL
+  for _ in $(seq 100); do
+    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "http.sh: $1 did not come up; logs:" >&2
+  cat "$tmp"/*.log >&2
+  exit 1
+}
+wait_up "http://$DATA/readyz"
+wait_up "http://$ADMIN/rules"
+
+cat > "$tmp/bench-rule.yaml" <<'YAML'
+rules:
+  - id: bench-per-client
+    description: bench/http.sh, nearly every call allowed
+    by: client
+    limit: 1000000
+    window: 1m
+YAML
+"$tmp/sluice" rules apply -f "$tmp/bench-rule.yaml" --admin "http://$ADMIN"
+
+body='{"user":"u42","endpoint":"GET /api/orders"}'
+for target in "$DATA" "$BASE"; do
+  answer=$(curl -fsS -X POST -H 'Content-Type: application/json' -d "$body" "http://$target/ratelimit/check") || {
+    echo "http.sh: POST http://$target/ratelimit/check failed" >&2; exit 1; }
+  echo "$target → $answer"
+done
+
+# run_wrk NAME ADDR: one wrk run; prints its requests/s, keeps its output.
+run_wrk() {
+  local out="$tmp/wrk-$1-$round.txt"
+  wrk -t2 -c64 -d"$DURATION" -s bench/check.lua "http://$2" > "$out" 2>&1
+  if grep -qE 'Non-2xx|Socket errors' "$out"; then
+    echo "http.sh: wrk against $1 saw errors:" >&2
+    grep -E 'Non-2xx|Socket errors' "$out" >&2
+  fi
+  awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$out"
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+echo "== wrk -t2 -c64 -d$DURATION, $ROUNDS rounds, sluice then baseline"
+sl=() bl=()
+for round in $(seq "$ROUNDS"); do
+  s=$(run_wrk sluice "$DATA")
+  b=$(run_wrk baseline "$BASE")
+  sl+=("$s") bl+=("$b")
+  printf 'round %d: sluice %8d decisions/s   baseline %8d req/s   ratio %.3f\n' "$round" "$s" "$b" "$(awk -v s="$s" -v b="$b" 'BEGIN {print s/b}')"
+done
+ms=$(printf '%s\n' "${sl[@]}" | median)
+mb=$(printf '%s\n' "${bl[@]}" | median)
+ratio=$(awk -v s="$ms" -v b="$mb" 'BEGIN {printf "%.3f", s/b}')
+verdict=$(awk -v r="$ratio" 'BEGIN {print (r >= 0.75 ? "meets" : "is below")}')
+printf 'median: sluice %.0f decisions/s, baseline %.0f req/s, ratio %s (%s the 0.75 target)\n' "$ms" "$mb" "$ratio" "$verdict"
+echo "sluice latency (wrk, last round):"
+grep -A2 'Thread Stats' "$tmp/wrk-sluice-$ROUNDS.txt" | tail -2
+
+echo "== sluice bench --rate $RATE --duration $RATE_DURATION (latency from the scheduled send time)"
+"$tmp/sluice" bench --target "http://$DATA" --rate "$RATE" --duration "$RATE_DURATION" --json

@@ -1,0 +1,76 @@
+// Package cli holds the sluice command: its subcommands, their flags and
+// the environment variables that stand in for them. cmd/sluice only calls
+// Execute.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/client"
+)
+
+// Execute runs the sluice command with os.Args and returns the process exit
+// code: 0 on success, 1 on any error (printed to stderr).
+func Execute() int {
+	return run(context.Background(), NewRoot(), os.Args[1:], os.Stderr)
+}
+
+// run executes root with args and renders an error, returning the exit code.
+func run(ctx context.Context, root *cobra.Command, args []string, stderr io.Writer) int {
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ae *client.Error
+	if errors.As(err, &ae) {
+		// The server's own words first, then where they came from.
+		code := ""
+		if ae.Code != "" {
+			code = " " + ae.Code
+		}
+		fmt.Fprintf(stderr, "sluice: %s (HTTP %d%s)\n", ae.Message, ae.Status, code)
+	} else {
+		fmt.Fprintf(stderr, "sluice: %v\n", err)
+	}
+	return 1
+}
+
+// NewRoot returns the sluice command with all its subcommands. Every flag
+// of every subcommand also reads SLUICE_<FLAG> (see EnvName); a flag given
+// on the command line wins.
+func NewRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "sluice",
+		Short: "sluice is a distributed rate limiter for HTTP APIs",
+		Long: `sluice is a distributed rate limiter for HTTP APIs.
+
+Every flag can also be set with an environment variable SLUICE_<FLAG>, the
+flag's name in upper snake case: --admin-listen is SLUICE_ADMIN_LISTEN,
+--admin-token is SLUICE_ADMIN_TOKEN. A flag on the command line wins over
+the environment; an empty variable is ignored.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Runs before every subcommand (cobra runs the nearest
+		// PersistentPreRunE only: subcommands must not define their own).
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindEnv(cmd, os.LookupEnv)
+		},
+	}
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
+	})
+	root.AddCommand(
+		newServeCmd(),
+		newRulesCmd(),
+		newBenchCmd(),
+		newVersionCmd(),
+	)
+	return root
+}

@@ -1,0 +1,306 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// adminFlags are the flags every `sluice rules` subcommand shares.
+type adminFlags struct {
+	url     string
+	token   string
+	timeout time.Duration
+}
+
+// client returns an admin API client for the flags. An --admin without a
+// scheme ("127.0.0.1:9090") is taken as http.
+func (f *adminFlags) client() *client.Client {
+	u := f.url
+	if !strings.Contains(u, "://") {
+		u = "http://" + u
+	}
+	return client.New(u, client.WithToken(f.token), client.WithHTTPClient(&http.Client{Timeout: f.timeout}))
+}
+
+func newRulesCmd() *cobra.Command {
+	f := &adminFlags{}
+	cmd := &cobra.Command{
+		Use:   "rules",
+		Short: "List, show, apply and delete rate-limit rules through the admin API",
+		Long: `Operate on the rules of a running sluice through its admin API.
+
+  sluice rules list                    the rules in force, as a table
+  sluice rules get ID                  one rule, as YAML
+  sluice rules apply -f rules.yaml     make the rules what the file says
+  sluice rules apply -f rules.yaml --dry-run
+  sluice rules delete ID
+
+--admin and --admin-token are also read from SLUICE_ADMIN and
+SLUICE_ADMIN_TOKEN.`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.url, "admin", "http://127.0.0.1:9090", "admin API base URL")
+	pf.StringVar(&f.token, "admin-token", "", "bearer token of the admin API (sluice serve --admin-token)")
+	pf.DurationVar(&f.timeout, "timeout", 10*time.Second, "timeout of each admin API call")
+	cmd.AddCommand(newRulesListCmd(f), newRulesGetCmd(f), newRulesApplyCmd(f), newRulesDeleteCmd(f))
+	return cmd
+}
+
+// oneID is the Args of subcommands that take exactly one rule id.
+func oneID(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("want one rule id, got %d arguments (see '%s --help')", len(args), cmd.CommandPath())
+	}
+	return nil
+}
+
+// outputFlag adds --output/-o with the given formats, the first the default.
+func outputFlag(cmd *cobra.Command, dst *string, formats ...string) {
+	cmd.Flags().StringVarP(dst, "output", "o", formats[0], "output format: "+strings.Join(formats, ", "))
+}
+
+func badOutput(o string, formats ...string) error {
+	return fmt.Errorf("--output %q: want %s", o, strings.Join(formats, ", "))
+}
+
+func newRulesListCmd(f *adminFlags) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the rules in force, with the revision",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			set, err := f.client().ListRules(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			switch output {
+			case "table":
+				return writeRuleTable(w, set)
+			case "json":
+				return writeJSON(w, set)
+			case "yaml":
+				b, err := rules.EncodeYAML(set)
+				if err != nil {
+					return err
+				}
+				_, err = w.Write(b)
+				return err
+			}
+			return badOutput(output, "table", "json", "yaml")
+		},
+	}
+	outputFlag(cmd, &output, "table", "json", "yaml")
+	return cmd
+}
+
+func writeJSON(w io.Writer, v any) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(v)
+}
+
+// writeRuleTable prints set's rules as a table, then its revision.
+func writeRuleTable(w io.Writer, set *rules.Set) error {
+	or := func(s, def string) string {
+		if s == "" {
+			return def
+		}
+		return s
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(set.Rules) > 0 {
+		fmt.Fprintln(tw, "ID\tPLAN\tENDPOINT\tBY\tLIMIT\tWINDOW\tALGORITHM\tMODE\tFLAGS")
+	}
+	for _, r := range set.Rules {
+		limit := strconv.FormatInt(r.Limit, 10)
+		if r.Burst != 0 {
+			limit += " (burst " + strconv.FormatInt(r.Burst, 10) + ")"
+		}
+		var flags []string
+		if r.Shadow {
+			flags = append(flags, "shadow")
+		}
+		if !r.IsEnabled() {
+			flags = append(flags, "disabled")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.ID, or(r.Match.Plan, "*"), or(r.Match.Endpoint, "*"), or(string(r.By), string(rules.ByClient)),
+			limit, r.Window, r.Algorithm, or(string(r.FailureMode), string(rules.FailOpen)), or(strings.Join(flags, ","), "-"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	n := "no rules"
+	switch len(set.Rules) {
+	case 0:
+	case 1:
+		n = "1 rule"
+	default:
+		n = strconv.Itoa(len(set.Rules)) + " rules"
+	}
+	_, err := fmt.Fprintf(w, "\n%s, revision %d, default plan %s\n", n, set.Revision, or(set.DefaultPlan, "(none)"))
+	return err
+}
+
+func newRulesGetCmd(f *adminFlags) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "get ID",
+		Short: "Print one rule as YAML",
+		Args:  oneID,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := f.client().GetRule(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			switch output {
+			case "yaml":
+				return writeRuleYAML(w, r)
+			case "json":
+				return writeJSON(w, r)
+			}
+			return badOutput(output, "yaml", "json")
+		},
+	}
+	outputFlag(cmd, &output, "yaml", "json")
+	return cmd
+}
+
+// writeRuleYAML prints one rule as a YAML mapping, in the rules file's
+// spelling.
+func writeRuleYAML(w io.Writer, r *rules.Rule) error {
+	e := yaml.NewEncoder(w)
+	e.SetIndent(2)
+	if err := e.Encode(r); err != nil {
+		return err
+	}
+	return e.Close()
+}
+
+func newRulesApplyCmd(f *adminFlags) *cobra.Command {
+	var (
+		file   string
+		dryRun bool
+	)
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Make the rules in force what a rules file says",
+		Long: `Make the rules in force what a rules YAML file says, in one change.
+
+The file is checked here first: an invalid one is reported with the line
+and field that are wrong, and nothing is sent. Then rules that are not in
+the file are deleted, new ones created and changed ones updated, and the
+changes are printed:
+
+  + rule free-per-user
+  ~ rule partner: limit 1000 → 2000, window 1m → 1h
+  - rule old-burst
+
+The file's rules list is always complete ("rules: []" deletes every rule).
+Its clients and default_plan replace those in force when the file has them
+and leave them alone when it does not. With --dry-run the changes are
+printed and nothing is applied. -f - reads the file from standard input.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return errors.New("rules apply: -f FILE is required (see 'sluice rules apply --help')")
+			}
+			set, err := readRulesFile(file, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			res, err := f.client().Apply(cmd.Context(), set, dryRun)
+			if err != nil {
+				return err
+			}
+			return writeApplyResult(cmd.OutOrStdout(), res, dryRun)
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "rules YAML file to apply (- for standard input)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the changes without applying them")
+	return cmd
+}
+
+// readRulesFile reads and validates a rules file; errors name the file and,
+// for a bad field, its line.
+func readRulesFile(name string, stdin io.Reader) (*rules.Set, error) {
+	var b []byte
+	var err error
+	if name == "-" {
+		b, err = io.ReadAll(io.LimitReader(stdin, 64<<20))
+		name = "standard input"
+	} else {
+		b, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rules apply: %w", err)
+	}
+	set, err := rules.ParseYAML(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return set, nil
+}
+
+func newRulesDeleteCmd(f *adminFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete ID",
+		Short: "Delete one rule",
+		Args:  oneID,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.client().DeleteRule(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "- rule %s\n", args[0])
+			return err
+		},
+	}
+}
+
+// writeApplyResult prints the changes of an apply, one a line, then what
+// became of them.
+func writeApplyResult(w io.Writer, res *client.ApplyResult, dryRun bool) error {
+	var b bytes.Buffer
+	var created, updated, deleted int
+	for _, c := range res.Changes {
+		b.WriteString(formatChange(c))
+		b.WriteByte('\n')
+		switch c.Op {
+		case "create":
+			created++
+		case "update":
+			updated++
+		case "delete":
+			deleted++
+		}
+	}
+	switch {
+	case len(res.Changes) == 0:
+		fmt.Fprintf(&b, "no changes: the rules in force already match (revision %d)\n", res.Revision)
+	case dryRun:
+		fmt.Fprintf(&b, "dry run: %d to create, %d to update, %d to delete; nothing applied (revision %d)\n",
+			created, updated, deleted, res.Revision)
+	default:
+		fmt.Fprintf(&b, "applied: %d created, %d updated, %d deleted; revision %d\n", created, updated, deleted, res.Revision)
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/rulestore"
+	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// serveFlags are the flags of `sluice serve` (SPEC §3).
+type serveFlags struct {
+	listen      string
+	adminListen string
+	adminToken  string
+	rules       string
+	rulesPoll   time.Duration
+	redis       string
+	ipv6Prefix  int
+	logLevel    string
+	logFormat   string
+	shutdown    time.Duration
+}
+
+func newServeCmd() *cobra.Command {
+	f := serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the decision service (POST /ratelimit/check) and the admin API",
+		Long: `Run the decision service.
+
+With no flags, sluice serve starts on the embedded default: in-memory
+counters and rules in ./sluice-rules.yaml (created with a commented example
+if missing). Every flag also reads SLUICE_<FLAG>, e.g. SLUICE_ADMIN_TOKEN.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runServe(ctx, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", ":8080", "data-plane HTTP address (POST /ratelimit/check, /healthz, /readyz)")
+	fl.StringVar(&f.adminListen, "admin-listen", "127.0.0.1:9090", "admin API address; a non-loopback address requires --admin-token")
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token the admin API requires (empty: none, loopback only)")
+	fl.StringVar(&f.rules, "rules", "sluice-rules.yaml", "rules store: a YAML file path")
+	fl.DurationVar(&f.rulesPoll, "rules-poll", time.Second, "how often the rules file is checked for hand edits")
+	fl.StringVar(&f.redis, "redis", "", "Redis address(es), host:port[,host:port...]; empty: embedded in-memory store")
+	fl.IntVar(&f.ipv6Prefix, "ipv6-prefix", 64, "prefix length IPv6 callers are keyed by")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.DurationVar(&f.shutdown, "shutdown-timeout", 10*time.Second, "how long to let in-flight calls finish on SIGTERM")
+	return cmd
+}
+
+func runServe(ctx context.Context, f serveFlags) error {
+	log, err := newLogger(f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	if err := admin.CheckBind(f.adminListen, f.adminToken); err != nil {
+		return err
+	}
+	if f.redis != "" {
+		return errors.New("serve: --redis is not supported yet; leave it empty for the embedded store")
+	}
+
+	src, err := rulestore.OpenFile(rulestore.FileConfig{Path: f.rules, PollInterval: f.rulesPoll, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+
+	store, err := memory.New(memory.DefaultConfig())
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	lim := limiter.New(store, limiter.Config{IPv6Prefix: f.ipv6Prefix})
+	lim.SetRules(src.Current())
+	src.Subscribe(func(ix *rules.Index) {
+		lim.SetRules(ix)
+		log.Info("rules in force", "revision", ix.Revision(), "rules", len(ix.Rules()))
+	})
+
+	data := server.New(lim, server.Config{
+		Logger:     log,
+		IPv6Prefix: f.ipv6Prefix,
+		Ready: func() (bool, map[string]any) {
+			st := src.Status()
+			rs := map[string]any{"source": st.Kind, "location": st.Location, "revision": st.Revision}
+			if st.Error != "" {
+				// The last good rules stay in force: still ready.
+				rs["error"] = st.Error
+				rs["error_at"] = st.ErrorAt
+			}
+			return true, map[string]any{"rules": rs, "store": map[string]any{"kind": "memory", "state": "ok", "buckets": store.Len()}}
+		},
+	})
+	adm := admin.New(src, admin.Config{Token: f.adminToken, Logger: log})
+
+	servers := []*http.Server{
+		{Addr: f.listen, Handler: data, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second},
+		{Addr: f.adminListen, Handler: adm, ReadHeaderTimeout: 10 * time.Second},
+	}
+	names := []string{"data plane", "admin API"}
+	listeners := make([]net.Listener, len(servers))
+	for i, s := range servers {
+		ln, err := net.Listen("tcp", s.Addr)
+		if err != nil {
+			for _, l := range listeners[:i] {
+				l.Close()
+			}
+			return fmt.Errorf("serve: %s: %w", names[i], err)
+		}
+		listeners[i] = ln
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(servers)+1)
+	go func() { errc <- src.Run(ctx) }()
+	for i, s := range servers {
+		log.Info("listening", "what", names[i], "addr", listeners[i].Addr().String())
+		go func() {
+			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("serve: %s: %w", names[i], err)
+			}
+		}()
+	}
+	log.Info("sluice serving", "rules", f.rules, "revision", src.Current().Revision(), "store", "memory")
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	log.Info("shutting down")
+	sctx, scancel := context.WithTimeout(context.Background(), f.shutdown)
+	defer scancel()
+	for _, s := range servers {
+		s.Shutdown(sctx)
+	}
+	cancel()
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	return nil
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("serve: --log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("serve: --log-format %q: want text or json", format)
+}

@@ -1,0 +1,304 @@
+// Package loadgen drives load against a rate-limit decision service and
+// measures it: a pool of workers makes calls as fast as they can (closed
+// loop) or at a fixed total rate (open loop), and every call's latency goes
+// into a Histogram. The call itself is supplied by the caller (see Call), so
+// the same engine serves the HTTP check API and, later, gRPC.
+//
+// At a fixed rate, latency is measured from the moment a call was scheduled
+// to be sent whenever the workers were too busy to send it on time, so a
+// stalled server shows up in the percentiles instead of silently slowing the
+// generator down (no coordinated omission).
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Call makes one decision call and reports whether it was allowed. A non-nil
+// error counts the call as an error (neither allowed nor denied). Each worker
+// gets its own Call (see Config.NewCall), so a Call may keep per-worker state
+// such as a random source or a buffer without locking.
+type Call func(ctx context.Context) (allowed bool, err error)
+
+// Config says how much load to generate.
+type Config struct {
+	// Concurrency is the number of workers, each with at most one call in
+	// flight. Required, ≥ 1.
+	Concurrency int
+	// Duration bounds the run: no call is started after it (at a fixed
+	// rate, a call due before the end may still go out up to 100 ms
+	// after), and the run ends when the calls in flight then return.
+	// Required, > 0.
+	Duration time.Duration
+	// Rate is the total calls per second across all workers; 0 means as
+	// fast as the workers can go (closed loop).
+	Rate float64
+	// Requests, when > 0, caps the number of calls made.
+	Requests int64
+	// NewCall returns the Call worker i (0 ≤ i < Concurrency) uses.
+	// Required.
+	NewCall func(worker int) Call
+	// Now and Sleep are the clock; nil means time.Now and a real timer.
+	// Sleep waits for d or until ctx is done and reports whether d passed.
+	// Tests inject both to run a schedule without waiting.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) bool
+}
+
+// Validate reports the first invalid field of c.
+func (c *Config) Validate() error {
+	switch {
+	case c.Concurrency < 1:
+		return fmt.Errorf("loadgen: concurrency must be ≥ 1, got %d", c.Concurrency)
+	case c.Duration <= 0:
+		return fmt.Errorf("loadgen: duration must be > 0, got %s", c.Duration)
+	case c.Rate < 0:
+		return fmt.Errorf("loadgen: rate must be ≥ 0, got %g", c.Rate)
+	case c.Requests < 0:
+		return fmt.Errorf("loadgen: requests must be ≥ 0, got %d", c.Requests)
+	case c.NewCall == nil:
+		return errors.New("loadgen: NewCall is required")
+	}
+	return nil
+}
+
+// Result is what a run measured.
+type Result struct {
+	Requests int64         // calls made: Allowed + Denied + Errors
+	Allowed  int64         // calls answered allowed
+	Denied   int64         // calls answered denied
+	Errors   int64         // calls that failed
+	FirstErr error         // the first error seen, nil if none
+	Elapsed  time.Duration // from the start until the last call returned
+	Latency  Histogram     // latency of every call, errors included
+	// Late counts calls of a fixed-rate run that were sent more than 1 ms
+	// after their slot because every worker was busy; their latency
+	// includes the wait. Always 0 in a closed-loop run.
+	Late int64
+	// Missed counts calls of a fixed-rate run that were scheduled within
+	// the duration but never sent, because the workers were still busy when
+	// it ended: the generator fell behind, and the percentiles understate
+	// the latency a client at that rate would have seen. Always 0 in a
+	// closed-loop run.
+	Missed int64
+}
+
+// PerSecond returns calls completed per second of Elapsed.
+func (r *Result) PerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Requests) / r.Elapsed.Seconds()
+}
+
+// Run generates load as cfg says until the duration is over, the request cap
+// is reached or ctx is cancelled, then waits for the calls in flight and
+// returns what it measured. Calls get ctx: cancelling it also aborts them.
+// Run fails only on an invalid cfg.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	now, sleep := cfg.Now, cfg.Sleep
+	if now == nil {
+		now = time.Now
+	}
+	if sleep == nil {
+		t := newSleeper() // one is enough: only the holder of scheduler.mu sleeps
+		defer t.Stop()
+		sleep = t.sleep
+	}
+	start := now()
+	end := start.Add(cfg.Duration)
+	open := cfg.Rate > 0
+
+	sch := &scheduler{cfg: &cfg, start: start, end: end, now: now, sleep: sleep, open: open}
+	var (
+		mu    sync.Mutex
+		total = &Result{}
+		wg    sync.WaitGroup
+	)
+	for w := range cfg.Concurrency {
+		call := cfg.NewCall(w)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &Result{}
+			var lag time.Duration
+			for ctx.Err() == nil {
+				from, late, ok := sch.claim(ctx, &lag)
+				if !ok {
+					break
+				}
+				if late {
+					r.Late++
+				}
+				allowed, err := call(ctx)
+				lat := now().Sub(from)
+				if err != nil && ctx.Err() != nil {
+					break // aborted by the caller: not the server's error
+				}
+				r.Latency.Record(lat)
+				r.Requests++
+				switch {
+				case err != nil:
+					r.Errors++
+					if r.FirstErr == nil {
+						r.FirstErr = err
+					}
+				case allowed:
+					r.Allowed++
+				default:
+					r.Denied++
+				}
+			}
+			mu.Lock()
+			total.merge(r)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	total.Elapsed = now().Sub(start)
+	if open {
+		slots := cfg.slots()
+		if cfg.Requests > 0 {
+			slots = min(slots, cfg.Requests)
+		}
+		total.Missed = max(slots-total.Requests, 0)
+	}
+	return total, nil
+}
+
+// scheduler hands out calls to workers.
+//
+// In a fixed-rate run, call k is due at start + k/Rate. A free worker takes
+// the next call under mu and, if it is not due yet, sleeps until it is,
+// still holding mu: one worker at a time waits on a timer, and the others
+// queue behind it. Each call is aimed at its absolute due time, so timer
+// slack delays one call without pushing the rest of the schedule back; the
+// calls that fell due meanwhile go out at once.
+type scheduler struct {
+	cfg        *Config
+	start, end time.Time
+	now        func() time.Time
+	sleep      func(context.Context, time.Duration) bool // called with mu held
+	open       bool                                      // fixed rate
+
+	next atomic.Int64 // closed loop: the next call's number
+
+	mu sync.Mutex // fixed rate: held by the worker waiting for the next slot
+	k  int64      // fixed rate, under mu: the next slot
+}
+
+// claim waits until the calling worker may make its next call. It returns
+// the time the call's latency counts from and whether the call went out
+// late because every worker was busy; ok is false when the run is over.
+//
+// In a fixed-rate run, *lag is the worker's state between calls: how much
+// later than its ideal time the generator sent the worker's previous call.
+//
+// The latency of a call is charged from when a perfect generator would
+// have sent it: its due time, or if no worker was free then, the moment one
+// became free. Delays that are the generator's own — the queue for mu,
+// timer slack, and the knock-on effect of both on when a worker is free
+// again — are not charged; a server that keeps every worker busy past a
+// call's due time is, as a real client would have waited as long (no
+// coordinated omission).
+func (s *scheduler) claim(ctx context.Context, lag *time.Duration) (from time.Time, late, ok bool) {
+	limit := s.cfg.Requests
+	if !s.open {
+		k := s.next.Add(1) - 1
+		t := s.now()
+		if limit > 0 && k >= limit || !t.Before(s.end) {
+			return time.Time{}, false, false
+		}
+		return t, false, true
+	}
+	// When this worker would be free had the generator sent its previous
+	// call on time.
+	free := s.now().Add(-*lag)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := s.start.Add(s.cfg.slot(s.k))
+	t := s.now()
+	if ctx.Err() != nil || limit > 0 && s.k >= limit || !at.Before(s.end) || !t.Before(s.end.Add(endGrace)) {
+		return time.Time{}, false, false
+	}
+	s.k++
+	if t.Before(at) && !s.sleep(ctx, at.Sub(t)) {
+		return time.Time{}, false, false
+	}
+	send := s.now()
+	wait := max(free.Sub(at), 0) // due, and every worker busy: the server's
+	*lag = max(send.Sub(at.Add(wait)), 0)
+	return send.Add(-wait), wait > lateAfter, true
+}
+
+// slot returns when call k of a fixed-rate run is due, from the start.
+func (c *Config) slot(k int64) time.Duration {
+	return time.Duration(float64(k) * float64(time.Second) / c.Rate)
+}
+
+// slots returns the number of calls of a fixed-rate run due within the
+// duration.
+func (c *Config) slots() int64 {
+	n := int64(math.Ceil(c.Duration.Seconds() * c.Rate))
+	for n > 0 && c.slot(n-1) >= c.Duration {
+		n--
+	}
+	for c.slot(n) < c.Duration {
+		n++
+	}
+	return n
+}
+
+// merge adds r's counts into t (t.FirstErr wins if set).
+func (t *Result) merge(r *Result) {
+	t.Requests += r.Requests
+	t.Allowed += r.Allowed
+	t.Denied += r.Denied
+	t.Errors += r.Errors
+	t.Late += r.Late
+	if t.FirstErr == nil {
+		t.FirstErr = r.FirstErr
+	}
+	t.Latency.Merge(&r.Latency)
+}
+
+// endGrace is how long after the duration a fixed-rate run still sends
+// calls that fell due before its end, so that timer slack on the last call
+// does not count as a missed call.
+const endGrace = 100 * time.Millisecond
+
+// lateAfter is how far past its slot a call may be sent before Result.Late
+// counts it.
+const lateAfter = time.Millisecond
+
+// sleeper is a reusable timer.
+type sleeper struct{ t *time.Timer }
+
+func newSleeper() *sleeper {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &sleeper{t}
+}
+
+func (s *sleeper) Stop() { s.t.Stop() }
+
+// sleep waits for d or until ctx is done; it reports whether d passed.
+func (s *sleeper) sleep(ctx context.Context, d time.Duration) bool {
+	s.t.Reset(d)
+	select {
+	case <-s.t.C:
+		return true
+	case <-ctx.Done():
+		s.t.Stop()
+		return false
+	}
+}
