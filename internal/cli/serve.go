@@ -19,7 +19,6 @@ import (
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 // serveFlags are the flags of `sluice serve` (SPEC §3).
@@ -30,6 +29,10 @@ type serveFlags struct {
 	rules       string
 	rulesPoll   time.Duration
 	redis       string
+	redisUser   string
+	redisPass   string
+	redisTLS    bool
+	redisTLSCA  string
 	ipv6Prefix  int
 	logLevel    string
 	logFormat   string
@@ -59,7 +62,11 @@ if missing). Every flag also reads SLUICE_<FLAG>, e.g. SLUICE_ADMIN_TOKEN.`,
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token the admin API requires (empty: none, loopback only)")
 	fl.StringVar(&f.rules, "rules", "sluice-rules.yaml", "rules store: a YAML file path")
 	fl.DurationVar(&f.rulesPoll, "rules-poll", time.Second, "how often the rules file is checked for hand edits")
-	fl.StringVar(&f.redis, "redis", "", "Redis address(es), host:port[,host:port...]; empty: embedded in-memory store")
+	fl.StringVar(&f.redis, "redis", "", "Redis address(es), host:port[,host:port...]; a cluster is detected; empty: embedded in-memory store")
+	fl.StringVar(&f.redisUser, "redis-username", "", "Redis ACL user")
+	fl.StringVar(&f.redisPass, "redis-password", "", "Redis password (prefer SLUICE_REDIS_PASSWORD)")
+	fl.BoolVar(&f.redisTLS, "redis-tls", false, "connect to Redis with TLS")
+	fl.StringVar(&f.redisTLSCA, "redis-tls-ca", "", "PEM file of the CA that signed the Redis server certificate (implies --redis-tls)")
 	fl.IntVar(&f.ipv6Prefix, "ipv6-prefix", 64, "prefix length IPv6 callers are keyed by")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
@@ -75,17 +82,13 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err := admin.CheckBind(f.adminListen, f.adminToken); err != nil {
 		return err
 	}
-	if f.redis != "" {
-		return errors.New("serve: --redis is not supported yet; leave it empty for the embedded store")
-	}
-
 	src, err := rulestore.OpenFile(rulestore.FileConfig{Path: f.rules, PollInterval: f.rulesPoll, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer src.Close()
 
-	store, err := memory.New(memory.DefaultConfig())
+	store, storeInfo, err := openStore(f)
 	if err != nil {
 		return err
 	}
@@ -109,7 +112,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 				rs["error"] = st.Error
 				rs["error_at"] = st.ErrorAt
 			}
-			return true, map[string]any{"rules": rs, "store": map[string]any{"kind": "memory", "state": "ok", "buckets": store.Len()}}
+			return true, map[string]any{"rules": rs, "store": storeInfo()}
 		},
 	})
 	adm := admin.New(src, admin.Config{Token: f.adminToken, Logger: log})
@@ -143,7 +146,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 			}
 		}()
 	}
-	log.Info("sluice serving", "rules", f.rules, "revision", src.Current().Revision(), "store", "memory")
+	log.Info("sluice serving", "rules", f.rules, "revision", src.Current().Revision(), "store", storeInfo()["kind"])
 
 	var runErr error
 	select {
