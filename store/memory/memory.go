@@ -1,0 +1,435 @@
+// Package memory is sluice's embedded bucket store: the state of every
+// (client, rule) bucket held in the process's memory, decided with the pure
+// functions of package algorithm. It is the default store, for a single
+// instance; store/redis shares state between instances.
+//
+// Deciding a call on existing buckets allocates nothing. A token bucket
+// takes about 90 bytes of Go heap with a 16-byte client id, so 10M buckets
+// fit in under 1 GB (BenchmarkMemory).
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/limiter"
+)
+
+// Errors returned by Take.
+var (
+	// ErrInvalidOp: an op has a cost < 1, a limit or window < 1, an unknown
+	// algorithm, or a sliding-log limit above algorithm.MaxLogLimit.
+	ErrInvalidOp = errors.New("memory: invalid op")
+	// ErrDuplicateOp: two ops of one call name the same (client, rule)
+	// bucket; the limiter never builds such a call.
+	ErrDuplicateOp = errors.New("memory: two ops of one call name the same bucket")
+)
+
+var _ limiter.Store = (*Store)(nil)
+
+// stackOps is the number of ops a call can have before Take allocates its
+// bookkeeping on the heap.
+const stackOps = 8
+
+// Store is an in-memory limiter.Store.
+//
+// Buckets are keyed by (client, rule) and spread over shards by client id,
+// so that all the buckets of one client sit behind one lock; a call locks
+// the shards of all its ops (in ascending order), reads the clock once and
+// decides every op at that instant, then writes back all or nothing as
+// limiter.Store requires. A bucket that has been idle long enough to be
+// indistinguishable from a new one (algorithm.Idle, rounded up to whole
+// seconds, plus one) is treated as new and is dropped by the next sweep.
+//
+// Per bucket the store keeps a 48-byte entry (client id, time, two
+// counters, expiry, algorithm), 8 bytes of index per slot and the client
+// id's bytes; sliding-log buckets keep their log beside. A bucket whose rule
+// changed algorithm starts anew.
+//
+// The zero value is not usable; use New. A Store is safe for concurrent use
+// by multiple goroutines.
+type Store struct {
+	shards []shard
+	mask   uint64
+	seed   maphash.Seed
+	clock  func() int64
+	epoch  int64 // clock reading at New: the zero of expiry seconds
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// shard is one lock's worth of buckets.
+type shard struct {
+	mu     sync.Mutex
+	tables map[string]*table // by rule id; guarded by mu
+	n      int               // buckets held; guarded by mu
+	_      [40]byte          // keep shards on separate cache lines
+}
+
+// slot is Take's bookkeeping for one op.
+type slot struct {
+	hash uint64    // of the client id: shard in the low bits, table in the high
+	tab  *table    // nil: the shard had no bucket of the rule
+	idx  int       // the bucket's entry in tab, -1 = none
+	l    *logEntry // the bucket's log, if it is a SlidingLog bucket and so is the op
+	st   algorithm.State
+}
+
+func (sl *slot) shard(mask uint64) uint32 { return uint32(sl.hash & mask) }
+func (sl *slot) h() uint32                { return uint32(sl.hash >> 32) }
+
+// New returns a Store configured by cfg (zero fields take their defaults)
+// and starts its background sweeper unless cfg.SweepInterval < 0. Call Close
+// to stop the sweeper.
+func New(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Store{
+		shards: make([]shard, cfg.Shards),
+		mask:   uint64(cfg.Shards - 1),
+		seed:   maphash.MakeSeed(),
+		clock:  cfg.Clock,
+		epoch:  cfg.Clock(),
+	}
+	for i := range s.shards {
+		s.shards[i].tables = make(map[string]*table)
+	}
+	if cfg.SweepInterval > 0 {
+		s.stop = make(chan struct{})
+		s.done = make(chan struct{})
+		go s.sweeper(cfg.SweepInterval)
+	}
+	return s, nil
+}
+
+// Take implements limiter.Store. The ops of one call must name distinct
+// (client, rule) buckets. Client and Rule strings are copied when a bucket
+// is created, so the caller may reuse their bytes after Take returns.
+func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (now int64, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n := len(ops)
+	if len(res) < n {
+		return 0, fmt.Errorf("memory: len(res) = %d, want at least len(ops) = %d", len(res), n)
+	}
+	if n == 0 {
+		return s.clock(), nil
+	}
+
+	var slotBuf [stackOps]slot
+	var lockBuf [stackOps]uint32
+	var slots []slot
+	locks := lockBuf[:0]
+	if n <= stackOps {
+		slots = slotBuf[:n:n]
+	} else {
+		slots, locks = make([]slot, n), make([]uint32, 0, n)
+	}
+	for i := range ops {
+		op := &ops[i]
+		if err := checkOp(op); err != nil {
+			return 0, fmt.Errorf("%w: op %d (client %q, rule %q): %v", ErrInvalidOp, i, op.Client, op.Rule, err)
+		}
+		h := maphash.String(s.seed, op.Client)
+		slots[i].hash = h
+		for j := range i {
+			if slots[j].hash == h && ops[j].Rule == op.Rule && ops[j].Client == op.Client {
+				return 0, fmt.Errorf("%w: ops %d and %d (client %q, rule %q)", ErrDuplicateOp, j, i, op.Client, op.Rule)
+			}
+		}
+		locks = insertSorted(locks, uint32(h&s.mask))
+	}
+
+	for _, k := range locks {
+		s.shards[k].mu.Lock()
+	}
+	// Read under the locks, so that each bucket sees its calls' times in
+	// the order they were applied.
+	now = s.clock()
+	sec := s.seconds(now)
+
+	denied := false
+	for i := range ops {
+		op, sl := &ops[i], &slots[i]
+		in := s.load(op, sl, sec)
+		res[i], sl.st = algorithm.Apply(op.Params, in, now, op.Cost)
+		if !res[i].Allowed && !op.Shadow {
+			denied = true
+		}
+	}
+
+	for i := range ops {
+		op, sl, r := &ops[i], &slots[i], &res[i]
+		st := sl.st
+		switch {
+		case r.Allowed && !denied:
+			// Consumed.
+		case !r.Allowed && r.Changed:
+			// The base state, rebased after the clock went backwards.
+		default:
+			// Apply left the stored state as it was (even a sliding log,
+			// which it may have appended to beyond its length).
+			continue
+		}
+		s.store(op, sl, st, now)
+	}
+
+	for _, k := range locks {
+		s.shards[k].mu.Unlock()
+	}
+	return now, nil
+}
+
+// checkOp reports what is wrong with op, if anything.
+func checkOp(op *limiter.Op) error {
+	p := op.Params
+	switch {
+	case op.Cost < 1:
+		return fmt.Errorf("cost %d < 1", op.Cost)
+	case p.Limit < 1:
+		return fmt.Errorf("limit %d < 1", p.Limit)
+	case p.Window < 1:
+		return fmt.Errorf("window %dµs < 1", p.Window)
+	case int(p.Kind) >= len(algorithm.Kinds):
+		return fmt.Errorf("unknown %v", p.Kind)
+	case p.Kind == algorithm.SlidingLog && p.Limit > algorithm.MaxLogLimit:
+		return fmt.Errorf("sliding_log limit %d > %d", p.Limit, algorithm.MaxLogLimit)
+	}
+	return nil
+}
+
+// insertSorted adds k to the ascending, duplicate-free list a.
+func insertSorted(a []uint32, k uint32) []uint32 {
+	i := len(a)
+	for i > 0 && a[i-1] > k {
+		i--
+	}
+	if i > 0 && a[i-1] == k {
+		return a
+	}
+	a = append(a, 0)
+	copy(a[i+1:], a[i:])
+	a[i] = k
+	return a
+}
+
+// load finds op's bucket, records it in sl and returns its state: the zero
+// State for a bucket that is absent, idle past its expiry, or of another
+// algorithm. The caller holds the lock of op's shard.
+func (s *Store) load(op *limiter.Op, sl *slot, sec int64) algorithm.State {
+	tab := s.shards[sl.shard(s.mask)].tables[op.Rule]
+	sl.tab, sl.idx, sl.l = tab, -1, nil
+	if tab == nil {
+		return algorithm.State{}
+	}
+	idx := tab.find(sl.h(), op.Client)
+	if idx < 0 {
+		return algorithm.State{}
+	}
+	sl.idx = idx
+	e := &tab.ents[idx]
+	if e.kind != op.Params.Kind {
+		return algorithm.State{}
+	}
+	if e.kind == algorithm.SlidingLog {
+		l := tab.logs[uint32(idx)]
+		sl.l = l
+		switch {
+		case int64(e.exp) <= sec:
+			l.log = l.buf[:0] // idle: the same as empty
+		case cap(l.log)-len(l.log) < int(op.Cost) && cap(l.buf)-len(l.log) >= int(op.Cost):
+			// Appending would outgrow the array; move the log to its start.
+			l.log = l.buf[:copy(l.buf, l.log)]
+		}
+		return algorithm.State{Log: l.log}
+	}
+	if int64(e.exp) <= sec {
+		return algorithm.State{}
+	}
+	return algorithm.State{T: e.t, A: e.a, B: e.b}
+}
+
+// store writes st as the state of op's bucket, creating the bucket if load
+// found none. The caller holds the lock of op's shard.
+func (s *Store) store(op *limiter.Op, sl *slot, st algorithm.State, now int64) {
+	exp := s.expiry(op.Params, st, now)
+	tab, idx := sl.tab, sl.idx
+	if idx < 0 {
+		sh := &s.shards[sl.shard(s.mask)]
+		if tab == nil {
+			// An earlier op of this call may have created it.
+			if tab = sh.tables[op.Rule]; tab == nil {
+				tab = newTable(strings.Clone(op.Rule))
+				sh.tables[tab.rule] = tab
+			}
+		}
+		idx = tab.insert(sl.h(), strings.Clone(op.Client))
+		sh.n++
+	}
+	e := &tab.ents[idx]
+	if op.Params.Kind != algorithm.SlidingLog {
+		if e.kind == algorithm.SlidingLog { // the rule was SlidingLog
+			delete(tab.logs, uint32(idx))
+		}
+		*e = entry{client: e.client, t: st.T, a: st.A, b: st.B, exp: exp, kind: op.Params.Kind}
+		return
+	}
+	if l := sl.l; l != nil {
+		l.log = st.Log
+		if !sameArray(st.Log, l.buf) && cap(st.Log) > 0 {
+			l.buf = st.Log[:cap(st.Log)] // Apply moved the log to a new array
+		}
+	} else {
+		if tab.logs == nil {
+			tab.logs = make(map[uint32]*logEntry)
+		}
+		tab.logs[uint32(idx)] = &logEntry{log: st.Log, buf: st.Log[:cap(st.Log)]}
+	}
+	*e = entry{client: e.client, exp: exp, kind: algorithm.SlidingLog}
+}
+
+// sameArray reports whether a and b are slices of one array that end at
+// its end, as every slice of a logEntry's buf does.
+func sameArray(a, b []int64) bool {
+	ca, cb := cap(a), cap(b)
+	return ca > 0 && cb > 0 && &a[:ca][ca-1] == &b[:cb][cb-1]
+}
+
+// seconds is now in whole seconds after the epoch, rounded down.
+func (s *Store) seconds(now int64) int64 {
+	d := now - s.epoch
+	if d < 0 {
+		return -((-d + 999_999) / 1_000_000)
+	}
+	return d / 1_000_000
+}
+
+// expiry is the first second after the epoch at which a bucket in state st
+// under p, written at now, is idle: algorithm.Idle rounded up, plus one
+// second of margin.
+func (s *Store) expiry(p algorithm.Params, st algorithm.State, now int64) uint32 {
+	d := now + algorithm.Idle(p, st, now) - s.epoch
+	if d <= 0 {
+		return 1
+	}
+	sec := (d+999_999)/1_000_000 + 1
+	if sec > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(sec)
+}
+
+// Len returns the number of buckets held, idle ones not yet swept included.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.n
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Sweep drops the buckets idle at now (Unix µs) and returns how many it
+// dropped. It holds a shard's lock for at most sweepChunk buckets at a time.
+// The background sweeper does the same on a slice of the shards every
+// SweepInterval/16.
+func (s *Store) Sweep(now int64) int {
+	return s.sweep(0, len(s.shards), now)
+}
+
+// sweepSlices is the number of slices the background sweeper divides the
+// shards into, sweeping one slice per tick.
+const sweepSlices = 16
+
+// sweepChunk is the number of entries a sweep examines per lock.
+const sweepChunk = 1024
+
+func (s *Store) sweep(lo, hi int, now int64) int {
+	sec := s.seconds(now)
+	total := 0
+	var buf [8]*table
+	tabs := buf[:0]
+	for i := lo; i < hi; i++ {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		tabs = tabs[:0]
+		for _, t := range sh.tables {
+			tabs = append(tabs, t)
+		}
+		sh.mu.Unlock()
+		for _, t := range tabs {
+			for start := 0; ; start += sweepChunk {
+				sh.mu.Lock()
+				if start >= len(t.ents) {
+					// Done with t: drop or compact it. t may be gone
+					// already (another sweep dropped it, empty).
+					if t.n == 0 && sh.tables[t.rule] == t {
+						delete(sh.tables, t.rule)
+					} else {
+						t.shrink()
+					}
+					sh.mu.Unlock()
+					break
+				}
+				dropped := 0
+				for idx := start; idx < min(start+sweepChunk, len(t.ents)); idx++ {
+					if e := &t.ents[idx]; e.kind != freeKind && int64(e.exp) <= sec {
+						t.remove(uint32(maphash.String(s.seed, e.client)>>32), idx)
+						dropped++
+					}
+				}
+				sh.n -= dropped
+				sh.mu.Unlock()
+				total += dropped
+			}
+		}
+	}
+	return total
+}
+
+// sweeper sweeps one slice of the shards every interval/sweepSlices, so
+// that every shard is swept once per interval, until Close.
+func (s *Store) sweeper(interval time.Duration) {
+	defer close(s.done)
+	step := max(interval/sweepSlices, time.Millisecond)
+	per := max(len(s.shards)/sweepSlices, 1)
+	tick := time.NewTicker(step)
+	defer tick.Stop()
+	next := 0
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+			hi := min(next+per, len(s.shards))
+			s.sweep(next, hi, s.clock())
+			next = hi % len(s.shards)
+		}
+	}
+}
+
+// Close stops the background sweeper. The Store stays usable; Close is
+// idempotent and always returns nil.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.stop != nil {
+			close(s.stop)
+			<-s.done
+		}
+	})
+	return nil
+}
