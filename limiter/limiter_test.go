@@ -220,11 +220,20 @@ func bigSet(n int) *rules.Set {
 }
 
 // BenchmarkCheck is a full decision through the engine: identity, plan
-// lookup, rule matching against n rules, and the embedded store (two rules
-// match: one per plan, one per endpoint).
+// lookup, rule matching against n rules, and the embedded store. With
+// matching=1 the call matches the plan's token bucket only; with matching=2
+// also an endpoint rule (two buckets taken atomically).
 func BenchmarkCheck(b *testing.B) {
-	for _, n := range []int{10, 10000} {
-		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+	for _, c := range []struct {
+		rules    int
+		matching int
+	}{{10, 1}, {10000, 1}, {10, 2}, {10000, 2}} {
+		path := "/api/v1/profile"
+		if c.matching == 2 {
+			path = "/api/v1/orders/42"
+		}
+		n := c.rules
+		b.Run(fmt.Sprintf("rules=%d/matching=%d", c.rules, c.matching), func(b *testing.B) {
 			st, err := memory.New(memory.Config{SweepInterval: -1})
 			if err != nil {
 				b.Fatal(err)
@@ -244,9 +253,10 @@ func BenchmarkCheck(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				req := limiter.Request{User: users[i&1023], Method: "GET", Path: "/api/v1/orders/42"}
-				if _, err := l.Check(ctx, &req); err != nil {
-					b.Fatal(err)
+				req := limiter.Request{User: users[i&1023], Method: "GET", Path: path}
+				d, err := l.Check(ctx, &req)
+				if err != nil || d.Matched != c.matching {
+					b.Fatalf("Check = %+v, %v; want %d rules matched", d, err, c.matching)
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
