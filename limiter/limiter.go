@@ -60,6 +60,11 @@ type Decision struct {
 
 	Matched      int    // rules applied
 	ShadowDenied string // id of a shadow rule that would have denied, if any
+
+	// Source says where the decision came from: the store, the local denial
+	// cache, or — degraded, the shared store being unavailable — the local
+	// fallback or a fail-closed denial.
+	Source Source
 }
 
 // RuleID is the id of the most restrictive rule, "" when none matched.
@@ -164,7 +169,8 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 		}
 		kinds[len(ops)] = by
 		used[len(ops)] = r
-		ops = append(ops, Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow})
+		ops = append(ops, Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow,
+			FailClosed: r.FailureMode == rules.FailClosed})
 	}
 	d := Decision{Allowed: true, Plan: plan, Matched: len(ops)}
 	if len(ops) == 0 {
@@ -172,11 +178,12 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 		return d, nil
 	}
 	res := sc.res[:len(ops)]
-	now, err := l.store.Take(ctx, ops, res)
+	info, err := l.store.Take(ctx, ops, res)
 	if err != nil {
 		return Decision{}, err
 	}
-	d.Now = time.UnixMicro(now)
+	d.Now = time.UnixMicro(info.Now)
+	d.Source = info.Source
 
 	best := -1
 	for i := range ops {

@@ -16,6 +16,45 @@ type Op struct {
 	// Shadow ops are evaluated and, when the call is allowed, consumed like
 	// the others, but their denial never vetoes the call.
 	Shadow bool
+	// FailClosed ops deny while the shared store is unavailable; the others
+	// (failure_mode: open) are served from a coarse local limit meanwhile.
+	FailClosed bool
+}
+
+// Source says where a decision came from.
+type Source uint8
+
+const (
+	// SourceStore: the counter store answered (embedded or shared).
+	SourceStore Source = iota
+	// SourceLocalDenialCache: a denial the shared store gave earlier is
+	// still in force; no round trip was made.
+	SourceLocalDenialCache
+	// SourceLocalFallback: the shared store is unavailable; the call was
+	// decided by a coarse in-process limit (rules with failure_mode: open).
+	SourceLocalFallback
+	// SourceUnavailable: the shared store is unavailable and a matching rule
+	// fails closed: the call is denied.
+	SourceUnavailable
+)
+
+var sourceNames = [...]string{"store", "local_denial_cache", "local_fallback", "unavailable"}
+
+// String returns the name used in metrics and answers, e.g. "local_fallback".
+func (s Source) String() string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return "unknown"
+}
+
+// Degraded reports whether the decision was made without the shared store.
+func (s Source) Degraded() bool { return s == SourceLocalFallback || s == SourceUnavailable }
+
+// TakeInfo is what a Store reports about a Take besides the per-op results.
+type TakeInfo struct {
+	Now    int64  // the store's clock reading the decisions were made at (Unix µs)
+	Source Source // where the decisions came from
 }
 
 // Store holds bucket state. Implementations: store/memory (embedded) and
@@ -24,7 +63,8 @@ type Store interface {
 	// Take applies ops, the matching rules of one call, atomically and all or
 	// nothing: if every non-shadow op allows, every allowing op is consumed;
 	// if any non-shadow op denies, nothing is consumed from any bucket. It
-	// writes one result per op into res (len(res) ≥ len(ops)) and returns the
-	// store's clock reading (Unix µs) the decisions were made at.
-	Take(ctx context.Context, ops []Op, res []algorithm.Result) (now int64, err error)
+	// writes one result per op into res (len(res) ≥ len(ops)) and reports the
+	// store's clock reading (Unix µs) the decisions were made at and their
+	// source.
+	Take(ctx context.Context, ops []Op, res []algorithm.Result) (TakeInfo, error)
 }

@@ -116,16 +116,16 @@ func New(cfg Config) (*Store, error) {
 // Take implements limiter.Store. The ops of one call must name distinct
 // (client, rule) buckets. Client and Rule strings are copied when a bucket
 // is created, so the caller may reuse their bytes after Take returns.
-func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (now int64, err error) {
+func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return limiter.TakeInfo{}, err
 	}
 	n := len(ops)
 	if len(res) < n {
-		return 0, fmt.Errorf("memory: len(res) = %d, want at least len(ops) = %d", len(res), n)
+		return limiter.TakeInfo{}, fmt.Errorf("memory: len(res) = %d, want at least len(ops) = %d", len(res), n)
 	}
 	if n == 0 {
-		return s.clock(), nil
+		return limiter.TakeInfo{Now: s.clock()}, nil
 	}
 
 	var slotBuf [stackOps]slot
@@ -140,13 +140,13 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	for i := range ops {
 		op := &ops[i]
 		if err := checkOp(op); err != nil {
-			return 0, fmt.Errorf("%w: op %d (client %q, rule %q): %v", ErrInvalidOp, i, op.Client, op.Rule, err)
+			return limiter.TakeInfo{}, fmt.Errorf("%w: op %d (client %q, rule %q): %v", ErrInvalidOp, i, op.Client, op.Rule, err)
 		}
 		h := maphash.String(s.seed, op.Client)
 		slots[i].hash = h
 		for j := range i {
 			if slots[j].hash == h && ops[j].Rule == op.Rule && ops[j].Client == op.Client {
-				return 0, fmt.Errorf("%w: ops %d and %d (client %q, rule %q)", ErrDuplicateOp, j, i, op.Client, op.Rule)
+				return limiter.TakeInfo{}, fmt.Errorf("%w: ops %d and %d (client %q, rule %q)", ErrDuplicateOp, j, i, op.Client, op.Rule)
 			}
 		}
 		locks = insertSorted(locks, uint32(h&s.mask))
@@ -157,7 +157,7 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	}
 	// Read under the locks, so that each bucket sees its calls' times in
 	// the order they were applied.
-	now = s.clock()
+	now := s.clock()
 	sec := s.seconds(now)
 
 	denied := false
@@ -189,7 +189,7 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	for _, k := range locks {
 		s.shards[k].mu.Unlock()
 	}
-	return now, nil
+	return limiter.TakeInfo{Now: now}, nil
 }
 
 // checkOp reports what is wrong with op, if anything.

@@ -70,7 +70,7 @@ func TestConformance(t *testing.T) {
 			clock.Set(now)
 			res := make([]algorithm.Result, 1)
 			got, err := s.Take(context.Background(), []limiter.Op{op(client, "rule", p, cost)}, res)
-			if err == nil && got != now {
+			if err == nil && got.Now != now {
 				t.Errorf("Take returned now = %d, want %d", got, now)
 			}
 			return res[0], err
@@ -386,8 +386,8 @@ func TestConfig(t *testing.T) {
 	}
 	defer s.Close()
 	now, err := s.Take(context.Background(), []limiter.Op{op("user:a", "r", params(algorithm.TokenBucket, 1, second, 0), 1)}, make([]algorithm.Result, 1))
-	if err != nil || now <= conformance.Base {
-		t.Errorf("Take on default store = %d, %v", now, err)
+	if err != nil || now.Now <= conformance.Base {
+		t.Errorf("Take on default store = %d, %v", now.Now, err)
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close = %v", err)

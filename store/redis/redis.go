@@ -161,14 +161,14 @@ type group struct {
 
 // Take implements limiter.Store: one script per client, all in one round
 // trip; a cross-shard denial gives back what other shards took.
-func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (int64, error) {
+func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
 	if len(ops) > limiter.MaxRulesPerCall {
-		return 0, limiter.ErrTooManyRules
+		return limiter.TakeInfo{}, limiter.ErrTooManyRules
 	}
 	sent := time.Now()
 	if s.deny != nil {
 		if now, ok := s.deny.check(ops, res, sent); ok {
-			return now, nil
+			return limiter.TakeInfo{Now: now, Source: limiter.SourceLocalDenialCache}, nil
 		}
 	}
 	b := s.bufs.Get().(*callBuf)
@@ -233,12 +233,12 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 		s.giveBack(ctx, gs, ops, res)
 	}
 	if firstErr != nil {
-		return 0, firstErr
+		return limiter.TakeInfo{}, firstErr
 	}
 	if s.deny != nil {
 		s.deny.remember(ops, res, sent, latest)
 	}
-	return latest, nil
+	return limiter.TakeInfo{Now: latest}, nil
 }
 
 // group splits ops by client, keeping their order.

@@ -48,8 +48,8 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				return algorithm.Result{}, err
 			}
-			if got != now {
-				t.Errorf("Take now = %d, want %d", got, now)
+			if got.Now != now {
+				t.Errorf("Take now = %d, want %d", got.Now, now)
 			}
 			res[0].Changed = false
 			return res[0], nil
