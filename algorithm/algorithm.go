@@ -133,6 +133,10 @@ const (
 	ReasonNone                Reason = iota // allowed
 	ReasonLimited                           // no capacity now; RetryAfter says when
 	ReasonCostExceedsCapacity               // cost larger than the bucket can ever hold; never passes
+	// ReasonStoreUnavailable is not an algorithm's answer: the shared store
+	// could not be asked and the rule fails closed. RetryAfter is when the
+	// store is next probed.
+	ReasonStoreUnavailable
 )
 
 func (r Reason) String() string {
@@ -143,6 +147,8 @@ func (r Reason) String() string {
 		return "rate_limited"
 	case ReasonCostExceedsCapacity:
 		return "cost_exceeds_capacity"
+	case ReasonStoreUnavailable:
+		return "store_unavailable"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }

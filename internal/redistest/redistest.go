@@ -229,9 +229,24 @@ func (c *Cluster) WaitOK(t testing.TB, limit time.Duration) {
 // MasterOf returns the node serving key's slot.
 func (c *Cluster) MasterOf(t testing.TB, key string) *Server {
 	t.Helper()
-	slot, err := c.Nodes[0].Do("cluster", "keyslot", key)
+	n, err := c.Master(key)
 	if err != nil {
-		t.Fatalf("redistest: cluster keyslot: %v", err)
+		t.Fatalf("redistest: %v", err)
+	}
+	return n
+}
+
+// Master returns the live node that serves key's slot by its own account.
+func (c *Cluster) Master(key string) (*Server, error) {
+	var slot string
+	var err error
+	for _, n := range c.Nodes {
+		if slot, err = n.Do("cluster", "keyslot", key); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster keyslot: %v", err)
 	}
 	for _, n := range c.Nodes {
 		role, err := n.Do("role")
@@ -263,11 +278,63 @@ func (c *Cluster) MasterOf(t testing.TB, key string) *Server {
 				a, err1 := strconv.Atoi(lo)
 				b, err2 := strconv.Atoi(hi)
 				if err1 == nil && err2 == nil && s >= a && s <= b {
-					return n
+					return n, nil
 				}
 			}
 		}
 	}
-	t.Fatalf("redistest: no master serves %q (slot %s)", key, slot)
-	return nil
+	return nil, fmt.Errorf("no master serves %q (slot %s)", key, slot)
+}
+
+// Agreed reports whether every live node names the same live master, other
+// than not, as serving key's slot: the cluster has converged on a failover.
+func (c *Cluster) Agreed(key string, not *Server) bool {
+	var slot int
+	found := false
+	for _, n := range c.Nodes {
+		if n == not {
+			continue
+		}
+		if out, err := n.Do("cluster", "keyslot", key); err == nil {
+			slot, _ = strconv.Atoi(out)
+			found = true
+			break
+		}
+	}
+	if !found {
+		return false
+	}
+	owner := ""
+	for _, n := range c.Nodes {
+		if n == not {
+			continue
+		}
+		nodes, err := n.Do("cluster", "nodes")
+		if err != nil {
+			return false
+		}
+		this := ""
+		for _, line := range strings.Split(nodes, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+				continue
+			}
+			for _, r := range f[8:] {
+				lo, hi, ok := strings.Cut(r, "-")
+				if !ok {
+					hi = lo
+				}
+				a, err1 := strconv.Atoi(lo)
+				b, err2 := strconv.Atoi(hi)
+				if err1 == nil && err2 == nil && slot >= a && slot <= b {
+					this = strings.Split(f[1], "@")[0]
+				}
+			}
+		}
+		if this == "" || this == not.Addr() || (owner != "" && this != owner) {
+			return false
+		}
+		owner = this
+	}
+	return owner != ""
 }

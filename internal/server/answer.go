@@ -16,6 +16,9 @@ import (
 //	 "retry_after_ms":600,"rule":"free-per-user","client":"user:alice",
 //	 "reason":"rate_limited","shadow_denied":"beta-cap"}
 //
+// plus "degraded":true,"source":"local_fallback"|"unavailable" when the
+// shared store could not be asked.
+//
 // Times are rounded up to the millisecond, never earlier than the real
 // moment; reason only when denied, shadow_denied only when set; rule and
 // client are null when no rule matched.
@@ -54,6 +57,12 @@ func appendAnswer(b []byte, d *limiter.Decision, req *CheckRequest, ipv6Prefix i
 	if d.ShadowDenied != "" {
 		b = append(b, `,"shadow_denied":`...)
 		b = appendString(b, d.ShadowDenied)
+	}
+	if d.Source.Degraded() {
+		// The shared store was not asked: a coarse local limit decided
+		// (local_fallback), or a fail-closed rule denied (unavailable).
+		b = append(b, `,"degraded":true,"source":`...)
+		b = appendString(b, d.Source.String())
 	}
 	return append(b, "}\n"...)
 }

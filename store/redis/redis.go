@@ -3,10 +3,13 @@
 //
 // Keys are rl:{<client>}:<rule-id>. The braces are a Redis Cluster hash tag,
 // so all of one client's buckets live on one shard and are checked and taken
-// by one script, all or nothing. A call whose rules key different clients
-// (a per-user and a per-ip rule) runs one script per client, in one
-// pipelined round trip, and gives back what it took when another shard
-// denied (refund.lua).
+// by one script, all or nothing. On a cluster, a call whose rules key
+// different clients (a per-user and a per-ip rule) runs one script per
+// client, in one pipelined round trip, and gives back what it took when
+// another shard denied (refund.lua). On a standalone server every call is
+// one script run, all or nothing whatever its clients, and calls made at the
+// same time share runs (see batcher): the fixed cost of a script run — the
+// command, TIME, the reply — is paid once for many decisions.
 //
 // Time comes from the server (Redis TIME inside the script), never from the
 // gateways' clocks.
@@ -21,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -34,6 +38,8 @@ var (
 	takeSource string
 	//go:embed refund.lua
 	refundSource string
+	//go:embed announce.lua
+	announceSource string
 )
 
 // Errors of the Redis store.
@@ -62,21 +68,38 @@ type Config struct {
 	// Clock, when set, passes its reading (Unix µs) to the scripts instead of
 	// the server's TIME. For deterministic tests only.
 	Clock func() int64
+	// MaxBatch bounds the keys (rules × calls) one script run decides on a
+	// standalone server, where calls made at the same time share a run.
+	// Default 64: a run then holds Redis for ~200 µs at most, while the
+	// fixed cost per run is already spread thin. 1 sends every call in a
+	// run of its own. A cluster never batches (its clients' keys live in
+	// different slots).
+	MaxBatch int
+	// BatchConcurrency is how many runs may be in flight at once on a
+	// standalone server; calls made while all are out wait for the next.
+	// Default 4: enough to keep Redis busy while replies travel; more makes
+	// smaller batches and more runs. A call never waits when fewer runs are
+	// out, so a lightly loaded store adds no latency.
+	BatchConcurrency int
 }
 
 // DefaultConfig returns the defaults, without addresses.
 func DefaultConfig() Config {
-	return Config{DialTimeout: 2 * time.Second, KeyPrefix: "rl:", DenialCache: true}
+	return Config{DialTimeout: 2 * time.Second, KeyPrefix: "rl:", DenialCache: true,
+		MaxBatch: 64, BatchConcurrency: 4}
 }
 
 // Store is the shared counter store. Safe for concurrent use; use New.
 type Store struct {
-	cfg    Config
-	client rueidis.Client
-	take   *rueidis.Lua
-	refund *rueidis.Lua
-	deny   *denialCache
-	bufs   sync.Pool
+	cfg      Config
+	client   rueidis.Client
+	take     *rueidis.Lua
+	refund   *rueidis.Lua
+	announce *rueidis.Lua
+	deny     *denialCache
+	bufs     sync.Pool
+	cluster  bool     // a Redis Cluster: one script per client, refunds across shards
+	batch    *batcher // standalone, MaxBatch > 1: calls share script runs
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -100,21 +123,49 @@ func New(cfg Config) (*Store, error) {
 		TLSConfig:        cfg.TLS,
 		Dialer:           netDialer(cfg.DialTimeout),
 		DisableCache:     true,
-		ConnWriteTimeout: cfg.DialTimeout,
+		ConnWriteTimeout: min(cfg.DialTimeout, time.Second), // also the liveness PING: a silent (half-open) connection is dropped within a second
 		ShuffleInit:      true,
+		// No retries inside the client: a decision has a deadline of a few
+		// milliseconds and its own fallback; a retried call only burns it.
+		DisableRetry: true,
+		// Rescan a cluster's topology every second, besides on errors, so
+		// that a promoted replica is found within about a second.
+		ClusterOption: rueidis.ClusterOption{ShardsRefreshInterval: time.Second},
 	}
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		return nil, fmt.Errorf("redis: connect to %s: %w", strings.Join(cfg.Addrs, ","), err)
 	}
 	s := &Store{
-		cfg:    cfg,
-		client: c,
-		take:   rueidis.NewLuaScript(takeSource),
-		refund: rueidis.NewLuaScript(refundSource),
+		cfg:      cfg,
+		client:   c,
+		take:     rueidis.NewLuaScript(takeSource),
+		refund:   rueidis.NewLuaScript(refundSource),
+		announce: rueidis.NewLuaScript(announceSource),
 	}
 	if cfg.DenialCache {
 		s.deny = newDenialCache()
+	}
+	s.cluster = c.Mode() == rueidis.ClientModeCluster
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = 64
+	}
+	if cfg.BatchConcurrency <= 0 {
+		cfg.BatchConcurrency = 4
+	}
+	if !s.cluster && cfg.MaxBatch > 1 {
+		s.batch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency)
+	}
+	s.cfg = cfg
+	// Load the scripts on every node now, so that the first decisions do
+	// not pay for NOSCRIPT and a compile (EVAL still covers a node that
+	// loses them: a restart, a failover, SCRIPT FLUSH).
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
+	defer cancel()
+	for _, n := range c.Nodes() {
+		for _, src := range []string{takeSource, refundSource, announceSource} {
+			n.Do(ctx, n.B().ScriptLoad().Script(src).Build())
+		}
 	}
 	s.bufs.New = func() any { return new(callBuf) }
 	return s, nil
@@ -143,24 +194,39 @@ func (s *Store) Key(client, rule string) string {
 	return s.cfg.KeyPrefix + "{" + client + "}:" + rule
 }
 
-// callBuf is the per-call working memory.
+// callBuf is the per-call working memory; on a standalone server it is also
+// the call's place in a batch (see batcher).
 type callBuf struct {
 	groups [limiter.MaxRulesPerCall]group
-	order  [limiter.MaxRulesPerCall]int // op index → group
+
+	// The whole call as one script call: standalone servers.
+	keys   []string
+	params []byte // take.lua's ARGV[2]
+	out    [limiter.MaxRulesPerCall]algorithm.Result
+	now    int64
+	err    error
+	// Batching: state is callWaiting until the run that carries the call
+	// answers (callDone, then done receives) or the caller gives up
+	// (callAbandoned: the run recycles the buffer).
+	state    atomic.Int32
+	done     chan struct{}
+	deadline time.Time // zero: none
 }
 
 type group struct {
 	client string
 	ops    []int // indexes into the call's ops
 	keys   []string
-	args   []string
+	params []byte
 	now    int64
 	took   bool // the script consumed (no non-shadow op of this group denied)
 	err    error
 }
 
-// Take implements limiter.Store: one script per client, all in one round
-// trip; a cross-shard denial gives back what other shards took.
+// Take implements limiter.Store. On a standalone server the call is one
+// script run, shared with other calls made at the same time. On a cluster
+// it is one script per client, all in one round trip; a cross-shard denial
+// gives back what other shards took.
 func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
 	if len(ops) > limiter.MaxRulesPerCall {
 		return limiter.TakeInfo{}, limiter.ErrTooManyRules
@@ -172,27 +238,70 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 		}
 	}
 	b := s.bufs.Get().(*callBuf)
-	defer s.bufs.Put(b)
-	gs := s.group(b, ops)
-
-	now := ""
-	if s.cfg.Clock != nil {
-		now = strconv.FormatInt(s.cfg.Clock(), 10)
+	var now int64
+	var err error
+	if s.cluster {
+		now, err = s.takeCluster(ctx, b, ops, res)
+		s.bufs.Put(b)
+	} else {
+		var abandoned bool
+		now, abandoned, err = s.takeStandalone(ctx, b, ops, res)
+		if !abandoned { // else the run that carries it recycles it
+			s.bufs.Put(b)
+		}
 	}
+	if err != nil {
+		return limiter.TakeInfo{}, err
+	}
+	if s.deny != nil {
+		s.deny.remember(ops, res, sent, now)
+	}
+	return limiter.TakeInfo{Now: now}, nil
+}
+
+// takeStandalone decides the call in one script run: all its ops are one
+// call of take.lua, all or nothing.
+func (s *Store) takeStandalone(ctx context.Context, b *callBuf, ops []limiter.Op, res []algorithm.Result) (now int64, abandoned bool, err error) {
+	b.keys = b.keys[:0]
+	b.params = b.params[:0]
+	for i := range ops {
+		op := &ops[i]
+		b.keys = append(b.keys, s.Key(op.Client, op.Rule))
+		b.params = appendParams(b.params, op, i == 0)
+	}
+	if s.batch != nil {
+		if abandoned, err = s.batch.do(ctx, b); err != nil {
+			return 0, abandoned, err
+		}
+	} else {
+		reply, err := s.exec(ctx, b.keys, b.params)
+		if err != nil {
+			return 0, false, fmt.Errorf("redis: take: %w", err)
+		}
+		if err := checkReply(reply, len(ops)); err != nil {
+			return 0, false, err
+		}
+		b.now, b.err = replyNow(reply), parseResults(reply[8:], b.out[:len(ops)])
+		if b.err != nil {
+			return 0, false, b.err
+		}
+	}
+	copy(res, b.out[:len(ops)])
+	return b.now, false, nil
+}
+
+// takeCluster runs one script per client, in parallel, and gives back what
+// was taken when a client's script denied or failed.
+func (s *Store) takeCluster(ctx context.Context, b *callBuf, ops []limiter.Op, res []algorithm.Result) (int64, error) {
+	gs := s.group(b, ops)
 	for gi := range gs {
 		g := &gs[gi]
 		g.keys = g.keys[:0]
-		g.args = append(g.args[:0], now)
-		for _, i := range g.ops {
+		g.params = g.params[:0]
+		for k, i := range g.ops {
 			op := &ops[i]
 			g.keys = append(g.keys, s.Key(op.Client, op.Rule))
-			g.args = append(g.args,
-				strconv.Itoa(int(op.Params.Kind)+1),
-				strconv.FormatInt(op.Params.Limit, 10),
-				strconv.FormatInt(op.Params.Window, 10),
-				strconv.FormatInt(op.Params.Burst, 10),
-				strconv.FormatInt(op.Cost, 10),
-				boolArg(op.Shadow))
+			g.params = appendParams(g.params, op, k == 0)
 		}
 	}
 
@@ -232,13 +341,7 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 		// Another shard denied (or failed): give back what was taken.
 		s.giveBack(ctx, gs, ops, res)
 	}
-	if firstErr != nil {
-		return limiter.TakeInfo{}, firstErr
-	}
-	if s.deny != nil {
-		s.deny.remember(ops, res, sent, latest)
-	}
-	return limiter.TakeInfo{Now: latest}, nil
+	return latest, firstErr
 }
 
 // group splits ops by client, keeping their order.
@@ -265,37 +368,22 @@ func (s *Store) group(b *callBuf, ops []limiter.Op) []group {
 
 // runTake runs take.lua for one group and fills its results.
 func (s *Store) runTake(ctx context.Context, g *group, ops []limiter.Op, res []algorithm.Result) error {
-	reply, err := s.take.Exec(ctx, s.client, g.keys, g.args).ToArray()
+	reply, err := s.exec(ctx, g.keys, g.params)
 	if err != nil {
 		return fmt.Errorf("redis: take for %s: %w", g.client, err)
 	}
-	if len(reply) != 1+5*len(g.ops) {
-		return fmt.Errorf("%w: take returned %d values for %d buckets", ErrReply, len(reply), len(g.ops))
+	if err := checkReply(reply, len(g.ops)); err != nil {
+		return err
 	}
-	vals := make([]int64, len(reply))
-	for i := range reply {
-		v, err := reply[i].AsInt64()
-		if err != nil {
-			return fmt.Errorf("%w: take value %d: %v", ErrReply, i, err)
-		}
-		vals[i] = v
+	var out [limiter.MaxRulesPerCall]algorithm.Result
+	if err := parseResults(reply[8:], out[:len(g.ops)]); err != nil {
+		return err
 	}
-	g.now = vals[0]
+	g.now = replyNow(reply)
 	g.took = true
 	for k, i := range g.ops {
-		v := vals[1+5*k:]
-		r := algorithm.Result{
-			Allowed:    v[0] == 1,
-			Reason:     algorithm.Reason(v[1]),
-			Remaining:  v[2],
-			ResetAfter: v[3],
-			RetryAfter: v[4],
-		}
-		if v[0] != 0 && v[0] != 1 || v[1] < 0 || v[1] > 2 {
-			return fmt.Errorf("%w: take result %v", ErrReply, v[:5])
-		}
-		res[i] = r
-		if !r.Allowed && !ops[i].Shadow {
+		res[i] = out[k]
+		if !out[k].Allowed && !ops[i].Shadow {
 			g.took = false
 		}
 	}
@@ -326,8 +414,16 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 		}
 		if len(keys) > 0 {
 			// Best effort: a refund that fails leaves the caller charged for
-			// a call it did not get, never the other way round.
-			s.refund.Exec(ctx, s.client, keys, args)
+			// a call it did not get, never the other way round. Within the
+			// call's deadline if it can; else in the background, so that the
+			// decision is never held up by it.
+			if err := s.refund.Exec(ctx, s.client, keys, args).Error(); err != nil && ctx.Err() != nil {
+				go func() {
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+					defer cancel()
+					s.refund.Exec(rctx, s.client, keys, args)
+				}()
+			}
 		}
 	}
 	// The whole call was denied: report nothing as consumed.
@@ -338,9 +434,25 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 	}
 }
 
-func boolArg(b bool) string {
-	if b {
-		return "1"
+// Probe reports whether the store answers for client's buckets: a read of
+// a key with client's hash tag, so that on a cluster the shard serving the
+// client must answer (a PING could reach any node).
+func (s *Store) Probe(ctx context.Context, client string) error {
+	key := s.Key(client, "probe")
+	if err := s.client.Do(ctx, s.client.B().Exists().Key(key).Build()).Error(); err != nil {
+		return fmt.Errorf("redis: probe: %w", err)
 	}
-	return "0"
+	return nil
+}
+
+// Announce registers instance id as live for ttl in the sorted set
+// sluice:instances (one key: one shard) and returns how many instances are
+// live, dropping those whose announcement expired.
+func (s *Store) Announce(ctx context.Context, id string, ttl time.Duration) (int, error) {
+	n, err := s.announce.Exec(ctx, s.client, []string{"sluice:instances"},
+		[]string{id, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("redis: announce: %w", err)
+	}
+	return int(n), nil
 }

@@ -1,5 +1,5 @@
 -- sluice: give back what take.lua took, for a call that another shard of
--- the same call denied (cross-shard all-or-nothing).
+-- the same call denied (cross-shard all-or-nothing on a Redis Cluster).
 --
 -- KEYS[i]  the buckets that took (same {hash tag})
 -- ARGV[1]  the now (µs) the take ran at
@@ -9,12 +9,43 @@
 -- Time may have passed since the take, so each algorithm reverses its own
 -- step where the state still shows it: tokens back (capped), the TAT moved
 -- back, the count of the same window lowered, the calls of that instant
--- removed from the log.
+-- removed from the log. The state codec is take.lua's.
 
 local call, pack, unpack = redis.call, struct.pack, struct.unpack
-local floor = math.floor
+local floor, byte, sub, fmt = math.floor, string.byte, string.sub, string.format
+local EPOCH = 1600000000000000
 local took = tonumber(ARGV[1])
 local done = 0
+
+-- decode and encode: as in take.lua.
+local function decode(v, kind)
+  if not v then return 0, 0, 0 end
+  local b = byte(v, 1)
+  if b == kind + 48 then
+    if kind == 2 then return tonumber(sub(v, 2)), 0, 0 end
+    return tonumber(sub(v, -15)) + EPOCH, tonumber(sub(v, 2, -16)), 0
+  elseif b == kind then
+    if kind == 2 then return unpack('<d', v, 2), 0, 0 end
+    if kind == 4 then return unpack('<ddd', v, 2) end
+    local T, A = unpack('<dd', v, 2)
+    return T, A, 0
+  end
+  return nil
+end
+
+local function encode(kind, s1, s2, s3)
+  if kind == 2 then
+    if s1 >= 0 and s1 < 1e17 and s1 == floor(s1) then return fmt('2%d', s1) end
+    return pack('<Bd', 2, s1)
+  elseif kind == 4 then
+    return pack('<Bddd', 4, s1, s2, s3)
+  end
+  local t = s1 - EPOCH
+  if s2 >= 0 and s2 < 1000 and s2 == floor(s2) and t >= 0 and t < 1e15 and t == floor(t) then
+    return fmt('%d%d%015d', kind, s2, t)
+  end
+  return pack('<Bdd', kind, s1, s2)
+end
 
 for i = 1, #KEYS do
   local key = KEYS[i]
@@ -29,28 +60,26 @@ for i = 1, #KEYS do
     end
   else
     local v = redis.pcall('GET', key)
-    if type(v) == 'string' and string.byte(v, 1) == kind then
-      local val
+    local T, A, B
+    if type(v) == 'string' then T, A, B = decode(v, kind) end
+    local val
+    if T then
       if kind == 1 then
-        local T, A = unpack('<dd', v, 2)
         local cap = limit
         if burst > 0 then cap = burst end
         A = A + cost
         if A > cap then A = cap end
-        val = pack('<Bdd', kind, T, A)
+        val = encode(1, T, A)
       elseif kind == 2 then
-        local tat = unpack('<d', v, 2)
         local interval = floor((window + limit - 1) / limit)
-        val = pack('<Bd', kind, tat - cost * interval)
+        val = encode(2, T - cost * interval)
       elseif kind == 3 then
-        local T, A = unpack('<dd', v, 2)
         if T == took - took % window then
           A = A - cost
           if A < 0 then A = 0 end
-          val = pack('<Bdd', kind, T, A)
+          val = encode(3, T, A)
         end
       else
-        local T, A, B = unpack('<ddd', v, 2)
         local start = took - took % window
         if T == start then
           A = A - cost
@@ -59,12 +88,12 @@ for i = 1, #KEYS do
           B = B - cost
           if B < 0 then B = 0 end
         end
-        val = pack('<Bddd', kind, T, A, B)
+        val = encode(4, T, A, B)
       end
-      if val then
-        call('SET', key, val, 'KEEPTTL')
-        done = done + 1
-      end
+    end
+    if val then
+      call('SET', key, val, 'KEEPTTL')
+      done = done + 1
     end
   end
 end

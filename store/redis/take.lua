@@ -1,32 +1,50 @@
--- sluice: take from every bucket of one client, all or nothing.
+-- sluice: take from buckets, all or nothing per call, for one or more calls.
 --
 -- The algorithms are the Go functions of package algorithm, transcribed:
 -- same decisions, same floating-point operations in the same order. Any
 -- change here must be made there too; the conformance tables and the
 -- differential test hold them together.
 --
--- KEYS[i]  rl:{<client>}:<rule-id>, all with the same {hash tag}
--- ARGV[1]  now in µs, or "" to read the server clock (TIME)
--- ARGV[2 + 6(i-1) ...] per key: kind (1 token_bucket, 2 leaky_bucket,
---          3 fixed_window, 4 sliding_window, 5 sliding_log), limit,
---          window (µs), burst, cost, shadow (0|1)
--- returns  {now, then per key: allowed (0|1), reason (0 none, 1 limited,
---          2 cost exceeds capacity), remaining, reset_after µs, retry_after µs}
+-- A run decides one or more calls (a batch, on a standalone server) in
+-- order; each call is one or more consecutive keys. Within a call it is all
+-- or nothing: when a non-shadow key denies, no key of that call is taken
+-- from. A later call sees what an earlier one took.
 --
--- State: buckets 1-4 are one string, packed with struct: kind byte then
--- doubles (times are whole µs, exact in a double); sliding_log is a sorted
--- set of call times. Every write sets an expiry a second past the moment
--- the bucket is indistinguishable from a new one.
+-- KEYS[i]  rl:{<client>}:<rule-id>
+-- ARGV[1]  now in µs, or "" to read the server clock (TIME)
+-- ARGV[2]  per key, 34 bytes packed little-endian ('<BBdddd'): kind (1
+--          token_bucket, 2 leaky_bucket, 3 fixed_window, 4 sliding_window,
+--          5 sliding_log), flags (1 shadow, 2 the key starts a new call; the
+--          first key always does), limit, window (µs), burst, cost
+-- returns  a string: now (µs, '<d'), then per key 26 bytes ('<BBddd'):
+--          allowed (0|1), reason (0 none, 1 limited, 2 cost exceeds
+--          capacity), remaining, reset_after µs, retry_after µs
+--
+-- Packed arguments and reply keep the per-key cost low: one unpack instead
+-- of six tonumber calls, one reply string instead of five integers.
+--
+-- State of buckets 1-4 is one string; sliding_log is a sorted set of call
+-- times. A state that fits is stored as a decimal integer, which Redis keeps
+-- in the object itself (an "int" string: 16 bytes instead of an embedded
+-- string of 32-64): token_bucket and fixed_window as <kind><A><T - EPOCH,
+-- 15 digits> when A is a whole number below 1000, leaky_bucket as
+-- <kind><TAT>. Otherwise, and sliding_window always, it is packed with
+-- struct: the kind byte, then doubles (times are whole µs, exact in a
+-- double). The kind (the first byte: 1-5 packed, '1'-'5' decimal) tells an
+-- algorithm's state from another's, left by an edited rule. Every write
+-- sets an expiry a second past the moment the bucket is indistinguishable
+-- from a new one.
 
-local call, pack, unpack = redis.call, struct.pack, struct.unpack
-local floor, ceil = math.floor, math.ceil
+local call, pcall_, pack, sunpack = redis.call, redis.pcall, struct.pack, struct.unpack
+local floor, ceil, byte, sub, fmt = math.floor, math.ceil, string.byte, string.sub, string.format
+local EPOCH = 1600000000000000 -- 2020-09-13T12:26:40Z in µs: decimal times are 15 digits until 2051
 
 local now
 if ARGV[1] ~= '' then
   now = tonumber(ARGV[1])
 else
   local t = call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 end
 
 local function capacity(kind, limit, burst)
@@ -182,33 +200,105 @@ local function sliding_window(limit, window, cost, T, A, B)
   return 0, 1, remaining(est), reset_after(cur, prev), t - now, rebased, bT, bA, bB
 end
 
--- evaluate every key ------------------------------------------------------
+-- state codec (the same in refund.lua) ------------------------------------
 
+-- decode returns the stored state of kind, or zeros for a new bucket (no
+-- key, or the state of another algorithm).
+local function decode(v, kind)
+  if not v then return 0, 0, 0 end
+  local b = byte(v, 1)
+  if b == kind + 48 then
+    if kind == 2 then return tonumber(sub(v, 2)), 0, 0 end
+    return tonumber(sub(v, 5)) + EPOCH, tonumber(sub(v, 2, 4)), 0
+  elseif b == kind then
+    if kind == 2 then return sunpack('<d', v, 2), 0, 0 end
+    if kind == 4 then return sunpack('<ddd', v, 2) end
+    local T, A = sunpack('<dd', v, 2)
+    return T, A, 0
+  end
+  return 0, 0, 0
+end
+
+local function encode(kind, s1, s2, s3)
+  if kind == 2 then
+    if s1 >= 0 and s1 < 1e17 and s1 == floor(s1) then return fmt('2%d', s1) end
+    return pack('<Bd', 2, s1)
+  elseif kind == 4 then
+    return pack('<Bddd', 4, s1, s2, s3)
+  end
+  local t = s1 - EPOCH
+  if s2 >= 0 and s2 < 1000 and s2 == floor(s2) and t >= 0 and t < 1e15 and t == floor(t) then
+    return fmt('%d%015d', kind * 1000 + s2, t)
+  end
+  return pack('<Bdd', kind, s1, s2)
+end
+
+-- evaluate every call -----------------------------------------------------
+
+local params = ARGV[2]
 local n = #KEYS
-local out = {now}
-local plan = {}       -- per key: what to write if the call is allowed / denied
-local vetoed = false
+local out = {pack('<d', now)}
+-- per key of the current call, what to write if the call passes
+local w_ok, w_chg, w_val, w_ttl, w_add, w_cnt, w_win = {}, {}, {}, {}, {}, {}, {}
+local first, vetoed = 1, false
+-- Every string state in one read: a key appears once in a run (the store
+-- sends a call that repeats a key of the run in the next run).
+local cur = call('MGET', unpack(KEYS))
+
+-- write the keys first..last of a finished call.
+local function flush(last)
+  for i = first, last do
+    local ok = w_ok[i]
+    if (ok and not vetoed) or (not ok and w_chg[i]) then
+      local key = KEYS[i]
+      if w_win[i] then
+        local add = w_add[i]
+        if ok and not vetoed and add then
+          local c = w_cnt[i]
+          for j = 1, add do
+            local m = c + j
+            while call('ZADD', key, 'NX', now, fmt('%d.%d', now, m)) == 0 do m = m + add end
+          end
+        end
+        call('PEXPIRE', key, ceil(w_win[i] / 1000) + 1000)
+      else
+        call('SET', key, w_val[i], 'PX', w_ttl[i])
+      end
+    end
+  end
+end
 
 for i = 1, n do
+  local kind, flags, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
+  if flags >= 2 then -- a new call starts: write the previous one
+    if i > 1 then
+      flush(i - 1)
+      first, vetoed = i, false
+    end
+    flags = flags - 2
+  end
   local key = KEYS[i]
-  local a = 2 + (i - 1) * 6
-  local kind, limit, window = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local burst, cost, shadow = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5] == '1'
   local allowed, reason, remaining, reset, retry, changed
-  local p = {kind = kind, key = key}
 
   if kind == 5 then
-    local t = call('TYPE', key)['ok']
-    if t ~= 'zset' and t ~= 'none' then call('DEL', key) end
-    -- Drop calls that left the window; move calls from the future to now.
-    local pruned = call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+    -- A key of another type (an edited rule) is replaced.
+    local pruned = pcall_('ZREMRANGEBYSCORE', key, '-inf', now - window)
+    if type(pruned) == 'table' then
+      call('DEL', key)
+      pruned = 0
+    end
     changed = pruned > 0
-    local future = call('ZRANGEBYSCORE', key, string.format('(%d', now), '+inf')
-    for j = 1, #future do call('ZADD', key, 'XX', now, future[j]) end
-    if #future > 0 then changed = true end
     local count = call('ZCARD', key)
     local newest = 0
-    if count > 0 then newest = tonumber(call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) end
+    if count > 0 then
+      newest = tonumber(call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+      if newest > now then
+        -- The clock went backwards: calls from the future move to now.
+        local future = call('ZRANGEBYSCORE', key, fmt('(%d', now), '+inf')
+        for j = 1, #future do call('ZADD', key, 'XX', now, future[j]) end
+        newest, changed = now, true
+      end
+    end
     remaining = limit - count
     if remaining < 0 then remaining = 0 end
     reset = 0
@@ -218,82 +308,48 @@ for i = 1, n do
       allowed, reason = 0, 2
     elseif count + cost <= limit then
       allowed, reason, remaining, reset = 1, 0, limit - count - cost, window
-      p.add, p.count = cost, count
+      w_add[i], w_cnt[i] = cost, count
     else
       allowed, reason = 0, 1
       local k = count + cost - limit
       retry = tonumber(call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]) + window - now
     end
-    p.window = window
+    w_win[i] = window
   else
-    local v = redis.pcall('GET', key)
-    local f = {0, 0, 0}
-    if type(v) == 'string' and string.byte(v, 1) == kind then
-      if kind == 2 then
-        f[1] = unpack('<d', v, 2)
-      elseif kind == 4 then
-        f[1], f[2], f[3] = unpack('<ddd', v, 2)
-      else
-        f[1], f[2] = unpack('<dd', v, 2)
-      end
-    elseif type(v) == 'table' then
-      call('DEL', key) -- a sorted set left by an earlier sliding_log rule
-    end
+    -- A key of another type (a sorted set left by a sliding_log rule) reads
+    -- as false: a new bucket, and SET replaces it.
+    local v = cur[i]
+    local f1, f2, f3 = decode(v, kind)
     local s1, s2, s3
     if kind == 1 then
-      allowed, reason, remaining, reset, retry, changed, s1, s2 = token_bucket(limit, window, burst, cost, f[1], f[2])
+      allowed, reason, remaining, reset, retry, changed, s1, s2 = token_bucket(limit, window, burst, cost, f1, f2)
     elseif kind == 2 then
-      allowed, reason, remaining, reset, retry, changed, s1 = leaky_bucket(limit, window, burst, cost, f[1])
+      allowed, reason, remaining, reset, retry, changed, s1 = leaky_bucket(limit, window, burst, cost, f1)
     elseif kind == 3 then
-      allowed, reason, remaining, reset, retry, changed, s1, s2 = fixed_window(limit, window, cost, f[1], f[2])
+      allowed, reason, remaining, reset, retry, changed, s1, s2 = fixed_window(limit, window, cost, f1, f2)
     else
-      allowed, reason, remaining, reset, retry, changed, s1, s2, s3 = sliding_window(limit, window, cost, f[1], f[2], f[3])
+      allowed, reason, remaining, reset, retry, changed, s1, s2, s3 = sliding_window(limit, window, cost, f1, f2, f3)
     end
     -- Expiry: when the written state equals a new bucket, plus a second.
+    -- For the buckets, that is the reset_after of the state written.
     local idle
-    if kind == 1 then
-      idle = s1 + ceil_duration(capacity(1, limit, burst) - s2, limit, window) - now
-    elseif kind == 2 then
-      idle = s1 - now
+    if kind <= 2 then
+      idle = reset
     elseif kind == 3 then
       idle = s1 + window - now
     else
       idle = s1 + 2 * window - now
     end
     if idle < 0 then idle = 0 end
-    p.ttl = ceil(idle / 1000) + 1000
-    if kind == 2 then p.val = pack('<Bd', kind, s1)
-    elseif kind == 4 then p.val = pack('<Bddd', kind, s1, s2, s3)
-    else p.val = pack('<Bdd', kind, s1, s2) end
+    -- As a string: Redis turns a number argument into text with a costly
+    -- '%.17g'.
+    w_ttl[i] = fmt('%d', ceil(idle / 1000) + 1000)
+    w_val[i] = encode(kind, s1, s2, s3)
   end
 
-  p.allowed, p.changed = allowed == 1, changed
-  plan[i] = p
-  if allowed == 0 and not shadow then vetoed = true end
-  out[#out + 1] = allowed
-  out[#out + 1] = reason
-  out[#out + 1] = remaining
-  out[#out + 1] = reset
-  out[#out + 1] = retry
+  w_ok[i], w_chg[i] = allowed == 1, changed
+  if allowed == 0 and flags == 0 then vetoed = true end -- flags: 1 = shadow
+  out[i + 1] = pack('<BBddd', allowed, reason, remaining, reset, retry)
 end
-
--- write: every allowing bucket when the call passes; otherwise only a denied
--- bucket whose state was rebased (a clock that went backwards).
-for i = 1, n do
-  local p = plan[i]
-  local write = (p.allowed and not vetoed) or (not p.allowed and p.changed)
-  if write then
-    if p.kind == 5 then
-      if p.add then
-        for j = 1, p.add do
-          local m = p.count + j
-          while call('ZADD', p.key, 'NX', now, string.format('%d.%d', now, m)) == 0 do m = m + p.add end
-        end
-      end
-      call('PEXPIRE', p.key, ceil(p.window / 1000) + 1000)
-    else
-      call('SET', p.key, p.val, 'PX', p.ttl)
-    end
-  end
-end
-return out
+flush(n)
+return table.concat(out)

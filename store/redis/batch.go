@@ -1,0 +1,301 @@
+package redis
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/limiter"
+)
+
+// take.lua's packed arguments and reply (see its header).
+const (
+	paramSize  = 34 // per key: kind, flags (bytes), limit, window, burst, cost (doubles)
+	resultSize = 26 // per key: allowed, reason (bytes), remaining, reset_after, retry_after (doubles)
+
+	flagShadow   = 1
+	flagNewCall  = 2
+	maxExactUnit = 1 << 53 // doubles hold every integer up to here
+)
+
+// appendParams appends op's record of take.lua's ARGV[2]; first marks the
+// first key of a call.
+func appendParams(dst []byte, op *limiter.Op, first bool) []byte {
+	var flags byte
+	if op.Shadow {
+		flags |= flagShadow
+	}
+	if first {
+		flags |= flagNewCall
+	}
+	dst = append(dst, byte(op.Params.Kind)+1, flags)
+	for _, v := range [4]int64{op.Params.Limit, op.Params.Window, op.Params.Burst, op.Cost} {
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(float64(v)))
+	}
+	return dst
+}
+
+// exec runs take.lua over keys with params (EVALSHA, EVAL on NOSCRIPT) and
+// returns its reply.
+func (s *Store) exec(ctx context.Context, keys []string, params []byte) (string, error) {
+	now := ""
+	if s.cfg.Clock != nil {
+		now = strconv.FormatInt(s.cfg.Clock(), 10)
+	}
+	// params is not written to until the reply is in: no copy needed.
+	p := unsafe.String(unsafe.SliceData(params), len(params))
+	return s.take.Exec(ctx, s.client, keys, []string{now, p}).ToString()
+}
+
+// checkReply checks that reply has the size of n keys' answers.
+func checkReply(reply string, n int) error {
+	if len(reply) != 8+resultSize*n {
+		return fmt.Errorf("%w: take returned %d bytes for %d buckets", ErrReply, len(reply), n)
+	}
+	return nil
+}
+
+// replyNow is the decision time at the head of a checked reply.
+func replyNow(reply string) int64 {
+	v, _ := exactInt(reply)
+	return v
+}
+
+// exactInt reads a little-endian double holding a whole number.
+func exactInt(b string) (int64, bool) {
+	f := math.Float64frombits(uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56)
+	if f != math.Trunc(f) || f < -math.MaxInt64 || f > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// parseResults reads len(out) answers from b, checking each.
+func parseResults(b string, out []algorithm.Result) error {
+	for k := range out {
+		r := b[k*resultSize : (k+1)*resultSize]
+		remaining, ok1 := exactInt(r[2:])
+		reset, ok2 := exactInt(r[10:])
+		retry, ok3 := exactInt(r[18:])
+		if r[0] > 1 || r[1] > byte(algorithm.ReasonCostExceedsCapacity) || !ok1 || !ok2 || !ok3 {
+			return fmt.Errorf("%w: take answer %q", ErrReply, r)
+		}
+		out[k] = algorithm.Result{
+			Allowed:    r[0] == 1,
+			Reason:     algorithm.Reason(r[1]),
+			Remaining:  remaining,
+			ResetAfter: reset,
+			RetryAfter: retry,
+		}
+	}
+	return nil
+}
+
+// A call's state in a batch.
+const (
+	callWaiting int32 = iota
+	callDone
+	callAbandoned
+)
+
+// batcher sends the calls that goroutines make at the same time to a
+// standalone server as shared script runs. A call goes out at once, in a
+// run of its own, while fewer than maxInflight runs are out; otherwise it
+// queues, and when a run comes back the next run takes every queued call
+// (up to maxKeys keys, oldest first). Under light load nothing waits; under
+// heavy load each run carries many calls, and the per-run cost (the
+// command, its parsing, TIME, the reply) is paid once for all of them. Each
+// call is still all or nothing on its own (take.lua's calls), and the run
+// is atomic as a whole.
+//
+// A caller whose context ends while its call waits returns at once; the
+// call may still be decided (and consume) if its run was already sent, as
+// with any request abandoned in flight.
+//
+// Safe for concurrent use.
+type batcher struct {
+	s           *Store
+	maxKeys     int
+	maxInflight int
+
+	mu       sync.Mutex
+	queue    []*callBuf // waiting calls, oldest first; under mu
+	inflight int        // runs out; under mu
+
+	runs sync.Pool // *batchRun
+}
+
+// batchRun is the working memory of one script run.
+type batchRun struct {
+	calls  []*callBuf
+	keys   []string
+	params []byte
+	has    map[string]struct{} // keys, which take.lua reads once per run
+}
+
+func newBatcher(s *Store, maxKeys, maxInflight int) *batcher {
+	bt := &batcher{s: s, maxKeys: maxKeys, maxInflight: maxInflight}
+	bt.runs.New = func() any { return &batchRun{has: make(map[string]struct{})} }
+	return bt
+}
+
+// do decides the call in b (keys and params set) and fills b.out and b.now.
+// abandoned reports that ctx ended first and b now belongs to the run that
+// carries it.
+func (bt *batcher) do(ctx context.Context, b *callBuf) (abandoned bool, err error) {
+	if b.done == nil {
+		b.done = make(chan struct{}, 1)
+	}
+	b.deadline, _ = ctx.Deadline()
+	b.err = nil
+	b.state.Store(callWaiting)
+
+	bt.mu.Lock()
+	bt.queue = append(bt.queue, b)
+	var r *batchRun
+	if bt.inflight < bt.maxInflight {
+		bt.inflight++
+		r = bt.takeLocked()
+	}
+	bt.mu.Unlock()
+	if r != nil {
+		bt.run(r)
+		bt.next()
+	}
+
+	select {
+	case <-b.done:
+		return false, b.err
+	case <-ctx.Done():
+		if b.state.CompareAndSwap(callWaiting, callAbandoned) {
+			return true, ctx.Err()
+		}
+		<-b.done // answered just now
+		return false, b.err
+	}
+}
+
+// next starts the next run if calls are queued, else gives up the slot.
+func (bt *batcher) next() {
+	for {
+		bt.mu.Lock()
+		if len(bt.queue) == 0 {
+			bt.inflight--
+			bt.mu.Unlock()
+			return
+		}
+		r := bt.takeLocked()
+		bt.mu.Unlock()
+		if len(r.calls) > 0 {
+			go func() {
+				bt.run(r)
+				bt.next()
+			}()
+			return
+		}
+		bt.runs.Put(r)
+	}
+}
+
+// takeLocked moves the oldest queued calls, up to maxKeys keys (at least
+// one call), into a run, dropping calls whose callers gave up. A call that
+// shares a key with the run stays queued for the next one: take.lua reads
+// every key once, before deciding. (Queued calls are concurrent, so any
+// order between them is a valid one.) bt.mu held.
+func (bt *batcher) takeLocked() *batchRun {
+	r := bt.runs.Get().(*batchRun)
+	r.calls, r.keys, r.params = r.calls[:0], r.keys[:0], r.params[:0]
+	clear(r.has)
+	kept := 0
+	for k, b := range bt.queue {
+		if b.state.Load() == callAbandoned {
+			bt.s.bufs.Put(b)
+			continue
+		}
+		if len(r.calls) > 0 && len(r.keys)+len(b.keys) > bt.maxKeys {
+			kept += copy(bt.queue[kept:], bt.queue[k:])
+			break
+		}
+		if r.shares(b.keys) {
+			bt.queue[kept] = b
+			kept++
+			continue
+		}
+		r.calls = append(r.calls, b)
+		r.keys = append(r.keys, b.keys...)
+		r.params = append(r.params, b.params...)
+		for _, key := range b.keys {
+			r.has[key] = struct{}{}
+		}
+	}
+	clear(bt.queue[kept:])
+	bt.queue = bt.queue[:kept]
+	return r
+}
+
+// shares reports whether one of keys is in the run.
+func (r *batchRun) shares(keys []string) bool {
+	for _, k := range keys {
+		if _, ok := r.has[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// run sends r as one script run and hands each call its answers.
+func (bt *batcher) run(r *batchRun) {
+	// The run lives as long as its most patient call: the latest deadline,
+	// none if a call has none (the client's write timeout and liveness
+	// PING still end it on a dead connection).
+	ctx := context.Background()
+	var latest time.Time
+	for _, b := range r.calls {
+		if b.deadline.IsZero() {
+			latest = time.Time{}
+			break
+		}
+		if b.deadline.After(latest) {
+			latest = b.deadline
+		}
+	}
+	if !latest.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
+	reply, err := bt.s.exec(ctx, r.keys, r.params)
+	if err == nil {
+		err = checkReply(reply, len(r.keys))
+	} else {
+		err = fmt.Errorf("redis: take: %w", err)
+	}
+	var now int64
+	if err == nil {
+		now = replyNow(reply)
+		reply = reply[8:]
+	}
+	for _, b := range r.calls {
+		b.err = err
+		if err == nil {
+			n := len(b.keys)
+			b.now = now
+			b.err = parseResults(reply[:n*resultSize], b.out[:n])
+			reply = reply[n*resultSize:]
+		}
+		if b.state.CompareAndSwap(callWaiting, callDone) {
+			b.done <- struct{}{}
+		} else {
+			bt.s.bufs.Put(b) // its caller gave up: the buffer is free
+		}
+	}
+	clear(r.calls)
+	bt.runs.Put(r)
+}
