@@ -46,7 +46,10 @@ func accuracy(t *testing.T, redisAddrs string) {
 		if err := os.WriteFile(path, []byte(rulesYAML), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		ins = append(ins, serve(t, path, "--redis", redisAddrs))
+		// A generous store deadline: on a machine busy with the rest of the
+		// suite a 5 ms deadline could send a call to the local fallback,
+		// and this test is about the shared store's exactness.
+		ins = append(ins, serve(t, path, "--redis", redisAddrs, "--store-timeout", "1s"))
 	}
 	client := fmt.Sprintf("accuracy-%d", time.Now().UnixNano())
 	for _, ep := range []string{"tb", "lb", "fw", "sl"} {
