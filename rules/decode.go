@@ -536,13 +536,16 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 				break
 			}
 			md := d.at(k.name)
-			if err = md.object(v, "plan", "endpoint"); err != nil {
+			if err = md.object(v, "domain", "plan", "endpoint"); err != nil {
 				break
 			}
 			for _, mk := range v.keys {
-				if mk.name == "plan" {
+				switch mk.name {
+				case "domain":
+					err = md.str(mk.val, mk.name, &r.Match.Domain)
+				case "plan":
 					err = md.str(mk.val, mk.name, &r.Match.Plan)
-				} else {
+				default:
 					err = md.str(mk.val, mk.name, &r.Match.Endpoint)
 				}
 				if err != nil {

@@ -59,6 +59,9 @@ func ruleNode(r *Rule) *yaml.Node {
 	}
 	if r.Match != (Match{}) {
 		m := mapping(true)
+		if r.Match.Domain != "" {
+			add(m, "domain", str(r.Match.Domain))
+		}
 		if r.Match.Plan != "" {
 			add(m, "plan", str(r.Match.Plan))
 		}

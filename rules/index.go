@@ -31,12 +31,23 @@ type Compiled struct {
 // part of it before a "/" (only for lengths some prefix base has); every
 // list is in set order and filtered by method as it is read.
 //
+// Rules that name an Envoy domain (Match.Domain) are not in these lists:
+// Match, used by the HTTP decision API, never sees them. Each domain named
+// by some rule has its own view, an Index holding that domain's rules and
+// every rule with no domain (see Domain), so that matching costs the same
+// with or without domains.
+//
 // An Index is immutable once built and safe for concurrent use. The zero
 // value, and a nil *Index, hold no rules and no clients.
 type Index struct {
 	set   *Set
 	rules []*Compiled
 	byID  map[string]*Compiled
+	// domains maps each domain some enabled rule names to its view, nil
+	// when no rule names a domain; root is the Index a view belongs to, nil
+	// in that Index.
+	domains map[string]*Index
+	root    *Index
 
 	anyPath []*Compiled            // no plan, any path
 	planAny map[string][]*Compiled // by plan, any path
@@ -89,10 +100,35 @@ func Compile(s *Set) (*Index, error) {
 		c.Policy = strconv.Quote(c.ID) + ";q=" + strconv.FormatInt(c.Limit, 10) + ";w=" + strconv.FormatInt(c.WindowSeconds, 10)
 		ix.rules[i] = c
 		ix.byID[c.ID] = c
-		if c.IsEnabled() {
-			ix.add(c)
+		if !c.IsEnabled() {
+			continue
 		}
+		if d := c.Match.Domain; d != "" {
+			if ix.domains == nil {
+				ix.domains = make(map[string]*Index)
+			}
+			ix.domains[d] = nil // built below
+			continue
+		}
+		ix.add(c)
 	}
+	ix.finish()
+	for d := range ix.domains {
+		v := &Index{set: ix.set, rules: ix.rules, byID: ix.byID, root: ix}
+		for _, c := range ix.rules {
+			if c.IsEnabled() && (c.Match.Domain == "" || c.Match.Domain == d) {
+				v.add(c)
+			}
+		}
+		v.finish()
+		ix.domains[d] = v
+	}
+	return ix, nil
+}
+
+// finish builds the plan maps of paths with many plans, once every rule is
+// added.
+func (ix *Index) finish() {
 	for _, pr := range ix.paths {
 		if len(pr.plans) > manyPlans {
 			pr.planMap = make(map[string]*lists, len(pr.plans))
@@ -101,7 +137,37 @@ func Compile(s *Set) (*Index, error) {
 			}
 		}
 	}
-	return ix, nil
+}
+
+// Domain returns the view of the rules that apply to calls in the Envoy
+// rate limit domain d: the enabled rules whose match names d and those that
+// name no domain. For d == "" and for a domain no enabled rule names, that
+// is the rules with no domain, the Index Compile returned. A view shares
+// Set, Rules, Rule, PlanFor and Revision with that Index. Domain does not
+// allocate.
+func (ix *Index) Domain(d string) *Index {
+	if ix == nil {
+		return nil
+	}
+	root := ix
+	if ix.root != nil {
+		root = ix.root
+	}
+	if v := root.domains[d]; v != nil {
+		return v
+	}
+	return root
+}
+
+// Domains returns the domains some enabled rule names, sorted.
+func (ix *Index) Domains() []string {
+	if ix == nil {
+		return nil
+	}
+	if ix.root != nil {
+		ix = ix.root
+	}
+	return sortedKeys(ix.domains)
 }
 
 // add indexes c, the enabled rule with the highest Seq so far.
@@ -189,6 +255,7 @@ func (ix *Index) Rule(id string) (*Compiled, bool) {
 
 // Match appends to dst every enabled rule whose match fits a call on plan
 // with this method and path, in set order (ascending Seq), and returns dst.
+// Rules that name a domain fit only on the view of their domain (Domain).
 // A rule without a plan fits every plan; plan "" fits only those. path is
 // the request path without the query. Match allocates nothing when dst has
 // the capacity.

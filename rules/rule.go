@@ -78,8 +78,15 @@ func (m FailureMode) Valid() bool {
 
 // Match selects the calls a rule applies to. An empty field matches
 // anything: a rule with no plan applies to every plan (and to callers with
-// none), a rule with no endpoint to every method and path.
+// none), a rule with no endpoint to every method and path, a rule with no
+// domain to every call.
+//
+// Domain is the Envoy rate limit service domain (the domain of a
+// ShouldRateLimit request). A rule that names one applies only to calls
+// made through the Envoy API in that domain, never to the HTTP decision
+// API, which has no domain.
 type Match struct {
+	Domain   string `json:"domain,omitempty" yaml:"domain,omitempty"` // same syntax as a plan
 	Plan     string `json:"plan,omitempty" yaml:"plan,omitempty"`
 	Endpoint string `json:"endpoint,omitempty" yaml:"endpoint,omitempty"` // "GET /api/orders", "* /api/*", "POST /login"; see ParseEndpoint
 }
@@ -124,6 +131,11 @@ func (r *Rule) Validate() error {
 	}
 	if err := validText("description", r.Description, MaxDescription); err != nil {
 		return err
+	}
+	if r.Match.Domain != "" {
+		if msg := planProblem(r.Match.Domain); msg != "" {
+			return fieldErr(msg, "match", "domain")
+		}
 	}
 	if r.Match.Plan != "" {
 		if msg := planProblem(r.Match.Plan); msg != "" {

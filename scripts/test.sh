@@ -2,11 +2,13 @@
 # The whole test suite, on a machine that has only Go, git and apt:
 #   ./scripts/test.sh
 # It installs what the tests need when it is missing (redis-server and
-# redis-tools from Debian's packages), then runs go vet, every test with the
-# race detector, and each native fuzz target for a short bounded time.
+# redis-tools from Debian's packages; postgresql, whose server it starts
+# when none answers), then runs go vet, every test with the race detector,
+# and each native fuzz target for a short bounded time.
 #
 # Environment: FUZZTIME (default 10s per fuzz target), SKIP_FUZZ=1 to skip
-# fuzzing, GOFLAGS as usual.
+# fuzzing, SLUICE_TEST_POSTGRES (a postgres:// URL of a role that may create
+# databases; default postgres@127.0.0.1:5432), GOFLAGS as usual.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,11 +25,51 @@ if ((${#need_pkgs[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 
+# PostgreSQL, for the rules-store tests (internal/pgtest): a server on
+# $SLUICE_TEST_POSTGRES (default: role postgres on 127.0.0.1:5432 with trust
+# authentication), where each test run makes and drops its own databases,
+# and the server binaries, with which the outage tests start private
+# servers of their own. Installed from Debian's packages when missing; the
+# default server is started (and allowed trust logins of the postgres role
+# from 127.0.0.1) when it does not answer.
+pg_url="${SLUICE_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}"
+pg_ok() { PGCONNECT_TIMEOUT=3 psql "$pg_url" -Atqc 'SELECT 1' >/dev/null 2>&1; }
+PG_SUDO=""
+[ "$(id -u)" -eq 0 ] || PG_SUDO="sudo"
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1; then
+  log "installing postgresql"
+  $PG_SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $PG_SUDO apt-get install -y -qq postgresql >/dev/null
+fi
+if [ -z "${SLUICE_TEST_POSTGRES:-}" ] && ! pg_ok; then
+  pg_ver="$(ls /usr/lib/postgresql | sort -n | tail -n 1)"
+  log "starting PostgreSQL $pg_ver on 127.0.0.1:5432"
+  [ -d "/etc/postgresql/$pg_ver/main" ] || $PG_SUDO pg_createcluster "$pg_ver" main >/dev/null
+  pg_hba="/etc/postgresql/$pg_ver/main/pg_hba.conf"
+  # The first matching line wins: put the test role's trust line first.
+  $PG_SUDO grep -qx 'host all postgres 127.0.0.1/32 trust' "$pg_hba" ||
+    $PG_SUDO sed -i '1i host all postgres 127.0.0.1/32 trust' "$pg_hba"
+  if pg_lsclusters -h | awk -v v="$pg_ver" '$1 == v && $2 == "main" && $4 == "online" { found = 1 } END { exit !found }'; then
+    $PG_SUDO pg_ctlcluster "$pg_ver" main reload
+  else
+    $PG_SUDO pg_ctlcluster --skip-systemctl-redirect "$pg_ver" main start
+  fi
+  for _ in $(seq 150); do pg_ok && break; sleep 0.2; done
+  pg_ok || { echo "PostgreSQL does not answer at $pg_url; set SLUICE_TEST_POSTGRES to a server the tests may create databases on" >&2; exit 1; }
+fi
+
 log "go vet"
 go vet ./...
 
-log "go test -race"
-go test -race -count=1 -timeout 20m ./...
+# Unit and integration tests in parallel; then, one package at a time, the
+# ones that time real processes (fault detection and recovery bounds, the
+# built binary under load), so that they do not compete with each other
+# for the machine's cores.
+timed='/e2e$|/store/failover$'
+log "go test -race (parallel)"
+go test -race -count=1 -timeout 20m $(go list ./... | grep -Ev "$timed")
+log "go test -race (timed, one package at a time)"
+go test -race -count=1 -timeout 20m -p 1 $(go list ./... | grep -E "$timed")
 
 if [ "${SKIP_FUZZ:-}" != 1 ]; then
   fuzztime="${FUZZTIME:-10s}"

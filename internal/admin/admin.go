@@ -17,6 +17,17 @@
 //	PUT    /default_plan      body {"plan"} → 200 {"revision", "plan"}
 //	POST   /apply[?dry_run=true]  body: a rule set document; see handleApply
 //
+// With a rules store that keeps a history (rulestore.Historian: the
+// PostgreSQL store), also:
+//
+//	GET    /rules?revision=N  the rules in force at revision N (ETag: that revision)
+//	GET    /clients?revision=N
+//	GET    /rules/{id}/history[?limit=N&before=REV]  the rule's changes, newest first
+//	GET    /history[?kind=rule|client|default_plan&id=ID&limit=N&before=REV]
+//
+// Every change is recorded with its actor: the X-Sluice-Actor header, else
+// "admin-api", followed by the caller's address, e.g. "alice (10.0.0.7)".
+//
 // Every response to a read carries the revision as ETag ("7"); every write
 // honours If-Match: "7" and answers 412 precondition_failed when the rules
 // moved on. Each write is one rulestore Update: validated whole, all or
@@ -127,6 +138,8 @@ func New(src rulestore.Source, cfg Config) http.Handler {
 	s.route("/clients/{id...}", map[string]handler{"GET": s.getClient, "PUT": s.putClient, "DELETE": s.deleteClient})
 	s.route("/default_plan", map[string]handler{"GET": s.getDefaultPlan, "PUT": s.putDefaultPlan})
 	s.route("/apply", map[string]handler{"POST": s.apply})
+	s.route("/rules/{id}/history", map[string]handler{"GET": s.ruleHistory})
+	s.route("/history", map[string]handler{"GET": s.history})
 	s.mux.Handle("/", s.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("no such resource %s; see GET /rules, /clients, /default_plan, POST /apply", r.URL.Path)
 	}))
@@ -166,7 +179,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "Authorization: want \"Bearer <admin token>\""})
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	actor, err := actorOf(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.mux.ServeHTTP(w, r.WithContext(rulestore.WithActor(r.Context(), actor)))
 }
 
 // authorized checks the bearer token in constant time (comparing hashes,

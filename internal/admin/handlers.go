@@ -20,7 +20,10 @@ func (s *server) current() (*rules.Set, int64) {
 }
 
 func (s *server) listRules(w http.ResponseWriter, r *http.Request) error {
-	set, rev := s.current()
+	set, rev, err := s.setFor(r)
+	if err != nil {
+		return err
+	}
 	rs := set.Rules
 	if rs == nil {
 		rs = []rules.Rule{}
@@ -163,7 +166,10 @@ func ruleIndex(set *rules.Set, id string) int {
 }
 
 func (s *server) listClients(w http.ResponseWriter, r *http.Request) error {
-	set, rev := s.current()
+	set, rev, err := s.setFor(r)
+	if err != nil {
+		return err
+	}
 	cs := set.Clients
 	if cs == nil {
 		cs = map[string]rules.Client{}

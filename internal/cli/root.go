@@ -68,6 +68,7 @@ the environment; an empty variable is ignored.`,
 	})
 	root.AddCommand(
 		newServeCmd(),
+		newGatewayCmd(),
 		newRulesCmd(),
 		newBenchCmd(),
 		newVersionCmd(),

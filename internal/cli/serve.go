@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -23,20 +22,25 @@ import (
 
 // serveFlags are the flags of `sluice serve` (SPEC §3).
 type serveFlags struct {
-	listen      string
-	adminListen string
-	adminToken  string
-	rules       string
-	rulesPoll   time.Duration
-	redis       string
-	redisUser   string
-	redisPass   string
-	redisTLS    bool
-	redisTLSCA  string
-	ipv6Prefix  int
-	logLevel    string
-	logFormat   string
-	shutdown    time.Duration
+	listen        string
+	adminListen   string
+	adminToken    string
+	rules         string
+	rulesPoll     time.Duration
+	rulesStore    rulesStoreFlags // --rules-snapshot, --rules-refresh, --rules-notify (rulesource.go)
+	redis         string
+	redisUser     string
+	redisPass     string
+	redisTLS      bool
+	redisTLSCA    string
+	storeTimeout  time.Duration
+	probeInterval time.Duration
+	instances     int
+	ipv6Prefix    int
+	logLevel      string
+	logFormat     string
+	shutdown      time.Duration
+	obs           observeFlags // --grpc-listen, --access-log (observe.go)
 }
 
 func newServeCmd() *cobra.Command {
@@ -58,18 +62,24 @@ if missing). Every flag also reads SLUICE_<FLAG>, e.g. SLUICE_ADMIN_TOKEN.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", ":8080", "data-plane HTTP address (POST /ratelimit/check, /healthz, /readyz)")
+	addGRPCFlags(fl, &f.obs)
 	fl.StringVar(&f.adminListen, "admin-listen", "127.0.0.1:9090", "admin API address; a non-loopback address requires --admin-token")
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token the admin API requires (empty: none, loopback only)")
-	fl.StringVar(&f.rules, "rules", "sluice-rules.yaml", "rules store: a YAML file path")
+	fl.StringVar(&f.rules, "rules", "sluice-rules.yaml", "rules store: a YAML file path, or a postgres:// URL (see docs/fleet.md)")
 	fl.DurationVar(&f.rulesPoll, "rules-poll", time.Second, "how often the rules file is checked for hand edits")
+	addRulesStoreFlags(fl, &f.rulesStore)
 	fl.StringVar(&f.redis, "redis", "", "Redis address(es), host:port[,host:port...]; a cluster is detected; empty: embedded in-memory store")
 	fl.StringVar(&f.redisUser, "redis-username", "", "Redis ACL user")
 	fl.StringVar(&f.redisPass, "redis-password", "", "Redis password (prefer SLUICE_REDIS_PASSWORD)")
 	fl.BoolVar(&f.redisTLS, "redis-tls", false, "connect to Redis with TLS")
 	fl.StringVar(&f.redisTLSCA, "redis-tls-ca", "", "PEM file of the CA that signed the Redis server certificate (implies --redis-tls)")
+	fl.DurationVar(&f.storeTimeout, "store-timeout", 5*time.Millisecond, "deadline of every call to the shared store; past it the call is decided locally")
+	fl.DurationVar(&f.probeInterval, "probe-interval", 250*time.Millisecond, "how often a failing shared store is probed (and the Retry-After of fail-closed denials meanwhile)")
+	fl.IntVar(&f.instances, "instances", 0, "number of sluice instances the local fallback divides limits by (0: count them in Redis)")
 	fl.IntVar(&f.ipv6Prefix, "ipv6-prefix", 64, "prefix length IPv6 callers are keyed by")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	addAccessLogFlags(fl, &f.obs)
 	fl.DurationVar(&f.shutdown, "shutdown-timeout", 10*time.Second, "how long to let in-flight calls finish on SIGTERM")
 	return cmd
 }
@@ -82,19 +92,20 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err := admin.CheckBind(f.adminListen, f.adminToken); err != nil {
 		return err
 	}
-	src, err := rulestore.OpenFile(rulestore.FileConfig{Path: f.rules, PollInterval: f.rulesPoll, Logger: log})
+	src, err := openRules(ctx, f.rules, f.rulesPoll, f.rulesStore, log)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
 
-	store, storeInfo, err := openStore(f)
+	store, storeInfo, err := openStore(f, log)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 
-	lim := limiter.New(store, limiter.Config{IPv6Prefix: f.ipv6Prefix})
+	obs := newObserver(f, log, src, store)
+	lim := limiter.New(obs.store, limiter.Config{IPv6Prefix: f.ipv6Prefix})
 	lim.SetRules(src.Current())
 	src.Subscribe(func(ix *rules.Index) {
 		lim.SetRules(ix)
@@ -118,8 +129,8 @@ func runServe(ctx context.Context, f serveFlags) error {
 	adm := admin.New(src, admin.Config{Token: f.adminToken, Logger: log})
 
 	servers := []*http.Server{
-		{Addr: f.listen, Handler: data, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second},
-		{Addr: f.adminListen, Handler: adm, ReadHeaderTimeout: 10 * time.Second},
+		{Addr: f.listen, Handler: obs.data(data), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second},
+		{Addr: f.adminListen, Handler: obs.admin(adm, f.adminToken), ReadHeaderTimeout: 10 * time.Second},
 	}
 	names := []string{"data plane", "admin API"}
 	listeners := make([]net.Listener, len(servers))
@@ -133,6 +144,13 @@ func runServe(ctx context.Context, f serveFlags) error {
 		}
 		listeners[i] = ln
 	}
+	if err := obs.listen(); err != nil {
+		for _, l := range listeners {
+			l.Close()
+		}
+		return err
+	}
+	defer obs.close()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -146,7 +164,8 @@ func runServe(ctx context.Context, f serveFlags) error {
 			}
 		}()
 	}
-	log.Info("sluice serving", "rules", f.rules, "revision", src.Current().Revision(), "store", storeInfo()["kind"])
+	obs.serve(errc)
+	log.Info("sluice serving", "rules", src.Status().Location, "revision", src.Current().Revision(), "store", storeInfo()["kind"])
 
 	var runErr error
 	select {
@@ -159,6 +178,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	for _, s := range servers {
 		s.Shutdown(sctx)
 	}
+	obs.shutdown(sctx)
 	cancel()
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return runErr

@@ -1,13 +1,18 @@
 package cli
 
 import (
+	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/store/failover"
 	"github.com/sluicehq/sluice/store/memory"
 	sredis "github.com/sluicehq/sluice/store/redis"
 )
@@ -21,7 +26,7 @@ type closingStore interface {
 // openStore opens the counter store the flags name: Redis when --redis is
 // set, else the embedded in-memory store. info reports its state for
 // /readyz.
-func openStore(f serveFlags) (closingStore, func() map[string]any, error) {
+func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]any, error) {
 	if f.redis == "" {
 		st, err := memory.New(memory.DefaultConfig())
 		if err != nil {
@@ -52,11 +57,49 @@ func openStore(f serveFlags) (closingStore, func() map[string]any, error) {
 			cfg.TLS.RootCAs = pool
 		}
 	}
-	st, err := sredis.New(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("serve: %w", err)
+	connect := func(ctx context.Context) (failover.Primary, error) {
+		st, err := sredis.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
 	}
-	return st, func() map[string]any {
-		return map[string]any{"kind": "redis", "addrs": cfg.Addrs, "state": "ok", "local_denials": st.LocalDenials()}
+	fo := failover.New(connect, failover.Config{
+		Timeout:       f.storeTimeout,
+		ProbeInterval: f.probeInterval,
+		Instances:     f.instances,
+		InstanceID:    instanceID(),
+		Logger:        log,
+	})
+	return fo, func() map[string]any {
+		state, reason := fo.State()
+		info := map[string]any{
+			"kind":      "redis",
+			"addrs":     cfg.Addrs,
+			"state":     "ok",
+			"breaker":   state.String(),
+			"since":     fo.Since().UTC().Format(time.RFC3339Nano),
+			"instances": fo.Instances(),
+		}
+		if state != failover.Closed {
+			info["state"] = "degraded"
+			info["reason"] = reason
+		}
+		if p, ok := fo.Primary().(*sredis.Store); ok {
+			info["local_denials"] = p.LocalDenials()
+		}
+		st := fo.Stats()
+		info["decisions"] = map[string]int64{
+			"store": st.Store.Load(), "local_fallback": st.Fallback.Load(), "unavailable": st.Unavailable.Load(),
+		}
+		return info
 	}, nil
+}
+
+// instanceID names this process in the shared live-instance registry.
+func instanceID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%x", host, os.Getpid(), b)
 }

@@ -3,10 +3,11 @@
 // subscribers about every change.
 //
 // Source is the interface the server uses; File (a YAML file, edited by hand
-// or through the API) is the first implementation, a PostgreSQL store will be
-// the second. Every implementation validates a rule set (rules.Compile)
-// before it stores or serves it, so a Source never holds a set that does not
-// compile, and a store that breaks leaves the last good set in force.
+// or through the API) serves one machine, Postgres (a database shared by a
+// fleet, with the history of every change: Historian) serves many. Every
+// implementation validates a rule set (rules.Compile) before it stores or
+// serves it, so a Source never holds a set that does not compile, and a
+// store that breaks leaves the last good set in force.
 package rulestore
 
 import (
@@ -28,10 +29,12 @@ var (
 	ErrInvalid = errors.New("rulestore: invalid rule set")
 	// ErrUnavailable: the store cannot take changes now, e.g. the rules file
 	// holds a hand edit that does not load (overwriting it would lose the
-	// edit). The last good rules stay in force.
+	// edit), or the rules database is unreachable. The last good rules stay
+	// in force.
 	ErrUnavailable = errors.New("rulestore: store cannot take changes now")
-	// ErrNotFound: a rule or client that was asked for does not exist. A
-	// Source does not return it itself; Update callbacks may, to abort.
+	// ErrNotFound: a rule, client or revision that was asked for does not
+	// exist. Update does not return it itself (its callbacks may, to abort);
+	// Historian.SetAt does, for a revision not made yet.
 	ErrNotFound = errors.New("rulestore: not found")
 	// ErrClosed: the Source was closed.
 	ErrClosed = errors.New("rulestore: closed")
@@ -73,7 +76,7 @@ type Source interface {
 
 // Status is the state of a Source, for /readyz and logs.
 type Status struct {
-	Kind     string    `json:"kind"`     // "file" (later "postgres")
+	Kind     string    `json:"kind"`     // "file" or "postgres"
 	Location string    `json:"location"` // the file path or the database (without password)
 	Revision int64     `json:"revision"` // of the rules in force
 	Loaded   time.Time `json:"loaded"`   // when the rules in force were loaded or stored

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/limiter"
@@ -48,9 +47,9 @@ func (s *Store) exec(ctx context.Context, keys []string, params []byte) (string,
 	if s.cfg.Clock != nil {
 		now = strconv.FormatInt(s.cfg.Clock(), 10)
 	}
-	// params is not written to until the reply is in: no copy needed.
-	p := unsafe.String(unsafe.SliceData(params), len(params))
-	return s.take.Exec(ctx, s.client, keys, []string{now, p}).ToString()
+	// A copy: when ctx ends first, Exec returns while the command may
+	// still wait to be written, and params is reused.
+	return s.take.Exec(ctx, s.client, keys, []string{now, string(params)}).ToString()
 }
 
 // checkReply checks that reply has the size of n keys' answers.

@@ -86,12 +86,15 @@ func (c *denialCache) check(ops []limiter.Op, res []algorithm.Result, now time.T
 		sh := c.shard(key)
 		sh.mu.Lock()
 		d, ok := sh.m[string(key)]
-		if ok && !now.Before(d.until) {
+		if ok && (!now.Before(d.until) || op.Params != d.params) {
+			// Expired, or the rule was edited: under other params the
+			// bucket may have gained capacity (a raised limit refills
+			// faster), so the entry is void even if the edit is undone.
 			delete(sh.m, string(key))
 			ok = false
 		}
 		sh.mu.Unlock()
-		if !ok || op.Cost < d.cost || op.Params != d.params {
+		if !ok || op.Cost < d.cost {
 			continue
 		}
 		c.hits.Add(1)

@@ -23,7 +23,7 @@ local function decode(v, kind)
   local b = byte(v, 1)
   if b == kind + 48 then
     if kind == 2 then return tonumber(sub(v, 2)), 0, 0 end
-    return tonumber(sub(v, -15)) + EPOCH, tonumber(sub(v, 2, -16)), 0
+    return tonumber(sub(v, 5)) + EPOCH, tonumber(sub(v, 2, 4)), 0
   elseif b == kind then
     if kind == 2 then return unpack('<d', v, 2), 0, 0 end
     if kind == 4 then return unpack('<ddd', v, 2) end
@@ -42,7 +42,7 @@ local function encode(kind, s1, s2, s3)
   end
   local t = s1 - EPOCH
   if s2 >= 0 and s2 < 1000 and s2 == floor(s2) and t >= 0 and t < 1e15 and t == floor(t) then
-    return fmt('%d%d%015d', kind, s2, t)
+    return fmt('%d%015d', kind * 1000 + s2, t)
   end
   return pack('<Bdd', kind, s1, s2)
 end

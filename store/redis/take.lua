@@ -24,16 +24,17 @@
 -- of six tonumber calls, one reply string instead of five integers.
 --
 -- State of buckets 1-4 is one string; sliding_log is a sorted set of call
--- times. A state that fits is stored as a decimal integer, which Redis keeps
--- in the object itself (an "int" string: 16 bytes instead of an embedded
--- string of 32-64): token_bucket and fixed_window as <kind><A><T - EPOCH,
--- 15 digits> when A is a whole number below 1000, leaky_bucket as
--- <kind><TAT>. Otherwise, and sliding_window always, it is packed with
--- struct: the kind byte, then doubles (times are whole µs, exact in a
--- double). The kind (the first byte: 1-5 packed, '1'-'5' decimal) tells an
--- algorithm's state from another's, left by an edited rule. Every write
--- sets an expiry a second past the moment the bucket is indistinguishable
--- from a new one.
+-- times. A state that fits is stored as a decimal integer of at most 19
+-- digits, which Redis keeps in the object itself (an "int" string: 16 bytes
+-- instead of an embedded string of 32-64; see docs/redis.md):
+-- token_bucket and fixed_window as <kind><A, 3 digits><T - EPOCH, 15
+-- digits> when A is a whole number below 1000, leaky_bucket as <kind><TAT>.
+-- Otherwise (fractional tokens), and sliding_window always, it is packed
+-- with struct: the kind byte, then doubles (times are whole µs, exact in a
+-- double). The first byte tells an algorithm's state from another's, left
+-- by an edited rule: 1-5 packed, '1'-'5' decimal. Every write sets an
+-- expiry a second past the moment the bucket is indistinguishable from a
+-- new one.
 
 local call, pcall_, pack, sunpack = redis.call, redis.pcall, struct.pack, struct.unpack
 local floor, ceil, byte, sub, fmt = math.floor, math.ceil, string.byte, string.sub, string.format
@@ -238,8 +239,12 @@ end
 local params = ARGV[2]
 local n = #KEYS
 local out = {pack('<d', now)}
--- per key of the current call, what to write if the call passes
-local w_ok, w_chg, w_val, w_ttl, w_add, w_cnt, w_win = {}, {}, {}, {}, {}, {}, {}
+-- Per key of the current call, what to write: w[3i-2] is 2 when the key
+-- allowed, 1 when it denied but its state changed (a clock that went
+-- backwards), else 0; w[3i-1] and w[3i] are the value and expiry (ms, as
+-- text: Redis turns a number argument into text with a costly '%.17g'), or
+-- for a sliding log the window and {cost, count} when it allowed.
+local w = {}
 local first, vetoed = 1, false
 -- Every string state in one read: a key appears once in a run (the store
 -- sends a call that repeats a key of the run in the next run).
@@ -247,22 +252,24 @@ local cur = call('MGET', unpack(KEYS))
 
 -- write the keys first..last of a finished call.
 local function flush(last)
+  local pass = vetoed and 1 or 2
   for i = first, last do
-    local ok = w_ok[i]
-    if (ok and not vetoed) or (not ok and w_chg[i]) then
-      local key = KEYS[i]
-      if w_win[i] then
-        local add = w_add[i]
-        if ok and not vetoed and add then
-          local c = w_cnt[i]
-          for j = 1, add do
+    local state = w[3 * i - 2]
+    if state == pass or state == 1 then
+      local key, val = KEYS[i], w[3 * i - 1]
+      if type(val) == 'number' then -- a sliding log
+        local add = w[3 * i]
+        if state == 2 then
+          local cost, c = add[1], add[2]
+          local at = fmt('%d', now)
+          for j = 1, cost do
             local m = c + j
-            while call('ZADD', key, 'NX', now, fmt('%d.%d', now, m)) == 0 do m = m + add end
+            while call('ZADD', key, 'NX', at, fmt('%d.%d', now, m)) == 0 do m = m + cost end
           end
         end
-        call('PEXPIRE', key, ceil(w_win[i] / 1000) + 1000)
+        call('PEXPIRE', key, fmt('%d', ceil(val / 1000) + 1000))
       else
-        call('SET', key, w_val[i], 'PX', w_ttl[i])
+        call('SET', key, val, 'PX', w[3 * i])
       end
     end
   end
@@ -278,11 +285,11 @@ for i = 1, n do
     flags = flags - 2
   end
   local key = KEYS[i]
-  local allowed, reason, remaining, reset, retry, changed
+  local allowed, reason, remaining, reset, retry, changed, wv, wt
 
   if kind == 5 then
     -- A key of another type (an edited rule) is replaced.
-    local pruned = pcall_('ZREMRANGEBYSCORE', key, '-inf', now - window)
+    local pruned = pcall_('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now - window))
     if type(pruned) == 'table' then
       call('DEL', key)
       pruned = 0
@@ -295,7 +302,8 @@ for i = 1, n do
       if newest > now then
         -- The clock went backwards: calls from the future move to now.
         local future = call('ZRANGEBYSCORE', key, fmt('(%d', now), '+inf')
-        for j = 1, #future do call('ZADD', key, 'XX', now, future[j]) end
+        local at = fmt('%d', now)
+        for j = 1, #future do call('ZADD', key, 'XX', at, future[j]) end
         newest, changed = now, true
       end
     end
@@ -308,13 +316,13 @@ for i = 1, n do
       allowed, reason = 0, 2
     elseif count + cost <= limit then
       allowed, reason, remaining, reset = 1, 0, limit - count - cost, window
-      w_add[i], w_cnt[i] = cost, count
+      wt = {cost, count}
     else
       allowed, reason = 0, 1
       local k = count + cost - limit
       retry = tonumber(call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]) + window - now
     end
-    w_win[i] = window
+    wv = window
   else
     -- A key of another type (a sorted set left by a sliding_log rule) reads
     -- as false: a new bucket, and SET replaces it.
@@ -341,13 +349,19 @@ for i = 1, n do
       idle = s1 + 2 * window - now
     end
     if idle < 0 then idle = 0 end
-    -- As a string: Redis turns a number argument into text with a costly
-    -- '%.17g'.
-    w_ttl[i] = fmt('%d', ceil(idle / 1000) + 1000)
-    w_val[i] = encode(kind, s1, s2, s3)
+    wv, wt = encode(kind, s1, s2, s3), fmt('%d', ceil(idle / 1000) + 1000)
   end
 
-  w_ok[i], w_chg[i] = allowed == 1, changed
+  -- in index order, so that w stays an array
+  if allowed == 1 then
+    w[3 * i - 2] = 2
+  elseif changed then
+    w[3 * i - 2] = 1
+  else
+    w[3 * i - 2] = 0
+  end
+  w[3 * i - 1] = wv
+  w[3 * i] = wt or false
   if allowed == 0 and flags == 0 then vetoed = true end -- flags: 1 = shadow
   out[i + 1] = pack('<BBddd', allowed, reason, remaining, reset, retry)
 end

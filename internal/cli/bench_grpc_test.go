@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// TestBenchGRPC runs `sluice bench --grpc` against a real RLS server with a
+// rule that admits 5 calls an hour per user: 10 users × 5, less the one
+// call bench makes before it starts, are allowed.
+func TestBenchGRPC(t *testing.T) {
+	st, err := memory.New(memory.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv := rls.New(st, rls.Config{})
+	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{{ID: "five", By: rules.ByUser, Limit: 5, Window: rules.Duration(time.Hour)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetRules(ix)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(rls.ServerOptions()...)
+	srv.Register(g)
+	go g.Serve(ln)
+	defer g.Stop()
+
+	code, out, errOut := sluice(t, "", "bench", "--grpc", "--target", ln.Addr().String(), "--requests", "1000", "--duration", "1m",
+		"--clients", "10", "--concurrency", "4", "--grpc-conns", "2", "--json")
+	if code != 0 {
+		t.Fatalf("bench --grpc: exit %d: %s", code, errOut)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("bench --grpc --json printed %q: %v", out, err)
+	}
+	for k, want := range map[string]float64{"requests": 1000, "allowed": 49, "denied": 951, "errors": 0, "concurrency": 4} {
+		if got := rep[k]; got != want {
+			t.Errorf("%s = %v, want %v", k, got, want)
+		}
+	}
+	if rep["target"] != ln.Addr().String() {
+		t.Errorf("target = %v, want %s", rep["target"], ln.Addr())
+	}
+
+	code, out, errOut = sluice(t, "", "bench", "--grpc", "--target", ln.Addr().String(), "--requests", "10", "--clients", "10", "--concurrency", "2", "--domain", "edge")
+	if code != 0 || !strings.Contains(out, "ShouldRateLimit "+ln.Addr().String()+" (domain edge): 2 callers on 2 connections") ||
+		!strings.Contains(out, "decisions   10 in") {
+		t.Errorf("bench --grpc text: exit %d:\n%s%s", code, out, errOut)
+	}
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--grpc-conns", "0"}, "--grpc-conns must be 1 to 1000"},
+		{[]string{"--target", "http://127.0.0.1:1"}, "target must be host:port"},
+		{[]string{"--domain", ""}, "domain must not be empty"},
+		{[]string{"--target", s0(ln)}, "does not answer ShouldRateLimit"},
+	} {
+		code, _, errOut := sluice(t, "", append([]string{"bench", "--grpc", "--duration", "1m", "--timeout", "2s"}, tt.args...)...)
+		if code != 1 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("bench --grpc %v: exit %d, stderr %q; want 1 and %q", tt.args, code, errOut, tt.want)
+		}
+	}
+}
+
+// s0 returns an address nothing listens on.
+func s0(ln net.Listener) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:1"
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sluicehq/sluice/internal/rulestore"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// addEngineFlags registers on fl the flags serve and gateway share: the
+// rules store, the counter store, IPv6 keying, logging and shutdown. They
+// are serve's flags, with the same names, defaults and help (serve still
+// registers its own; TestEngineFlagsMatchServe keeps the two in step).
+func addEngineFlags(fl *pflag.FlagSet, f *serveFlags) {
+	fl.StringVar(&f.rules, "rules", "sluice-rules.yaml", "rules store: a YAML file path, or a postgres:// URL (see docs/fleet.md)")
+	fl.DurationVar(&f.rulesPoll, "rules-poll", time.Second, "how often the rules file is checked for hand edits")
+	addRulesStoreFlags(fl, &f.rulesStore)
+	fl.StringVar(&f.redis, "redis", "", "Redis address(es), host:port[,host:port...]; a cluster is detected; empty: embedded in-memory store")
+	fl.StringVar(&f.redisUser, "redis-username", "", "Redis ACL user")
+	fl.StringVar(&f.redisPass, "redis-password", "", "Redis password (prefer SLUICE_REDIS_PASSWORD)")
+	fl.BoolVar(&f.redisTLS, "redis-tls", false, "connect to Redis with TLS")
+	fl.StringVar(&f.redisTLSCA, "redis-tls-ca", "", "PEM file of the CA that signed the Redis server certificate (implies --redis-tls)")
+	fl.DurationVar(&f.storeTimeout, "store-timeout", 5*time.Millisecond, "deadline of every call to the shared store; past it the call is decided locally")
+	fl.DurationVar(&f.probeInterval, "probe-interval", 250*time.Millisecond, "how often a failing shared store is probed (and the Retry-After of fail-closed denials meanwhile)")
+	fl.IntVar(&f.instances, "instances", 0, "number of sluice instances the local fallback divides limits by (0: count them in Redis)")
+	fl.IntVar(&f.ipv6Prefix, "ipv6-prefix", 64, "prefix length IPv6 callers are keyed by")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	addAccessLogFlags(fl, &f.obs)
+	fl.DurationVar(&f.shutdown, "shutdown-timeout", 10*time.Second, "how long to let in-flight calls finish on SIGTERM")
+}
+
+// engine is what decides calls, as serve and gateway open it from their
+// flags: the logger, the rules source (kept in force on the limiter) and
+// the counter store. Close it when done.
+type engine struct {
+	log       *slog.Logger
+	src       rulestore.Source
+	store     closingStore
+	storeInfo func() map[string]any
+	lim       *limiter.Limiter
+}
+
+// openEngine opens the rules store and the counter store f names and
+// returns a limiter with the rules in force, following every change of
+// them.
+func openEngine(ctx context.Context, f serveFlags) (*engine, error) {
+	log, err := newLogger(f.logLevel, f.logFormat)
+	if err != nil {
+		return nil, err
+	}
+	src, err := openRules(ctx, f.rules, f.rulesPoll, f.rulesStore, log)
+	if err != nil {
+		return nil, err
+	}
+	store, storeInfo, err := openStore(f, log)
+	if err != nil {
+		src.Close()
+		return nil, err
+	}
+	lim := limiter.New(store, limiter.Config{IPv6Prefix: f.ipv6Prefix})
+	lim.SetRules(src.Current())
+	src.Subscribe(func(ix *rules.Index) {
+		lim.SetRules(ix)
+		log.Info("rules in force", "revision", ix.Revision(), "rules", len(ix.Rules()))
+	})
+	return &engine{log: log, src: src, store: store, storeInfo: storeInfo, lim: lim}, nil
+}
+
+// ready is the /readyz verdict: ready as soon as rules are loaded, with the
+// rules source's and the store's state. A broken edit of the rules file
+// leaves the last good rules in force, so it is reported but still ready.
+func (e *engine) ready() (bool, map[string]any) {
+	st := e.src.Status()
+	rs := map[string]any{"source": st.Kind, "location": st.Location, "revision": st.Revision}
+	if st.Error != "" {
+		rs["error"] = st.Error
+		rs["error_at"] = st.ErrorAt
+	}
+	return true, map[string]any{"rules": rs, "store": e.storeInfo()}
+}
+
+// Close closes the store and the rules source.
+func (e *engine) Close() error {
+	err := e.store.Close()
+	if cerr := e.src.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

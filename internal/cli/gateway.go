@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/middleware"
+)
+
+// gatewayFlags are the flags of `sluice gateway` (SPEC §3): serve's rules,
+// store and logging flags, plus the upstream and identity.
+type gatewayFlags struct {
+	engine      serveFlags // the shared flags (see addEngineFlags)
+	listen      string
+	adminListen string
+	adminToken  string
+
+	upstream        string
+	dialTimeout     time.Duration
+	responseTimeout time.Duration
+
+	jwtSecret     string
+	jwtKeys       string
+	jwtPlanClaim  string
+	jwtIssuer     string
+	jwtAudience   string
+	apiKeyHeader  string
+	trusted       string
+	forwardedFrom string
+}
+
+func newGatewayCmd() *cobra.Command {
+	f := gatewayFlags{}
+	cmd := &cobra.Command{
+		Use:   "gateway --upstream URL",
+		Short: "Run a rate-limiting reverse proxy in front of an upstream",
+		Long: `Run a reverse proxy whose first step is the rate limiter.
+
+Every call is identified (the user of a verified JWT, a registered API key,
+the client address) and checked against the rules before anything else: a
+denied call is answered 429 from its headers alone, before its body is read,
+and never reaches the upstream. Allowed calls are proxied with the quota
+headers added to the upstream's answer.
+
+The rules and store flags are those of sluice serve. The admin API runs only
+when --admin-listen is given; /healthz and /readyz are served there too (the
+proxy port forwards every path). Every flag also reads SLUICE_<FLAG>, e.g.
+SLUICE_JWT_HS256_SECRET.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runGateway(ctx, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", ":8000", "proxy HTTP address")
+	fl.StringVar(&f.upstream, "upstream", "", "URL calls are proxied to, e.g. http://127.0.0.1:3000 (required)")
+	fl.DurationVar(&f.dialTimeout, "upstream-dial-timeout", 5*time.Second, "how long connecting to the upstream may take (then 504)")
+	fl.DurationVar(&f.responseTimeout, "upstream-timeout", 30*time.Second, "how long the upstream may take to send its response headers (then 504); bodies stream without limit")
+	fl.StringVar(&f.adminListen, "admin-listen", "", "admin API address (and /healthz, /readyz); empty: no admin API; a non-loopback address requires --admin-token")
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token the admin API requires (empty: none, loopback only)")
+	fl.StringVar(&f.jwtSecret, "jwt-hs256-secret", "", "HS256 secret of trusted bearer tokens (prefer SLUICE_JWT_HS256_SECRET)")
+	fl.StringVar(&f.jwtKeys, "jwt-public-keys", "", "file of RS256/ES256 public keys of trusted bearer tokens: PEM or JWKS")
+	fl.StringVar(&f.jwtPlanClaim, "jwt-plan-claim", middleware.DefaultPlanClaim, "token claim holding the caller's plan")
+	fl.StringVar(&f.jwtIssuer, "jwt-issuer", "", "when set, the iss a token must carry")
+	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "when set, an aud a token must carry")
+	fl.StringVar(&f.apiKeyHeader, "api-key-header", middleware.DefaultAPIKeyHeader, "header API keys are read from (only keys registered as api_key:<key> are trusted)")
+	fl.StringVar(&f.trusted, "trusted-proxies", "", "comma-separated CIDRs of proxies whose forwarding header names the client (default: none, the peer is the client)")
+	fl.StringVar(&f.forwardedFrom, "forwarded-header", middleware.HeaderXForwardedFor, "header trusted proxies name the client in: X-Forwarded-For or Forwarded")
+	addEngineFlags(fl, &f.engine)
+	return cmd
+}
+
+// identifier builds the gateway's Identifier from the flags.
+func (f *gatewayFlags) identifier() (*middleware.Identifier, error) {
+	id := &middleware.Identifier{APIKeyHeader: f.apiKeyHeader}
+	switch h := http.CanonicalHeaderKey(f.forwardedFrom); h {
+	case middleware.HeaderXForwardedFor, middleware.HeaderForwarded:
+		id.ForwardedHeader = h
+	default:
+		return nil, fmt.Errorf("gateway: --forwarded-header %q: want X-Forwarded-For or Forwarded", f.forwardedFrom)
+	}
+	if strings.TrimSpace(f.apiKeyHeader) == "" || strings.ContainsAny(f.apiKeyHeader, " :\t") {
+		return nil, fmt.Errorf("gateway: --api-key-header %q is not a header name", f.apiKeyHeader)
+	}
+	var err error
+	if id.TrustedProxies, err = middleware.ParseTrustedProxies(f.trusted); err != nil {
+		return nil, fmt.Errorf("gateway: --trusted-proxies: %w", err)
+	}
+	if f.jwtSecret == "" && f.jwtKeys == "" {
+		return id, nil
+	}
+	cfg := middleware.JWTConfig{HS256Secret: []byte(f.jwtSecret), PlanClaim: f.jwtPlanClaim,
+		Issuer: f.jwtIssuer, Audience: f.jwtAudience}
+	if f.jwtKeys != "" {
+		if cfg.Keys, err = middleware.LoadPublicKeys(f.jwtKeys); err != nil {
+			return nil, fmt.Errorf("gateway: --jwt-public-keys: %w", err)
+		}
+	}
+	if id.JWT, err = middleware.NewJWTVerifier(cfg); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	return id, nil
+}
+
+func runGateway(ctx context.Context, f gatewayFlags) error {
+	if f.upstream == "" {
+		return errors.New("gateway: --upstream is required (the URL calls are proxied to)")
+	}
+	target, err := url.Parse(f.upstream)
+	if err != nil {
+		return fmt.Errorf("gateway: --upstream: %w", err)
+	}
+	id, err := f.identifier()
+	if err != nil {
+		return err
+	}
+	if f.adminListen != "" {
+		if err := admin.CheckBind(f.adminListen, f.adminToken); err != nil {
+			return err
+		}
+	}
+	eng, err := openEngine(ctx, f.engine)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	log := eng.log
+
+	gw, err := gateway.New(eng.lim, gateway.Config{
+		Upstream:        target,
+		DialTimeout:     f.dialTimeout,
+		ResponseTimeout: f.responseTimeout,
+		Identifier:      id,
+		Logger:          log,
+	})
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+
+	servers := []*http.Server{
+		// No ReadTimeout or WriteTimeout: bodies stream both ways for as
+		// long as they take.
+		{Addr: f.listen, Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second},
+	}
+	names := []string{"gateway"}
+	if f.adminListen != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintln(w, `{"status":"ok"}`)
+		})
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+			_, detail := eng.ready()
+			detail["status"] = "ready"
+			w.Header().Set("Content-Type", "application/json")
+			writeJSON(w, detail) //nolint:errcheck // the client is gone
+
+		})
+		mux.Handle("/", admin.New(eng.src, admin.Config{Token: f.adminToken, Logger: log}))
+		servers = append(servers, &http.Server{Addr: f.adminListen, Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		names = append(names, "admin API")
+	}
+	listeners := make([]net.Listener, len(servers))
+	for i, s := range servers {
+		ln, err := net.Listen("tcp", s.Addr)
+		if err != nil {
+			for _, l := range listeners[:i] {
+				l.Close()
+			}
+			return fmt.Errorf("gateway: %s: %w", names[i], err)
+		}
+		listeners[i] = ln
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(servers)+1)
+	go func() { errc <- eng.src.Run(ctx) }()
+	for i, s := range servers {
+		log.Info("listening", "what", names[i], "addr", listeners[i].Addr().String())
+		go func() {
+			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("gateway: %s: %w", names[i], err)
+			}
+		}()
+	}
+	log.Info("sluice gateway serving", "upstream", target.Redacted(), "rules", eng.src.Status().Location,
+		"revision", eng.src.Current().Revision(), "store", eng.storeInfo()["kind"],
+		"jwt", id.JWT != nil, "trusted_proxies", len(id.TrustedProxies))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	log.Info("shutting down")
+	sctx, scancel := context.WithTimeout(context.Background(), f.engine.shutdown)
+	defer scancel()
+	for _, s := range servers {
+		s.Shutdown(sctx)
+	}
+	cancel()
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	return nil
+}

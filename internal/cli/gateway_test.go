@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// TestEngineFlagsMatchServe: the flags gateway shares with serve have
+// serve's names, defaults and help, so that one configuration serves both.
+func TestEngineFlagsMatchServe(t *testing.T) {
+	shared := pflag.NewFlagSet("engine", pflag.ContinueOnError)
+	addEngineFlags(shared, &serveFlags{})
+	serve, gw := newServeCmd().Flags(), newGatewayCmd().Flags()
+	shared.VisitAll(func(f *pflag.Flag) {
+		for name, fs := range map[string]*pflag.FlagSet{"serve": serve, "gateway": gw} {
+			g := fs.Lookup(f.Name)
+			if g == nil {
+				t.Errorf("%s has no --%s", name, f.Name)
+				continue
+			}
+			if g.DefValue != f.DefValue || g.Usage != f.Usage || g.Value.Type() != f.Value.Type() {
+				t.Errorf("%s --%s = %s %q (%q), want %s %q (%q)", name, f.Name, g.Value.Type(), g.DefValue, g.Usage, f.Value.Type(), f.DefValue, f.Usage)
+			}
+		}
+	})
+	// And every serve flag that is not serve's own is shared.
+	serveOnly := map[string]bool{"listen": true, "admin-listen": true, "admin-token": true, "grpc-listen": true, "help": true}
+	serve.VisitAll(func(f *pflag.Flag) {
+		if !serveOnly[f.Name] && shared.Lookup(f.Name) == nil {
+			t.Errorf("serve's --%s is missing from addEngineFlags: sluice gateway lacks it", f.Name)
+		}
+	})
+}
+
+func TestGatewayFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	badKeys := filepath.Join(dir, "keys.pem")
+	if err := os.WriteFile(badKeys, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rules := filepath.Join(dir, "rules.yaml")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no upstream", nil, "--upstream is required"},
+		{"bad upstream", []string{"--upstream", "ftp://x"}, "scheme must be http or https"},
+		{"bad trusted proxies", []string{"--upstream", "http://127.0.0.1:1", "--trusted-proxies", "10.0.0.0/99"}, "--trusted-proxies"},
+		{"bad forwarded header", []string{"--upstream", "http://127.0.0.1:1", "--forwarded-header", "X-Real-IP"}, "want X-Forwarded-For or Forwarded"},
+		{"bad api key header", []string{"--upstream", "http://127.0.0.1:1", "--api-key-header", "X Key"}, "not a header name"},
+		{"bad key file", []string{"--upstream", "http://127.0.0.1:1", "--jwt-public-keys", badKeys}, "--jwt-public-keys"},
+		{"missing key file", []string{"--upstream", "http://127.0.0.1:1", "--jwt-public-keys", filepath.Join(dir, "none")}, "no such file"},
+		{"public admin without token", []string{"--upstream", "http://127.0.0.1:1", "--admin-listen", "0.0.0.0:0"}, "admin"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"gateway", "--listen", "127.0.0.1:0", "--rules", rules}, tt.args...)
+			code, _, stderr := sluice(t, "", args...)
+			if code != 1 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("sluice %v = %d, %q; want 1 and an error containing %q", args, code, stderr, tt.want)
+			}
+		})
+	}
+}

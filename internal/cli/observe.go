@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/internal/metrics"
+	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/rulestore"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/store/failover"
+	"github.com/sluicehq/sluice/store/memory"
+	sredis "github.com/sluicehq/sluice/store/redis"
+)
+
+// observeFlags are the flags of the Envoy gRPC API and of observability.
+type observeFlags struct {
+	grpcListen string
+	accessLog  bool
+}
+
+// addGRPCFlags registers serve's --grpc-listen on fl.
+func addGRPCFlags(fl *pflag.FlagSet, f *observeFlags) {
+	fl.StringVar(&f.grpcListen, "grpc-listen", ":8081", `Envoy rate limit service (gRPC) address; "" to turn it off`)
+}
+
+// addAccessLogFlags registers --access-log on fl.
+func addAccessLogFlags(fl *pflag.FlagSet, f *observeFlags) {
+	fl.BoolVar(&f.accessLog, "access-log", false, "log one line per decision at level info (costly at high rates)")
+}
+
+// observer is what serve adds around the limiter: Prometheus metrics,
+// the Envoy rate limit service on its own gRPC listener, the access log,
+// and pprof on the admin listener.
+type observer struct {
+	f       observeFlags
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	store   limiter.Store // the counter store, instrumented: give it to the limiter
+	rls     *rls.Server
+	grpc    *grpc.Server
+	ln      net.Listener
+}
+
+// newObserver instruments store and follows the rules of src.
+func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store limiter.Store) *observer {
+	o := &observer{f: f.obs, log: log, metrics: metrics.New()}
+	m := o.metrics
+	switch st := store.(type) {
+	case *memory.Store:
+		o.store = m.Store("memory", st)
+		m.WatchBuckets(st.Len)
+	case *failover.Store:
+		o.store = m.Store("redis", st)
+		m.WatchLocalDenials(func() int64 {
+			if p, ok := st.Primary().(*sredis.Store); ok {
+				return p.LocalDenials()
+			}
+			return 0
+		})
+	default:
+		o.store = m.Store("other", st)
+	}
+	m.WatchRules(src.Status)
+	cfg := rls.Config{Limiter: limiter.Config{IPv6Prefix: f.ipv6Prefix}, Metrics: m, Logger: log}
+	if o.f.accessLog {
+		cfg.AccessLog = log
+	}
+	o.rls = rls.New(o.store, cfg)
+	o.setRules(src.Current())
+	src.Subscribe(o.setRules)
+	return o
+}
+
+func (o *observer) setRules(ix *rules.Index) {
+	o.metrics.SetRules(ix)
+	o.rls.SetRules(ix)
+}
+
+// data wraps the data plane: GET /metrics, and for POST /ratelimit/check
+// the decision latency (api="http") and, with --access-log, one line per
+// call.
+func (o *observer) data(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", o.metrics.Handler())
+	mux.Handle("/", h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/ratelimit/check" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		if !o.f.accessLog {
+			h.ServeHTTP(w, r)
+			o.metrics.Latency(metrics.APIHTTP, time.Since(start))
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		took := time.Since(start)
+		o.metrics.Latency(metrics.APIHTTP, took)
+		rh := w.Header()
+		o.log.LogAttrs(r.Context(), slog.LevelInfo, "decision",
+			slog.String("api", "http"),
+			slog.Int("status", sw.status),
+			slog.String("policy", rh.Get("RateLimit-Policy")),
+			slog.String("remaining", rh.Get("X-RateLimit-Remaining")),
+			slog.String("retry_after", rh.Get("Retry-After")),
+			slog.String("remote", r.RemoteAddr),
+			slog.Duration("took", took))
+	})
+}
+
+// statusWriter remembers the status code written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// admin adds /debug/pprof/ to the admin API, behind the admin token like
+// the rest of it.
+func (o *observer) admin(h http.Handler, token string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	sum := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if token != "" {
+			scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+			got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+			if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], sum[:]) != 1 {
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				fmt.Fprintln(w, `{"error":"unauthorized","message":"Authorization: want \"Bearer <admin token>\""}`)
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// listen opens the gRPC listener, unless --grpc-listen is "".
+func (o *observer) listen() error {
+	if o.f.grpcListen == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", o.f.grpcListen)
+	if err != nil {
+		return fmt.Errorf("serve: Envoy rate limit service (gRPC): %w", err)
+	}
+	o.ln = ln
+	return nil
+}
+
+// close closes the gRPC listener when serve gives up before serving.
+func (o *observer) close() {
+	if o.ln != nil {
+		o.ln.Close()
+	}
+}
+
+// serve serves the Envoy rate limit service and the gRPC health service on
+// the listener; a failure goes to errc.
+func (o *observer) serve(errc chan<- error) {
+	if o.ln == nil {
+		return
+	}
+	o.grpc = grpc.NewServer(rls.ServerOptions()...)
+	o.rls.Register(o.grpc)
+	o.log.Info("listening", "what", "Envoy rate limit service (gRPC)", "addr", o.ln.Addr().String())
+	go func() {
+		if err := o.grpc.Serve(o.ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			errc <- fmt.Errorf("serve: Envoy rate limit service (gRPC): %w", err)
+		}
+	}()
+}
+
+// shutdown says NOT_SERVING on the health service and lets the calls in
+// flight finish until ctx is done.
+func (o *observer) shutdown(ctx context.Context) {
+	if o.grpc == nil {
+		return
+	}
+	o.rls.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		o.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		o.grpc.Stop()
+	}
+}

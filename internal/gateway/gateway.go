@@ -1,0 +1,295 @@
+// Package gateway is `sluice gateway`: a reverse proxy whose first step is
+// the rate-limiting filter of package middleware. A denied call is answered
+// 429 from its request line and headers alone and never reaches the
+// upstream; an allowed one is proxied with the quota headers added to the
+// upstream's response.
+//
+//	client → middleware (identity → limiter → 429 | quota headers)
+//	       → httputil.ReverseProxy → upstream
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/headers"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/middleware"
+)
+
+// Error codes of the gateway's own JSON errors
+// {"error":"<code>","message":"..."}.
+const (
+	CodeBadGateway     = "bad_gateway"     // 502: the upstream could not be reached or broke off
+	CodeGatewayTimeout = "gateway_timeout" // 504: the upstream did not answer in time
+	CodeUnavailable    = "unavailable"     // 503: the limiter could not decide
+)
+
+// Config configures a Gateway. Zero durations take their default.
+type Config struct {
+	// Upstream is where allowed calls go: scheme and host, and a path
+	// prefix joined in front of the call's path. Required.
+	Upstream *url.URL
+	// DialTimeout bounds connecting to the upstream. Default 5 s.
+	DialTimeout time.Duration
+	// ResponseTimeout bounds the wait for the upstream's response headers
+	// once the request is sent (504 when it passes). The body is streamed
+	// with no time limit, so long downloads and streams are not cut.
+	// Default 30 s.
+	ResponseTimeout time.Duration
+	// MaxIdleConns is the number of idle keep-alive connections kept to
+	// the upstream. Default 1024: with fewer than the concurrent calls,
+	// every call beyond them opens a new connection.
+	MaxIdleConns int
+	// Identifier says who calls are from and which proxies in front of
+	// the gateway are trusted; the same list decides whether incoming
+	// X-Forwarded-* headers are passed on. Default: the zero Identifier.
+	Identifier *middleware.Identifier
+	// Middleware holds further options of the filter (cost, endpoint).
+	Middleware []middleware.Option
+	// Logger receives upstream and limiter failures (rate-limited to one
+	// line a second each). Default: discard.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults, without an upstream.
+func DefaultConfig() Config {
+	return Config{DialTimeout: 5 * time.Second, ResponseTimeout: 30 * time.Second, MaxIdleConns: 1024}
+}
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	switch {
+	case c.Upstream == nil:
+		return errors.New("gateway: an upstream URL is required")
+	case c.Upstream.Scheme != "http" && c.Upstream.Scheme != "https":
+		return fmt.Errorf("gateway: upstream %q: scheme must be http or https", c.Upstream.Redacted())
+	case c.Upstream.Host == "":
+		return fmt.Errorf("gateway: upstream %q: no host", c.Upstream.Redacted())
+	case c.Upstream.RawQuery != "" || c.Upstream.Fragment != "":
+		return fmt.Errorf("gateway: upstream %q: must not have a query or fragment", c.Upstream.Redacted())
+	case c.DialTimeout < 0 || c.ResponseTimeout < 0 || c.MaxIdleConns < 0:
+		return errors.New("gateway: timeouts and connection counts must not be negative")
+	}
+	return nil
+}
+
+// Gateway is the rate-limiting reverse proxy, an http.Handler. Safe for
+// concurrent use.
+type Gateway struct {
+	h         http.Handler
+	transport *http.Transport
+	log       *slog.Logger
+	id        middleware.Identifier
+	target    *url.URL
+
+	lastLog    atomic.Int64 // Unix ns of the last failure logged
+	suppressed atomic.Int64 // failures not logged since
+}
+
+// New returns a gateway deciding calls with l and proxying the allowed
+// ones to cfg.Upstream.
+func New(l *limiter.Limiter, cfg Config) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := DefaultConfig()
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = d.DialTimeout
+	}
+	if cfg.ResponseTimeout == 0 {
+		cfg.ResponseTimeout = d.ResponseTimeout
+	}
+	if cfg.MaxIdleConns == 0 {
+		cfg.MaxIdleConns = d.MaxIdleConns
+	}
+	g := &Gateway{log: cfg.Logger, target: cfg.Upstream}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Identifier != nil {
+		g.id = *cfg.Identifier
+	}
+	g.transport = &http.Transport{
+		Proxy:                 nil, // the upstream is reached directly, whatever HTTP_PROXY says
+		DialContext:           (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          cfg.MaxIdleConns,
+		MaxIdleConnsPerHost:   cfg.MaxIdleConns,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   cfg.DialTimeout,
+		ResponseHeaderTimeout: cfg.ResponseTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true, // pass Accept-Encoding and bodies through untouched
+	}
+	proxy := func(dropQuota bool) *httputil.ReverseProxy {
+		p := &httputil.ReverseProxy{
+			Rewrite:      g.rewrite,
+			Transport:    g.transport,
+			BufferPool:   bufferPool{},
+			ErrorHandler: g.upstreamError,
+			ErrorLog:     slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		}
+		if dropQuota {
+			p.ModifyResponse = dropQuotaHeaders
+		}
+		return p
+	}
+	// The quota headers on the response are the gateway's: when a rule
+	// matched, the upstream's own headers of those names are dropped
+	// rather than sent twice.
+	withQuota, withoutQuota := proxy(true), proxy(false)
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := w.Header()[headers.Limit]; ok {
+			withQuota.ServeHTTP(w, r)
+		} else {
+			withoutQuota.ServeHTTP(w, r)
+		}
+	})
+	opts := append([]middleware.Option{
+		middleware.WithIdentifier(&g.id),
+		middleware.WithErrorHandler(g.limiterError),
+	}, cfg.Middleware...)
+	g.h = middleware.Middleware(l, opts...)(inner)
+	return g, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.h.ServeHTTP(w, r) }
+
+// Close closes the idle connections to the upstream.
+func (g *Gateway) Close() { g.transport.CloseIdleConnections() }
+
+// quotaHeaders are the headers the gateway sets on allowed calls.
+var quotaHeaders = [...]string{headers.Limit, headers.Remaining, headers.Reset, headers.Policy, headers.RateLimit}
+
+func dropQuotaHeaders(res *http.Response) error {
+	for _, h := range quotaHeaders {
+		delete(res.Header, h)
+	}
+	return nil
+}
+
+// rewrite builds the upstream request. ReverseProxy has already removed
+// the hop-by-hop headers (Connection and what it names, Keep-Alive,
+// Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade — put back for an
+// upgrade) and every forwarding header. They are set again here:
+//
+//   - From a trusted proxy, X-Forwarded-For is its chain with the peer
+//     appended, X-Forwarded-Proto and X-Forwarded-Host are kept when
+//     present, and a Forwarded header is kept with an element for the peer
+//     appended.
+//   - From anyone else, X-Forwarded-For starts afresh with the peer, the
+//     proto and host are the gateway's own view, and Forwarded is dropped:
+//     what a client wrote there is not passed on as if a proxy had.
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(g.target)
+	in, out := pr.In, pr.Out.Header
+	peer, ok := middleware.Peer(in)
+	if !ok {
+		return
+	}
+	proto := "http"
+	if in.TLS != nil {
+		proto = "https"
+	}
+	peerText := peer.Unmap().WithZone("").String()
+	if g.id.TrustsPeer(in) {
+		if prior := in.Header[middleware.HeaderXForwardedFor]; len(prior) > 0 {
+			out[middleware.HeaderXForwardedFor] = []string{strings.Join(prior, ", ") + ", " + peerText}
+		} else {
+			out[middleware.HeaderXForwardedFor] = []string{peerText}
+		}
+		if v := in.Header["X-Forwarded-Proto"]; len(v) > 0 {
+			out["X-Forwarded-Proto"] = v
+		} else {
+			out["X-Forwarded-Proto"] = []string{proto}
+		}
+		if v := in.Header["X-Forwarded-Host"]; len(v) > 0 {
+			out["X-Forwarded-Host"] = v
+		} else {
+			out["X-Forwarded-Host"] = []string{in.Host}
+		}
+		if prior := in.Header[middleware.HeaderForwarded]; len(prior) > 0 {
+			out[middleware.HeaderForwarded] = []string{strings.Join(prior, ", ") + ", " + forwardedElement(peerText, proto)}
+		}
+		return
+	}
+	out[middleware.HeaderXForwardedFor] = []string{peerText}
+	out["X-Forwarded-Proto"] = []string{proto}
+	out["X-Forwarded-Host"] = []string{in.Host}
+}
+
+// forwardedElement is the RFC 7239 element for one hop: IPv6 addresses
+// are quoted and bracketed.
+func forwardedElement(addr, proto string) string {
+	if strings.Contains(addr, ":") {
+		return `for="[` + addr + `]";proto=` + proto
+	}
+	return "for=" + addr + ";proto=" + proto
+}
+
+// upstreamError answers a call the upstream failed: 504 when it did not
+// answer in time, else 502, each with a JSON error. Details go to the log,
+// not to the client.
+func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		// The client went away; nobody reads an answer.
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	status, code, msg := http.StatusBadGateway, CodeBadGateway, "the upstream could not be reached or failed"
+	if isTimeout(err) {
+		status, code, msg = http.StatusGatewayTimeout, CodeGatewayTimeout, "the upstream did not answer in time"
+	}
+	g.logFailure("gateway: upstream failed", "status", status, "method", r.Method, "path", r.URL.Path, "err", err)
+	// The quota headers of the decision stay: the call was counted.
+	middleware.WriteError(w, status, code, msg)
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// limiterError answers a call the limiter could not decide: 503. This is
+// where failing open per rule (SPEC §1.7) will go.
+func (g *Gateway) limiterError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // the client went away
+	}
+	g.logFailure("gateway: limiter could not decide", "err", err)
+	middleware.WriteError(w, http.StatusServiceUnavailable, CodeUnavailable, "the rate limiter could not decide")
+}
+
+// logFailure logs at most one failure a second, so that a failing
+// upstream or store does not flood the log at the request rate.
+func (g *Gateway) logFailure(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := g.lastLog.Load()
+	if now-last < int64(time.Second) || !g.lastLog.CompareAndSwap(last, now) {
+		g.suppressed.Add(1)
+		return
+	}
+	g.log.Warn(msg, append(args, "suppressed", g.suppressed.Swap(0))...)
+}
+
+// bufferPool lends ReverseProxy its 32 KiB copy buffers.
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }

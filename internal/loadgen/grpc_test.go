@@ -1,0 +1,97 @@
+package loadgen
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+func TestRLSRequests(t *testing.T) {
+	reqs, err := RLSRequests(258, "ip", "edge", "POST /login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := reqs[257]
+	d := got.Descriptors[0]
+	if got.Domain != "edge" || len(got.Descriptors) != 1 || len(d.Entries) != 3 ||
+		d.Entries[0].Key != "remote_address" || d.Entries[0].Value != "10.0.1.1" ||
+		d.Entries[1].Key != "method" || d.Entries[1].Value != "POST" || d.Entries[2].Key != "path" || d.Entries[2].Value != "/login" {
+		t.Errorf("request 257 = %v, want domain edge, remote_address 10.0.1.1, POST /login", got)
+	}
+	reqs, _ = RLSRequests(2, "user", "d", "GET /x")
+	if e := reqs[1].Descriptors[0].Entries[0]; e.Key != "user" || e.Value != "u1" {
+		t.Errorf("user request 1 = %v, want user u1", reqs[1])
+	}
+	for _, bad := range []struct {
+		n                      int
+		mode, domain, endpoint string
+	}{{0, "user", "d", "GET /x"}, {1, "email", "d", "GET /x"}, {1, "user", "", "GET /x"}, {1, "user", "d", "GET"}} {
+		if _, err := RLSRequests(bad.n, bad.mode, bad.domain, bad.endpoint); err == nil {
+			t.Errorf("RLSRequests(%v) = nil error, want one", bad)
+		}
+	}
+}
+
+// TestGRPCCheck drives a real RLS server (embedded store, 5 calls an hour
+// per user) over loopback: the counts are exact.
+func TestGRPCCheck(t *testing.T) {
+	st, err := memory.New(memory.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv := rls.New(st, rls.Config{})
+	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{{ID: "five", By: rules.ByUser, Limit: 5, Window: rules.Duration(time.Hour)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetRules(ix)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+	go g.Serve(ln)
+	defer g.Stop()
+
+	reqs, _ := RLSRequests(10, "user", "d", "GET /api/orders")
+	c, err := NewGRPCCheck("grpc://"+ln.Addr().String(), 2, 5*time.Second, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Conns() != 2 || c.Target() != ln.Addr().String() {
+		t.Errorf("Conns, Target = %d, %q, want 2, %q", c.Conns(), c.Target(), ln.Addr())
+	}
+	res, err := Run(context.Background(), Config{Concurrency: 4, Duration: time.Minute, Requests: 200, NewCall: c.NewCall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != 200 || res.Errors != 0 || res.Allowed != 50 || res.Denied != 150 {
+		t.Errorf("Run = %d calls, %d errors, %d allowed, %d denied; want 200, 0, 50, 150 (first error %v)",
+			res.Requests, res.Errors, res.Allowed, res.Denied, res.FirstErr)
+	}
+
+	// A malformed request is an error of the call.
+	bad := []*rlsv3.RateLimitRequest{{Domain: "d"}}
+	c2, _ := NewGRPCCheck(ln.Addr().String(), 1, 5*time.Second, bad)
+	defer c2.Close()
+	if _, err := c2.NewCall(0)(context.Background()); err == nil || !strings.Contains(err.Error(), "InvalidArgument") {
+		t.Errorf("call with no descriptors = %v, want InvalidArgument", err)
+	}
+	for _, target := range []string{"http://127.0.0.1:8081", "127.0.0.1", "grpc://127.0.0.1:8081/x"} {
+		if _, err := NewGRPCCheck(target, 1, time.Second, reqs); err == nil {
+			t.Errorf("NewGRPCCheck(%q) = nil error, want one", target)
+		}
+	}
+}

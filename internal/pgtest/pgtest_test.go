@@ -1,0 +1,54 @@
+package pgtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func query(t *testing.T, u string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var one int
+	return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+}
+
+func TestNewDatabase(t *testing.T) {
+	u := NewDatabase(t)
+	if err := query(t, u); err != nil {
+		t.Fatalf("query on %s: %v", u, err)
+	}
+}
+
+// TestServerStopStart: a private server answers, refuses connections
+// while stopped, and keeps its data across a restart.
+func TestServerStopStart(t *testing.T) {
+	s := StartServer(t)
+	u := s.NewDatabase(t)
+	if err := Exec(u, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)"); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	if err := query(t, u); err == nil {
+		t.Fatal("query on a stopped server = nil error, want a connection error")
+	}
+	s.Start()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != 42 {
+		t.Fatalf("after restart: SELECT v = %d, %v; want 42, nil", v, err)
+	}
+}

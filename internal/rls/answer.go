@@ -1,0 +1,171 @@
+package rls
+
+import (
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/headers"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// envoyUnits are the Envoy units a window is expressed in, longest first.
+// MONTH and YEAR are not used: their length varies.
+var envoyUnits = [...]struct {
+	d time.Duration
+	u rlsv3.RateLimitResponse_RateLimit_Unit
+}{
+	{7 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_WEEK},
+	{24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_DAY},
+	{time.Hour, rlsv3.RateLimitResponse_RateLimit_HOUR},
+	{time.Minute, rlsv3.RateLimitResponse_RateLimit_MINUTE},
+	{time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND},
+}
+
+// CurrentLimit returns a rule's limit as Envoy's RateLimit: its id as the
+// name, and its limit per window. A window of whole seconds is exact: the
+// longest unit (WEEK, DAY, HOUR, MINUTE, SECOND) it is a whole number of,
+// with that number as unit_multiplier when it is more than 1 (100 per 10m
+// is 100 per MINUTE × 10). A window of a fraction of a second (500ms,
+// 1500ms) is approximated as a rate per SECOND, rounded, at least 1 (10 per
+// 500ms is 20 per SECOND). Limits beyond what a uint32 holds are clamped.
+func CurrentLimit(r *rules.Compiled) *rlsv3.RateLimitResponse_RateLimit {
+	w := time.Duration(r.Window)
+	rl := &rlsv3.RateLimitResponse_RateLimit{Name: r.ID}
+	for _, u := range envoyUnits {
+		if w >= u.d && w%u.d == 0 {
+			rl.Unit = u.u
+			rl.RequestsPerUnit = clampU32(r.Limit)
+			if n := int64(w / u.d); n > 1 {
+				rl.UnitMultiplier = wrapperspb.UInt32(clampU32(n))
+			}
+			return rl
+		}
+	}
+	rl.Unit = rlsv3.RateLimitResponse_RateLimit_SECOND
+	rps := math.Round(float64(r.Limit) * float64(time.Second) / float64(w))
+	rl.RequestsPerUnit = clampU32(max(int64(min(rps, math.MaxUint32)), 1))
+	return rl
+}
+
+func clampU32(n int64) uint32 { return uint32(min(max(n, 0), math.MaxUint32)) }
+
+// descriptorStatus returns the DescriptorStatus of d: OVER_LIMIT when it denies, the
+// rule's limit (see CurrentLimit; lim caches it), what remains of it and
+// the time until it is whole again. With no rule, only the code OK.
+func descriptorStatus(d *limiter.Decision, lim *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse_DescriptorStatus {
+	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	if !d.Allowed {
+		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if d.Rule == nil {
+		return st
+	}
+	if lim == nil {
+		lim = CurrentLimit(d.Rule)
+	}
+	st.CurrentLimit = lim
+	st.LimitRemaining = clampU32(d.Remaining)
+	st.DurationUntilReset = durationpb.New(max(d.ResetAfter, 0))
+	return st
+}
+
+// moreRestrictive reports whether a constrains the caller more than b, as
+// the limiter ranks rules: a decision with a rule over none, a denial over
+// an allowance, a call that can never pass over one that can wait, a longer
+// wait, fewer remaining, a later reset.
+func moreRestrictive(a, b *limiter.Decision) bool {
+	if (a.Rule == nil) != (b.Rule == nil) {
+		return b.Rule == nil
+	}
+	if a.Allowed != b.Allowed {
+		return !a.Allowed
+	}
+	if !a.Allowed {
+		ac, bc := a.Reason == algorithm.ReasonCostExceedsCapacity, b.Reason == algorithm.ReasonCostExceedsCapacity
+		if ac != bc {
+			return ac
+		}
+		if a.RetryAfter != b.RetryAfter {
+			return a.RetryAfter > b.RetryAfter
+		}
+	}
+	if a.Remaining != b.Remaining {
+		return a.Remaining < b.Remaining
+	}
+	return a.ResetAfter > b.ResetAfter
+}
+
+// headerNames are the headers of SPEC §5 in the order they are sent, with
+// the spelling of the spec (Envoy lower-cases them for HTTP/2 anyway).
+var headerNames = [...]struct{ key, name string }{
+	{headers.Limit, "X-RateLimit-Limit"},
+	{headers.Remaining, "X-RateLimit-Remaining"},
+	{headers.Reset, "X-RateLimit-Reset"},
+	{headers.Policy, "RateLimit-Policy"},
+	{headers.RateLimit, "RateLimit"},
+	{headers.RetryAfter, "Retry-After"},
+	{headers.ContentType, "Content-Type"},
+}
+
+var headerPool = sync.Pool{New: func() any { return make(http.Header, len(headerNames)) }}
+
+// addHeaders puts the quota headers of d (SPEC §5, written by package
+// headers, so that they are those of POST /ratelimit/check) in
+// resp.ResponseHeadersToAdd: Envoy adds them to the answer, allowed or
+// not. A denial also gets the 429 of SPEC §5 — Retry-After, Content-Type:
+// application/json and {"error":"rate_limit_exceeded","retry_after":N} as
+// the raw body. Nothing when no rule matched.
+func addHeaders(resp *rlsv3.RateLimitResponse, d *limiter.Decision) {
+	if d.Rule == nil {
+		return
+	}
+	h := headerPool.Get().(http.Header)
+	defer func() {
+		clear(h)
+		headerPool.Put(h)
+	}()
+	if d.Allowed {
+		headers.Set(h, d)
+	} else {
+		w := capture{h: h}
+		headers.WriteDenied(&w, d)
+		resp.RawBody = w.body
+	}
+	n := 0
+	for _, hn := range headerNames {
+		if len(h[hn.key]) > 0 {
+			n++
+		}
+	}
+	vals := make([]corev3.HeaderValue, n)
+	resp.ResponseHeadersToAdd = make([]*corev3.HeaderValue, 0, n)
+	for _, hn := range headerNames {
+		if v := h[hn.key]; len(v) > 0 {
+			hv := &vals[len(resp.ResponseHeadersToAdd)]
+			hv.Key, hv.Value = hn.name, v[0]
+			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, hv)
+		}
+	}
+}
+
+// capture is the http.ResponseWriter headers.WriteDenied writes the 429 to.
+type capture struct {
+	h    http.Header
+	body []byte
+}
+
+func (c *capture) Header() http.Header { return c.h }
+func (c *capture) WriteHeader(int)     {}
+func (c *capture) Write(b []byte) (int, error) {
+	c.body = append(c.body, b...)
+	return len(b), nil
+}

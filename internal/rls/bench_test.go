@@ -1,0 +1,106 @@
+package rls_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/metrics"
+	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// benchServer is an RLS server over the embedded store with one
+// 100-per-second rule by user and a 100,000-user keyspace of requests.
+func benchServer(b *testing.B) (*rls.Server, []*rlsv3.RateLimitRequest) {
+	st, err := memory.New(memory.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	m := metrics.New()
+	srv := rls.New(m.Store("memory", st), rls.Config{Metrics: m})
+	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{
+		{ID: "per-user", Limit: 100, Window: rules.Duration(time.Second), By: rules.ByUser},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv.SetRules(ix)
+	m.SetRules(ix)
+	reqs := make([]*rlsv3.RateLimitRequest, 100_000)
+	for i := range reqs {
+		reqs[i] = request("bench", desc("user", "u"+strconv.Itoa(i), "method", "GET", "path", "/api/orders"))
+	}
+	return srv, reqs
+}
+
+// BenchmarkShouldRateLimit calls the handler directly: the decision and
+// the answer, without gRPC.
+func BenchmarkShouldRateLimit(b *testing.B) {
+	srv, reqs := benchServer(b)
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			i := next.Add(7919) % int64(len(reqs))
+			if _, err := srv.ShouldRateLimit(ctx, reqs[i]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+}
+
+// BenchmarkShouldRateLimitGRPC calls over gRPC on loopback from 64
+// concurrent callers on 4 connections, client and server in one process.
+func BenchmarkShouldRateLimitGRPC(b *testing.B) {
+	srv, reqs := benchServer(b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := grpc.NewServer(rls.ServerOptions()...)
+	srv.Register(g)
+	go g.Serve(ln)
+	b.Cleanup(g.Stop)
+	const conns = 4
+	clients := make([]rlsv3.RateLimitServiceClient, conns)
+	for i := range clients {
+		cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cc.Close() })
+		clients[i] = rlsv3.NewRateLimitServiceClient(cc)
+	}
+	var next, worker atomic.Int64
+	b.SetParallelism(32) // 64 callers on 2 cores
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		c := clients[worker.Add(1)%conns]
+		ctx := context.Background()
+		for pb.Next() {
+			i := next.Add(7919) % int64(len(reqs))
+			if _, err := c.ShouldRateLimit(ctx, reqs[i]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+}

@@ -1,0 +1,286 @@
+package rls
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/limiter"
+)
+
+// Bounds on a ShouldRateLimit request. Envoy sends one descriptor per
+// rate_limits entry of a route, each with a few entries.
+const (
+	MaxDescriptors = 32            // descriptors per request
+	MaxEntries     = 32            // entries per descriptor
+	MaxHitsAddend  = 1_000_000_000 // hits_addend, request or descriptor level (rules.MaxLimit)
+	MaxDomain      = 256           // bytes of the domain
+	MaxPath        = server.MaxEndpoint
+)
+
+// Descriptor entry keys sluice reads; other keys are ignored.
+const (
+	KeyUser          = "user"
+	KeyAPIKey        = "api_key"
+	KeyRemoteAddress = "remote_address" // what Envoy's remote_address action sends
+	KeyIP            = "ip"             // the same, for request_headers actions
+	KeyPlan          = "plan"
+	KeyMethod        = "method"
+	KeyPath          = "path"
+)
+
+// call is one descriptor read as a sluice check.
+type call struct {
+	req limiter.Request
+}
+
+// field indexes the mapped entries of a call, for merging.
+type field uint8
+
+const (
+	fUser field = iota
+	fAPIKey
+	fIP
+	fPlan
+	fMethod
+	fPath
+	nFields
+)
+
+func (c *call) field(f field) *string {
+	switch f {
+	case fUser:
+		return &c.req.User
+	case fAPIKey:
+		return &c.req.APIKey
+	case fIP:
+		return &c.req.IP
+	case fPlan:
+		return &c.req.Plan
+	case fMethod:
+		return &c.req.Method
+	}
+	return &c.req.Path
+}
+
+// invalid is the error of a malformed request.
+func invalid(msg string) error { return status.Error(codes.InvalidArgument, "rls: "+msg) }
+
+// parse validates req and reads each descriptor into calls (len(calls) ==
+// len(req.Descriptors)). The error is an InvalidArgument status naming the
+// field.
+func parse(req *rlsv3.RateLimitRequest, calls []call) error {
+	switch d := req.GetDomain(); {
+	case d == "":
+		return invalid("domain: required")
+	case len(d) > MaxDomain:
+		return invalid("domain: must be at most " + strconv.Itoa(MaxDomain) + " bytes, got " + strconv.Itoa(len(d)))
+	}
+	ds := req.GetDescriptors()
+	switch {
+	case len(ds) == 0:
+		return invalid("descriptors: want at least one")
+	case len(ds) > MaxDescriptors:
+		return invalid("descriptors: want at most " + strconv.Itoa(MaxDescriptors) + ", got " + strconv.Itoa(len(ds)))
+	}
+	if h := req.GetHitsAddend(); h > MaxHitsAddend {
+		return invalid("hits_addend: must be at most " + strconv.Itoa(MaxHitsAddend) + ", got " + strconv.FormatUint(uint64(h), 10))
+	}
+	for i, d := range ds {
+		if err := parseDescriptor(d, req.GetHitsAddend(), &calls[i]); err != nil {
+			return invalid("descriptors[" + strconv.Itoa(i) + "]" + err.Error())
+		}
+	}
+	return nil
+}
+
+// descErr is a problem in one descriptor; its text starts with the field
+// below the descriptor (".entries[2] (\"path\"): ...").
+type descErr string
+
+func (e descErr) Error() string { return string(e) }
+
+func parseDescriptor(d *ratelimitv3.RateLimitDescriptor, hits uint32, c *call) error {
+	*c = call{}
+	cost := uint64(hits)
+	if h := d.GetHitsAddend(); h != nil {
+		if h.GetValue() > MaxHitsAddend {
+			return descErr(".hits_addend: must be at most " + strconv.Itoa(MaxHitsAddend) + ", got " + strconv.FormatUint(h.GetValue(), 10))
+		}
+		cost = h.GetValue()
+	}
+	if cost == 0 {
+		cost = 1
+	}
+	c.req.Cost = int64(cost)
+	if d.GetIsNegativeHits() {
+		return descErr(".is_negative_hits: not supported: sluice never gives back what a call took")
+	}
+	es := d.GetEntries()
+	switch {
+	case len(es) == 0:
+		return descErr(".entries: want at least one")
+	case len(es) > MaxEntries:
+		return descErr(".entries: want at most " + strconv.Itoa(MaxEntries) + ", got " + strconv.Itoa(len(es)))
+	}
+	for j, e := range es {
+		key, val := e.GetKey(), e.GetValue()
+		at := func(msg string) error {
+			return descErr(".entries[" + strconv.Itoa(j) + "] (" + strconv.Quote(key) + "): " + msg)
+		}
+		if key == "" {
+			return descErr(".entries[" + strconv.Itoa(j) + "].key: required")
+		}
+		var f field
+		switch key {
+		case KeyUser:
+			f = fUser
+			if msg := identityProblem(val); msg != "" {
+				return at(msg)
+			}
+		case KeyAPIKey:
+			f = fAPIKey
+			if msg := identityProblem(val); msg != "" {
+				return at(msg)
+			}
+		case KeyRemoteAddress, KeyIP:
+			f = fIP
+			if len(val) > 64 {
+				return at("not an IP address: " + quote(val))
+			}
+			if _, err := identity.ParseIP(val); err != nil {
+				return at("not an IP address: " + quote(val))
+			}
+			val = strings.TrimSuffix(strings.TrimPrefix(val, "["), "]")
+		case KeyPlan:
+			f = fPlan
+			if !validPlan(val) {
+				return at("must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got " + quote(val))
+			}
+		case KeyMethod:
+			f = fMethod
+			if !validMethod(val) {
+				return at("must be an uppercase HTTP method such as GET, got " + quote(val))
+			}
+		case KeyPath:
+			f = fPath
+			if msg := pathProblem(val); msg != "" {
+				return at(msg)
+			}
+			if i := strings.IndexAny(val, "?#"); i >= 0 {
+				val = val[:i]
+			}
+		default:
+			continue // not an entry sluice reads
+		}
+		p := c.field(f)
+		if *p != "" && *p != val {
+			return at("given twice with different values (" + quote(*p) + " and " + quote(val) + ")")
+		}
+		*p = val
+	}
+	return nil
+}
+
+// merge unites the calls into one when they agree: the same cost, and no
+// entry with two different values. It reports false when they do not.
+func merge(calls []call, dst *call) bool {
+	*dst = calls[0]
+	for i := 1; i < len(calls); i++ {
+		c := &calls[i]
+		if c.req.Cost != dst.req.Cost {
+			return false
+		}
+		for f := range nFields {
+			v, p := *c.field(f), dst.field(f)
+			switch {
+			case v == "":
+			case *p == "":
+				*p = v
+			case *p != v:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func identityProblem(s string) string {
+	switch {
+	case s == "":
+		return "empty value"
+	case len(s) > server.MaxIdentity:
+		return "must be at most " + strconv.Itoa(server.MaxIdentity) + " bytes, got " + strconv.Itoa(len(s))
+	case !utf8.ValidString(s):
+		return "must be valid UTF-8"
+	case strings.ContainsFunc(s, unicode.IsControl):
+		return "must not contain control characters"
+	}
+	return ""
+}
+
+func pathProblem(s string) string {
+	switch {
+	case s == "":
+		return "empty value"
+	case len(s) > MaxPath:
+		return "must be at most " + strconv.Itoa(MaxPath) + " bytes, got " + strconv.Itoa(len(s))
+	case !utf8.ValidString(s):
+		return "must be valid UTF-8"
+	case strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		return "must not contain whitespace or control characters, got " + quote(s)
+	}
+	return ""
+}
+
+func validPlan(p string) bool {
+	if p == "" || len(p) > server.MaxPlan || !isAlnum(p[0]) {
+		return false
+	}
+	for i := 1; i < len(p); i++ {
+		if c := p[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func validMethod(m string) bool {
+	if m == "" || len(m) > server.MaxMethod {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		if m[i] < 'A' || m[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+// quote quotes s for an error message, eliding the middle of long values.
+func quote(s string) string {
+	const max = 80
+	if len(s) > max {
+		cut, end := max/2, len(s)-max/2
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		for end < len(s) && !utf8.RuneStart(s[end]) {
+			end++
+		}
+		return strconv.Quote(s[:cut]) + "…" + strconv.Quote(s[end:])
+	}
+	return strconv.Quote(s)
+}

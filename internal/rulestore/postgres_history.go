@@ -1,0 +1,193 @@
+package rulestore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/rules"
+)
+
+// History returns the recorded changes q selects, newest first; see
+// Historian. An unreachable database is an error wrapping ErrUnavailable.
+func (p *Postgres) History(ctx context.Context, q HistoryQuery) ([]Change, error) {
+	switch q.Kind {
+	case "", KindRule, KindClient, KindDefaultPlan:
+	default:
+		return nil, fmt.Errorf("rulestore: history: kind %q: want %s, %s or %s", q.Kind, KindRule, KindClient, KindDefaultPlan)
+	}
+	limit := q.Limit
+	switch {
+	case limit <= 0:
+		limit = DefaultHistoryLimit
+	case limit > MaxHistoryLimit:
+		limit = MaxHistoryLimit
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.writeTO)
+	defer cancel()
+	if err := p.ensureMigrated(ctx); err != nil {
+		return nil, p.readError("read the history", err)
+	}
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if q.Kind != "" {
+		where = append(where, "h.kind = "+arg(q.Kind))
+	}
+	if q.ID != "" {
+		where = append(where, "h.id = "+arg(q.ID))
+	}
+	if q.Before > 0 {
+		where = append(where, "h.revision < "+arg(q.Before))
+	}
+	sql := `SELECT h.revision, r.at, r.actor, h.kind, h.id, h.op, h.before::text, h.after::text
+		FROM sluice_history h JOIN sluice_revisions r ON r.revision = h.revision`
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	sql += " ORDER BY h.revision DESC, h.seq DESC LIMIT " + arg(limit)
+	rows, err := p.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, p.readError("read the history", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Change, error) {
+		var c Change
+		var before, after *string
+		err := row.Scan(&c.Revision, &c.Time, &c.Actor, &c.Kind, &c.ID, &c.Op, &before, &after)
+		if before != nil {
+			c.Before = []byte(*before)
+		}
+		if after != nil {
+			c.After = []byte(*after)
+		}
+		return c, err
+	})
+	if err != nil {
+		return nil, p.readError("read the history", err)
+	}
+	return out, nil
+}
+
+// SetAt returns the rule set in force at revision, rebuilt from the
+// history: each rule's and client's latest change up to that revision, the
+// rule order and default plan of that revision. See Historian.
+func (p *Postgres) SetAt(ctx context.Context, revision int64) (*rules.Set, error) {
+	if revision < 0 {
+		return nil, fmt.Errorf("%w: revision %d: revisions start at 0", ErrNotFound, revision)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.writeTO)
+	defer cancel()
+	if err := p.ensureMigrated(ctx); err != nil {
+		return nil, p.readError("read the history", err)
+	}
+	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, p.readError("read the history", err)
+	}
+	defer rollback(tx)
+	set, err := setAt(ctx, tx, revision)
+	if err != nil {
+		if isBadData(err) || errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		return nil, p.readError("read the history", err)
+	}
+	return set, nil
+}
+
+func setAt(ctx context.Context, tx pgx.Tx, revision int64) (*rules.Set, error) {
+	var head int64
+	if err := tx.QueryRow(ctx, `SELECT revision FROM sluice_state`).Scan(&head); err != nil {
+		return nil, err
+	}
+	if revision > head {
+		return nil, fmt.Errorf("%w: revision %d does not exist; the current revision is %d", ErrNotFound, revision, head)
+	}
+	set := &rules.Set{Revision: revision}
+	if revision == 0 {
+		return set, nil
+	}
+	var order []string
+	err := tx.QueryRow(ctx, `SELECT default_plan, rule_order FROM sluice_revisions WHERE revision = $1`, revision).
+		Scan(&set.DefaultPlan, &order)
+	if err == pgx.ErrNoRows {
+		return nil, badDataError{fmt.Errorf("sluice_revisions has no row for revision %d", revision)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, `SELECT DISTINCT ON (kind, id) kind, id, op, after::text
+		FROM sluice_history WHERE revision <= $1 AND kind IN ('rule', 'client')
+		ORDER BY kind, id, revision DESC, seq DESC`, revision)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]rules.Rule{}
+	for rows.Next() {
+		var kind, id, op string
+		var after *string
+		if err := rows.Scan(&kind, &id, &op, &after); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if op == OpDelete {
+			continue
+		}
+		if after == nil {
+			rows.Close()
+			return nil, badDataError{fmt.Errorf("sluice_history: the %s of %s %q has no new value", op, kind, id)}
+		}
+		switch kind {
+		case KindRule:
+			r, err := rules.DecodeRuleJSON([]byte(*after))
+			if err != nil {
+				rows.Close()
+				return nil, badDataError{fmt.Errorf("sluice_history: rule %q: %w", id, err)}
+			}
+			byID[id] = r
+		case KindClient:
+			var c rules.Client
+			err := json.Unmarshal([]byte(*after), &c)
+			if err == nil {
+				err = c.Validate()
+			}
+			if err != nil {
+				rows.Close()
+				return nil, badDataError{fmt.Errorf("sluice_history: client %q: %w", id, err)}
+			}
+			if set.Clients == nil {
+				set.Clients = map[string]rules.Client{}
+			}
+			set.Clients[id] = c
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	set.Rules = make([]rules.Rule, 0, len(order))
+	for _, id := range order {
+		r, ok := byID[id]
+		if !ok {
+			return nil, badDataError{fmt.Errorf("sluice_history: rule %q is in force at revision %d but has no recorded value", id, revision)}
+		}
+		set.Rules = append(set.Rules, r)
+	}
+	return set, nil
+}
+
+// readError describes a failed read of the history: ErrUnavailable when
+// the database is unreachable.
+func (p *Postgres) readError(step string, err error) error {
+	if isUnavailable(err) {
+		return fmt.Errorf("%w: the rules database %s is unreachable (%s: %w)", ErrUnavailable, p.loc, step, err)
+	}
+	return fmt.Errorf("rulestore: postgres: %s: %w", step, err)
+}

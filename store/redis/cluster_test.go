@@ -1,0 +1,229 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/algorithm/conformance"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/limiter"
+	sredis "github.com/sluicehq/sluice/store/redis"
+)
+
+// TestNoScript: a server that lost the scripts (SCRIPT FLUSH, as after a
+// restart or a failover) still decides: EVALSHA fails with NOSCRIPT and the
+// store falls back to EVAL, which loads the script again.
+func TestNoScript(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, batch := range []int{1, 64} {
+		t.Run(fmt.Sprintf("max_batch=%d", batch), func(t *testing.T) {
+			s := openStore(t, func(c *sredis.Config) { c.MaxBatch = batch; c.DenialCache = false }, srv.Addr())
+			op := limiter.Op{Client: fmt.Sprintf("user:noscript-%d", batch), Rule: "r",
+				Params: paramsOf(algorithm.TokenBucket, 100, conformance.Hour), Cost: 1}
+			for call := 1; call <= 3; call++ {
+				do(t, srv, "script", "flush")
+				_, eval0 := scriptCalls(t, srv)
+				res, _ := take(t, s, op)
+				if !res[0].Allowed || res[0].Remaining != int64(100-call) {
+					t.Fatalf("call %d after SCRIPT FLUSH = %+v, want allowed, remaining %d", call, res[0], 100-call)
+				}
+				if _, eval1 := scriptCalls(t, srv); eval1 != eval0+1 {
+					t.Fatalf("EVAL calls after SCRIPT FLUSH = %d, want %d (the fallback)", eval1, eval0+1)
+				}
+			}
+			// Concurrent calls right after a flush: every one falls back or
+			// finds the script that another's EVAL loaded.
+			do(t, srv, "script", "flush")
+			var wg sync.WaitGroup
+			var allowed atomic.Int64
+			errs := make(chan error, 64)
+			for g := range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					op := op
+					op.Client = fmt.Sprintf("user:noscript-%d-%d", batch, g)
+					res := make([]algorithm.Result, 1)
+					if _, err := s.Take(context.Background(), []limiter.Op{op}, res); err != nil {
+						errs <- err
+						return
+					}
+					if res[0].Allowed {
+						allowed.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("Take after SCRIPT FLUSH: %v", err)
+			}
+			if got := allowed.Load(); got != 64 {
+				t.Fatalf("allowed after SCRIPT FLUSH = %d, want 64", got)
+			}
+		})
+	}
+}
+
+// TestCluster runs the cluster cases on one 3-master Redis Cluster.
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	c := redistest.StartCluster(t, 3, 0)
+	t.Run("cross_shard_all_or_nothing", func(t *testing.T) { testCrossShard(t, c) })
+	t.Run("same_client_one_script", func(t *testing.T) { testSameClientOneScript(t, c) })
+	t.Run("noscript", func(t *testing.T) { testClusterNoScript(t, c) })
+}
+
+// apart returns a user and an ip client whose keys of rules userRule and
+// ipRule live on different masters.
+func apart(t *testing.T, c *redistest.Cluster, s *sredis.Store, prefix, userRule, ipRule string) (user, ip string) {
+	t.Helper()
+	for i := range 50 {
+		user = fmt.Sprintf("user:%s-%d", prefix, i)
+		ip = fmt.Sprintf("ip:198.51.100.%d", i)
+		if c.MasterOf(t, s.Key(user, userRule)) != c.MasterOf(t, s.Key(ip, ipRule)) {
+			return user, ip
+		}
+	}
+	t.Fatal("no user and ip on different masters in 50 tries")
+	return "", ""
+}
+
+// keyState returns what the store keeps under key on srv: the string value,
+// or a sorted set's scores.
+func keyState(t *testing.T, srv *redistest.Server, key string) string {
+	t.Helper()
+	if typ := do(t, srv, "type", key); typ == "zset" {
+		out := do(t, srv, "zrange", key, "0", "-1", "withscores")
+		var scores []string
+		for i, f := range strings.Split(out, "\n") {
+			if i%2 == 1 {
+				scores = append(scores, f)
+			}
+		}
+		return "zset " + strings.Join(scores, " ")
+	}
+	return do(t, srv, "get", key)
+}
+
+// testCrossShard: a per-user rule (limit 5) and a per-ip rule (limit 2) whose
+// keys live on different masters. Once the ip bucket is empty, every call is
+// denied and the user's bucket, taken from by its own shard's script, is
+// given back exactly: its stored state is what it was, and a call through
+// another ip sees 5 − 3 remaining.
+func testCrossShard(t *testing.T, c *redistest.Cluster) {
+	for _, k := range algorithm.Kinds {
+		t.Run(k.String(), func(t *testing.T) {
+			var clock atomic.Int64
+			clock.Store(conformance.Base + 30*conformance.Minute)
+			s := openStore(t, func(cfg *sredis.Config) { cfg.Clock = clock.Load; cfg.DenialCache = false }, c.Addrs()...)
+			userP := paramsOf(k, 5, conformance.Hour)
+			ipP := paramsOf(k, 2, conformance.Hour)
+			if k == algorithm.LeakyBucket {
+				userP.Burst = 4 // capacity 5 and 2, like the others
+			}
+			user, ip := apart(t, c, s, "xshard-"+k.String(), "per-user", "per-ip")
+			userKey := s.Key(user, "per-user")
+			userMaster := c.MasterOf(t, userKey)
+			call := func(ip string) []algorithm.Result {
+				res, _ := take(t, s,
+					limiter.Op{Client: user, Rule: "per-user", Params: userP, Cost: 1},
+					limiter.Op{Client: ip, Rule: "per-ip", Params: ipP, Cost: 1})
+				return res
+			}
+			for i := range 2 {
+				if res := call(ip); !res[0].Allowed || !res[1].Allowed {
+					t.Fatalf("call %d = %+v, want both allowed", i+1, res)
+				}
+			}
+			before := keyState(t, userMaster, userKey)
+			for i := range 5 {
+				res := call(ip)
+				if res[1].Allowed {
+					t.Fatalf("call %d: per-ip = %+v, want denied (limit 2)", i+3, res[1])
+				}
+				if after := keyState(t, userMaster, userKey); after != before {
+					t.Fatalf("call %d denied by the ip: user bucket %q, want %q as before", i+3, after, before)
+				}
+			}
+			if k == algorithm.SlidingLog {
+				if n := do(t, userMaster, "zcard", userKey); n != "2" {
+					t.Fatalf("user log has %s entries, want 2", n)
+				}
+			}
+			// Through another ip the user still has 5 − 2 − 1.
+			res := call("ip:203.0.113.250")
+			if !res[0].Allowed || res[0].Remaining != 2 {
+				t.Fatalf("call through another ip: per-user = %+v, want allowed, remaining 2", res[0])
+			}
+		})
+	}
+}
+
+// testSameClientOneScript: two rules of one client are one script on the
+// client's shard — one EVALSHA per call, no give-back — and all or nothing.
+func testSameClientOneScript(t *testing.T, c *redistest.Cluster) {
+	var clock atomic.Int64
+	clock.Store(conformance.Base + 30*conformance.Minute)
+	s := openStore(t, func(cfg *sredis.Config) { cfg.Clock = clock.Load; cfg.DenialCache = false }, c.Addrs()...)
+	user := "user:same-client"
+	master := c.MasterOf(t, s.Key(user, "a"))
+	a := limiter.Op{Client: user, Rule: "a", Params: paramsOf(algorithm.TokenBucket, 5, conformance.Hour), Cost: 1}
+	b := limiter.Op{Client: user, Rule: "b", Params: paramsOf(algorithm.FixedWindow, 2, conformance.Hour), Cost: 1}
+	for i := range 6 {
+		sha0, eval0 := scriptCalls(t, master)
+		res, _ := take(t, s, a, b)
+		sha1, eval1 := scriptCalls(t, master)
+		if got := sha1 + eval1 - sha0 - eval0; got != 1 {
+			t.Fatalf("call %d ran %d scripts on the client's master, want 1", i+1, got)
+		}
+		if wantB := i < 2; res[1].Allowed != wantB {
+			t.Fatalf("call %d: rule b = %+v, want allowed %v", i+1, res[1], wantB)
+		}
+		// Rule a's answer is as if taken; a denied call takes nothing, so
+		// from the third call on it stays 5 − 2 − 1.
+		if want := int64(5 - min(i, 2) - 1); !res[0].Allowed || res[0].Remaining != want {
+			t.Fatalf("call %d: rule a = %+v, want allowed, remaining %d", i+1, res[0], want)
+		}
+	}
+	if res, _ := take(t, s, a); !res[0].Allowed || res[0].Remaining != 2 {
+		t.Fatalf("rule a alone = %+v, want allowed, remaining 2", res[0])
+	}
+}
+
+// testClusterNoScript: a master that never had the scripts (flushed after
+// the store loaded them everywhere) still decides, through EVAL.
+func testClusterNoScript(t *testing.T, c *redistest.Cluster) {
+	s := openStore(t, func(cfg *sredis.Config) { cfg.DenialCache = false }, c.Addrs()...)
+	seen := map[*redistest.Server]bool{}
+	for i := 0; len(seen) < 3 && i < 100; i++ {
+		client := "user:noscript-" + strconv.Itoa(i)
+		master := c.MasterOf(t, s.Key(client, "r"))
+		if seen[master] {
+			continue
+		}
+		seen[master] = true
+		do(t, master, "script", "flush")
+		_, eval0 := scriptCalls(t, master)
+		op := limiter.Op{Client: client, Rule: "r", Params: paramsOf(algorithm.TokenBucket, 10, conformance.Hour), Cost: 1}
+		for call := 1; call <= 3; call++ {
+			if res, _ := take(t, s, op); !res[0].Allowed || res[0].Remaining != int64(10-call) {
+				t.Fatalf("%s on %s, call %d = %+v, want allowed, remaining %d", client, master.Addr(), call, res[0], 10-call)
+			}
+		}
+		if _, eval1 := scriptCalls(t, master); eval1 != eval0+1 {
+			t.Fatalf("EVAL on %s = %d, want %d: one fallback, then EVALSHA", master.Addr(), eval1, eval0+1)
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("reached %d masters, want 3", len(seen))
+	}
+}

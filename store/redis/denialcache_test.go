@@ -1,0 +1,210 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/algorithm/conformance"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/limiter"
+	sredis "github.com/sluicehq/sluice/store/redis"
+)
+
+// TestDenialCacheNeverDeniesEarly: the local denial cache never denies a
+// call Redis would allow. Two stores share one server on its real clock:
+// goroutines hammer a small bucket through the cached one, and each call it
+// denies locally is sent at once through the uncached one, which asks
+// Redis. Whenever that second answer was computed before the cache's
+// deadline (it returned before the first call's start + RetryAfter), Redis
+// must deny too.
+func TestDenialCacheNeverDeniesEarly(t *testing.T) {
+	srv := redistest.Start(t)
+	cached := openStore(t, nil, srv.Addr())
+	direct := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	for _, p := range []algorithm.Params{
+		paramsOf(algorithm.TokenBucket, 5, 200*conformance.Millisecond),
+		paramsOf(algorithm.FixedWindow, 5, 200*conformance.Millisecond),
+		paramsOf(algorithm.LeakyBucket, 5, 200*conformance.Millisecond),
+	} {
+		t.Run(p.Kind.String(), func(t *testing.T) {
+			op := []limiter.Op{{Client: "user:hammer-" + p.Kind.String(), Rule: "r", Params: p, Cost: 1}}
+			var local, compared, allowed, late atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			stop := time.Now().Add(1500 * time.Millisecond)
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res := make([]algorithm.Result, 1)
+					check := make([]algorithm.Result, 1)
+					for n := 0; n < 20000 && time.Now().Before(stop); n++ {
+						start := time.Now()
+						info, err := cached.Take(context.Background(), op, res)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if res[0].Allowed {
+							allowed.Add(1)
+						}
+						if info.Source != limiter.SourceLocalDenialCache {
+							continue
+						}
+						local.Add(1)
+						if _, err := direct.Take(context.Background(), op, check); err != nil {
+							errs <- err
+							return
+						}
+						if time.Since(start) >= time.Duration(res[0].RetryAfter)*time.Microsecond {
+							if check[0].Allowed {
+								late.Add(1)
+							}
+							continue // Redis may have answered after the deadline
+						}
+						compared.Add(1)
+						if check[0].Allowed {
+							errs <- fmt.Errorf("cache denied with retry after %d µs, but Redis allowed the same call %s later",
+								res[0].RetryAfter, time.Since(start))
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			t.Logf("%d allowed, %d denied locally, %d of them checked against Redis before their deadline (%d checks after it were allowed)",
+				allowed.Load(), local.Load(), compared.Load(), late.Load())
+			if compared.Load() < 20 {
+				t.Fatalf("only %d local denials checked against Redis, want ≥ 20", compared.Load())
+			}
+		})
+	}
+}
+
+// TestDenialCacheRuleEdit: a cached denial holds only for the params it was
+// made under: an edited rule goes to Redis at once, where a raised limit
+// applies to the existing bucket (a fixed window: its count of 1 is under
+// the new limit). The edit voids the entry even when it is undone: under
+// the other params the bucket may have gained capacity (a token bucket
+// refilling faster), so the old deadline no longer holds.
+func TestDenialCacheRuleEdit(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, nil, srv.Addr())
+	op := limiter.Op{Client: "user:edit", Rule: "r", Params: paramsOf(algorithm.FixedWindow, 1, conformance.Day), Cost: 1}
+	steps := []struct {
+		limit   int64
+		allowed bool
+		source  limiter.Source
+	}{
+		{1, true, limiter.SourceStore},
+		{1, false, limiter.SourceStore},            // Redis denies: cached
+		{1, false, limiter.SourceLocalDenialCache}, // same rule: local
+		{100, true, limiter.SourceStore},           // limit raised: to Redis, allowed
+		{100, true, limiter.SourceStore},           // and the bucket keeps the new limit
+		{1, false, limiter.SourceStore},            // lowered again: the old entry is void, Redis denies
+		{1, false, limiter.SourceLocalDenialCache}, // cached under the lowered rule
+	}
+	for i, st := range steps {
+		o := op
+		o.Params.Limit = st.limit
+		before := s.LocalDenials()
+		res, info := take(t, s, o)
+		if res[0].Allowed != st.allowed || info.Source != st.source {
+			t.Fatalf("step %d (limit %d) = %+v from %v, want allowed %v from %v", i, st.limit, res[0], info.Source, st.allowed, st.source)
+		}
+		if local := s.LocalDenials() - before; (local == 1) != (st.source == limiter.SourceLocalDenialCache) {
+			t.Fatalf("step %d: LocalDenials grew by %d", i, local)
+		}
+	}
+}
+
+// abuse sends calls × goroutines calls of one client (limit 10 a minute)
+// through s and returns the scripts the server ran for them.
+func abuse(t testing.TB, srv *redistest.Server, s *sredis.Store, client string, goroutines, calls int) int64 {
+	t.Helper()
+	op := []limiter.Op{{Client: client, Rule: "r", Params: paramsOf(algorithm.TokenBucket, 10, conformance.Minute), Cost: 1}}
+	sha0, eval0 := scriptCalls(t, srv)
+	var wg sync.WaitGroup
+	var allowed atomic.Int64
+	errs := make(chan error, goroutines)
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := make([]algorithm.Result, 1)
+			for range calls {
+				if _, err := s.Take(context.Background(), op, res); err != nil {
+					errs <- err
+					return
+				}
+				if res[0].Allowed {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := allowed.Load(); got < 10 || got > 11 { // one token may refill during the run
+		t.Fatalf("abusive client got %d calls through, want 10 (11 if a token refilled)", got)
+	}
+	sha1, eval1 := scriptCalls(t, srv)
+	return sha1 + eval1 - sha0 - eval0
+}
+
+// TestDenialCacheSparesRedis: one abusive client, 256 goroutines, limit 10
+// a minute. Without the cache every call is a script run; with it, Redis
+// sees the calls until the first denial is known, then none.
+func TestDenialCacheSparesRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	const goroutines, calls = 256, 40
+	without := abuse(t, srv, openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr()), "user:abuser-1", goroutines, calls)
+	with := abuse(t, srv, openStore(t, nil, srv.Addr()), "user:abuser-2", goroutines, calls)
+	t.Logf("%d calls of one client: %d scripts in Redis without the denial cache, %d with it", goroutines*calls, without, with)
+	if with*20 > without {
+		t.Fatalf("with the denial cache Redis ran %d scripts, without %d: want at most 1/20", with, without)
+	}
+}
+
+// BenchmarkAbusiveClient measures what one abusive client (256 goroutines,
+// limit 10 a minute) costs Redis, in scripts per call, with and without the
+// local denial cache.
+func BenchmarkAbusiveClient(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, cache := range []bool{false, true} {
+		b.Run(fmt.Sprintf("denial_cache=%v", cache), func(b *testing.B) {
+			s := openStore(b, func(c *sredis.Config) { c.DenialCache = cache }, srv.Addr())
+			op := []limiter.Op{{Client: fmt.Sprintf("user:bench-abuser-%v", cache), Rule: "r",
+				Params: paramsOf(algorithm.TokenBucket, 10, conformance.Minute), Cost: 1}}
+			sha0, eval0 := scriptCalls(b, srv)
+			b.SetParallelism(128) // 256 goroutines on 2 cores
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				res := make([]algorithm.Result, 1)
+				for pb.Next() {
+					if _, err := s.Take(context.Background(), op, res); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			sha1, eval1 := scriptCalls(b, srv)
+			b.ReportMetric(float64(sha1+eval1-sha0-eval0)/float64(b.N), "scripts/op")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}
