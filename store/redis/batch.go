@@ -52,10 +52,14 @@ func (s *Store) exec(ctx context.Context, keys []string, params []byte) (string,
 	return s.take.Exec(ctx, s.client, keys, []string{now, string(params)}).ToString()
 }
 
-// checkReply checks that reply has the size of n keys' answers.
+// checkReply checks that reply has the size of n keys' answers and starts
+// with a time.
 func checkReply(reply string, n int) error {
 	if len(reply) != 8+resultSize*n {
 		return fmt.Errorf("%w: take returned %d bytes for %d buckets", ErrReply, len(reply), n)
+	}
+	if now, ok := exactInt(reply); !ok || now <= 0 {
+		return fmt.Errorf("%w: take returned time %q", ErrReply, reply[:8])
 	}
 	return nil
 }

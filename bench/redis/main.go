@@ -1,0 +1,242 @@
+// Command redis drives sluice's Redis path — limiter.Limiter over
+// store/redis, one token_bucket rule of 100 calls per 10 s per user (the
+// textbook script's capacity 100, refill 10/s) — and measures decisions/s,
+// latency and the Redis CPU time the decisions cost (INFO cpu before and
+// after), the figure bench/redis.sh compares with the textbook script.
+//
+//	go run ./bench/redis -redis 127.0.0.1:6390                   # closed loop, 256 callers
+//	go run ./bench/redis -redis 127.0.0.1:6390 -concurrency 1 -requests 20000
+//	go run ./bench/redis -redis 127.0.0.1:6390 -rate 30000       # fixed rate
+//
+// Every run is bounded by -duration (and -requests when set). The last line
+// is machine-readable: RESULT key=value ….
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/loadgen"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
+	sredis "github.com/sluicehq/sluice/store/redis"
+)
+
+func main() {
+	var (
+		addr        = flag.String("redis", "", "Redis address host:port (required; a server of its own, never a shared one)")
+		duration    = flag.Duration("duration", 10*time.Second, "how long to drive load (upper bound)")
+		concurrency = flag.Int("concurrency", 256, "concurrent callers")
+		keyspace    = flag.Int("keyspace", 1_000_000, "distinct users the callers pick from at random")
+		requests    = flag.Int64("requests", 0, "stop after this many decisions (0: only -duration bounds the run)")
+		rate        = flag.Float64("rate", 0, "fixed total rate in decisions/s, latency measured from the intended send time (0: as fast as possible)")
+		warmup      = flag.Int("warmup", 2000, "decisions made before measuring (loads the script, opens connections)")
+		cpuprofile  = flag.String("cpuprofile", "", "write a CPU profile of the measured run to this file")
+		cache       = flag.Bool("denial-cache", true, "enable the store's local denial cache")
+		maxBatch    = flag.Int("max-batch", sredis.DefaultConfig().MaxBatch, "store/redis Config.MaxBatch (1: no batching)")
+		batchConc   = flag.Int("batch-concurrency", sredis.DefaultConfig().BatchConcurrency, "store/redis Config.BatchConcurrency")
+	)
+	flag.Parse()
+	if *addr == "" {
+		fmt.Fprintln(os.Stderr, "redis bench: -redis is required")
+		os.Exit(2)
+	}
+	cfg := sredis.DefaultConfig()
+	cfg.Addrs = []string{*addr}
+	cfg.DenialCache = *cache
+	cfg.MaxBatch = *maxBatch
+	cfg.BatchConcurrency = *batchConc
+	if err := run(cfg, *duration, *concurrency, *keyspace, *requests, *rate, *warmup, *cpuprofile); err != nil {
+		fmt.Fprintln(os.Stderr, "redis bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg sredis.Config, duration time.Duration, concurrency, keyspace int, requests int64, rate float64, warmup int, cpuprofile string) error {
+	if concurrency < 1 || keyspace < 1 || duration <= 0 {
+		return errors.New("-concurrency, -keyspace and -duration must be positive")
+	}
+	store, err := sredis.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	set := &rules.Set{Rules: []rules.Rule{{
+		ID:        "bench",
+		By:        rules.ByUser,
+		Limit:     100,
+		Window:    rules.Duration(10 * time.Second),
+		Algorithm: algorithm.TokenBucket,
+	}}}
+	ix, err := rules.Compile(set)
+	if err != nil {
+		return err
+	}
+	lim := limiter.New(store, limiter.Config{})
+	lim.SetRules(ix)
+
+	users := make([]string, keyspace)
+	for i := range users {
+		users[i] = "u" + strconv.Itoa(1_000_000_000 + i)[1:]
+	}
+	newCall := func(worker int) loadgen.Call {
+		r := rand.New(rand.NewPCG(uint64(worker)+1, uint64(time.Now().UnixNano())))
+		req := limiter.Request{Method: "GET", Path: "/api/orders"}
+		return func(ctx context.Context) (bool, error) {
+			req.User = users[r.IntN(len(users))]
+			d, err := lim.Check(ctx, &req)
+			return d.Allowed, err
+		}
+	}
+
+	ctx := context.Background()
+	if warmup > 0 {
+		res, err := loadgen.Run(ctx, loadgen.Config{Concurrency: min(concurrency, 16), Duration: 30 * time.Second,
+			Requests: int64(warmup), NewCall: newCall})
+		if err != nil {
+			return err
+		}
+		if res.Errors > 0 {
+			return fmt.Errorf("warm-up: %d errors, first: %v", res.Errors, res.FirstErr)
+		}
+	}
+
+	cpu0, err := redisCPU(ctx, store.Client())
+	if err != nil {
+		return err
+	}
+	cmd0, err := evalshaStats(ctx, store.Client())
+	if err != nil {
+		return err
+	}
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	res, err := loadgen.Run(ctx, loadgen.Config{Concurrency: concurrency, Duration: duration, Requests: requests,
+		Rate: rate, NewCall: newCall})
+	if cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
+		return err
+	}
+	cpu1, err := redisCPU(ctx, store.Client())
+	if err != nil {
+		return err
+	}
+	cmd1, err := evalshaStats(ctx, store.Client())
+	if err != nil {
+		return err
+	}
+
+	cpu := cpu1 - cpu0
+	perSec := res.PerSecond()
+	perCPU := 0.0
+	if cpu > 0 {
+		perCPU = float64(res.Requests) / cpu
+	}
+	usecPerCall := 0.0
+	if n := cmd1.calls - cmd0.calls; n > 0 {
+		usecPerCall = (cmd1.usec - cmd0.usec) / float64(n)
+	}
+	mode := "closed loop"
+	if rate > 0 {
+		mode = fmt.Sprintf("fixed rate %.0f/s, latency from the intended send time", rate)
+	}
+	fmt.Printf("sluice Redis path: %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d\n",
+		concurrency, mode, keyspace, cfg.DenialCache, cfg.MaxBatch, cfg.BatchConcurrency)
+	fmt.Printf("  decisions     %d (%d allowed, %d denied, %d errors) in %s\n", res.Requests, res.Allowed, res.Denied, res.Errors, res.Elapsed.Round(time.Millisecond))
+	fmt.Printf("  decisions/s   %.0f\n", perSec)
+	fmt.Printf("  latency       p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n", us(res.Latency.Quantile(0.5)), us(res.Latency.Quantile(0.9)),
+		us(res.Latency.Quantile(0.99)), us(res.Latency.Quantile(0.999)), us(res.Latency.Max()))
+	fmt.Printf("  redis CPU     %.3f s (used_cpu_user+used_cpu_sys) → %.0f decisions per Redis CPU-second\n", cpu, perCPU)
+	fmt.Printf("  evalsha       %d calls, %.2f µs per call inside Redis\n", cmd1.calls-cmd0.calls, usecPerCall)
+	if res.Late > 0 || res.Missed > 0 {
+		fmt.Printf("  schedule      %d calls late, %d missed (the generator fell behind)\n", res.Late, res.Missed)
+	}
+	if res.Errors > 0 {
+		fmt.Printf("  first error   %v\n", res.FirstErr)
+	}
+	fmt.Printf("RESULT decisions=%d errors=%d decisions_per_s=%.0f p50_us=%.1f p99_us=%.1f redis_cpu_s=%.3f decisions_per_cpu_s=%.0f evalsha_usec_per_call=%.2f\n",
+		res.Requests, res.Errors, perSec, micros(res.Latency.Quantile(0.5)), micros(res.Latency.Quantile(0.99)), cpu, perCPU, usecPerCall)
+	if res.Errors > 0 {
+		return fmt.Errorf("%d calls failed", res.Errors)
+	}
+	return nil
+}
+
+func us(d time.Duration) string { return strconv.FormatFloat(micros(d), 'f', 1, 64) + "µs" }
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// info returns the fields of one INFO section.
+func info(ctx context.Context, c rueidis.Client, section string) (map[string]string, error) {
+	s, err := c.Do(ctx, c.B().Info().Section(section).Build()).ToString()
+	if err != nil {
+		return nil, fmt.Errorf("INFO %s: %w", section, err)
+	}
+	m := make(map[string]string)
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			m[k] = v
+		}
+	}
+	return m, nil
+}
+
+// redisCPU returns the server's used_cpu_user + used_cpu_sys in seconds.
+func redisCPU(ctx context.Context, c rueidis.Client) (float64, error) {
+	m, err := info(ctx, c, "cpu")
+	if err != nil {
+		return 0, err
+	}
+	u, err1 := strconv.ParseFloat(m["used_cpu_user"], 64)
+	s, err2 := strconv.ParseFloat(m["used_cpu_sys"], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("INFO cpu: unreadable used_cpu_user %q / used_cpu_sys %q", m["used_cpu_user"], m["used_cpu_sys"])
+	}
+	return u + s, nil
+}
+
+type cmdStat struct {
+	calls int64
+	usec  float64
+}
+
+// evalshaStats returns the calls and total µs of EVALSHA (cmdstat_evalsha).
+func evalshaStats(ctx context.Context, c rueidis.Client) (cmdStat, error) {
+	m, err := info(ctx, c, "commandstats")
+	if err != nil {
+		return cmdStat{}, err
+	}
+	var st cmdStat
+	for _, f := range strings.Split(m["cmdstat_evalsha"], ",") {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "calls":
+			st.calls, _ = strconv.ParseInt(v, 10, 64)
+		case "usec":
+			st.usec, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return st, nil
+}
