@@ -209,8 +209,10 @@ rules:
   - {id: orders-per-ip, match: {endpoint: "GET /api/orders"}, by: ip, limit: 5, window: 1h}
 `)
 	up := newCountingUpstream(t, nil)
-	gw := startGateway(t, rulesPath, up.URL, "--redis", rdb.Addr())
-	svc := serve(t, rulesPath, "--redis", rdb.Addr())
+	// A generous store deadline: this test compares the shared bucket's
+	// answers, which a busy machine must not send to the local fallback.
+	gw := startGateway(t, rulesPath, up.URL, "--redis", rdb.Addr(), "--store-timeout", "1s")
+	svc := serve(t, rulesPath, "--redis", rdb.Addr(), "--store-timeout", "1s")
 	check := map[string]any{"ip": "127.0.0.1", "endpoint": "GET /api/orders"}
 
 	c := gwDo(t, "GET", gw.url+"/api/orders", nil)

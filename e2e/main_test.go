@@ -82,9 +82,12 @@ func (in *instance) start() {
 	in.t.Helper()
 	in.data = "http://127.0.0.1:" + strconv.Itoa(in.dataPort)
 	in.admin = "http://127.0.0.1:" + strconv.Itoa(in.adminPort)
+	// gRPC on a free port (the default :8081 would collide between
+	// instances); a test's own --grpc-listen, later, wins.
 	args := append([]string{"serve",
 		"--listen", "127.0.0.1:" + strconv.Itoa(in.dataPort),
 		"--admin-listen", "127.0.0.1:" + strconv.Itoa(in.adminPort),
+		"--grpc-listen", "127.0.0.1:0",
 		"--rules", in.rules, "--rules-poll", "100ms",
 	}, in.args...)
 	in.cmd = exec.Command(binary, args...)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,16 +20,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
-
-func init() {
-	// sluice serve listens for gRPC on :8081 by default: give the
-	// instances of every e2e test a free port instead, so that they can run
-	// side by side (and next to a sluice on this machine). A test that
-	// passes --grpc-listen wins over this.
-	if os.Getenv("SLUICE_GRPC_LISTEN") == "" {
-		os.Setenv("SLUICE_GRPC_LISTEN", "127.0.0.1:0")
-	}
-}
 
 // TestEnvoyRLS runs sluice serve with --grpc-listen and --access-log and
 // asks it through Envoy's API, with go-control-plane's client: the same
@@ -123,12 +112,13 @@ func TestEnvoyRLS(t *testing.T) {
 		t.Errorf("health = %v, %v, want SERVING", h, err)
 	}
 
-	// Metrics on the data plane: the gRPC decisions are counted.
+	// Metrics on the data plane: the decisions of both APIs are counted
+	// (per-user: 1 HTTP + 2 gRPC allowed, 1 gRPC + 1 HTTP denied).
 	fams := scrapeMetrics(t, in.data+"/metrics")
 	for _, tt := range []struct {
 		rule, outcome string
 		want          float64
-	}{{"per-user", "allowed", 2}, {"per-user", "denied", 1}, {"edge-login", "denied", 1}} {
+	}{{"per-user", "allowed", 3}, {"per-user", "denied", 2}, {"edge-login", "denied", 1}} {
 		if got := counterValue(fams["sluice_decisions_total"], map[string]string{"rule": tt.rule, "outcome": tt.outcome, "source": "store"}); got != tt.want {
 			t.Errorf("sluice_decisions_total{rule=%q,outcome=%q} = %v, want %v", tt.rule, tt.outcome, got, tt.want)
 		}

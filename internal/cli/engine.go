@@ -48,8 +48,9 @@ type engine struct {
 
 // openEngine opens the rules store and the counter store f names and
 // returns a limiter with the rules in force, following every change of
-// them.
-func openEngine(ctx context.Context, f serveFlags) (*engine, error) {
+// them. instrument, when set, wraps the counter store before the limiter
+// uses it (serve's metrics).
+func openEngine(ctx context.Context, f serveFlags, instrument func(*slog.Logger, rulestore.Source, limiter.Store) limiter.Store) (*engine, error) {
 	log, err := newLogger(f.logLevel, f.logFormat)
 	if err != nil {
 		return nil, err
@@ -63,7 +64,11 @@ func openEngine(ctx context.Context, f serveFlags) (*engine, error) {
 		src.Close()
 		return nil, err
 	}
-	lim := limiter.New(store, limiter.Config{IPv6Prefix: f.ipv6Prefix})
+	var decided limiter.Store = store
+	if instrument != nil {
+		decided = instrument(log, src, store)
+	}
+	lim := limiter.New(decided, limiter.Config{IPv6Prefix: f.ipv6Prefix})
 	lim.SetRules(src.Current())
 	src.Subscribe(func(ix *rules.Index) {
 		lim.SetRules(ix)

@@ -134,7 +134,7 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 			return err
 		}
 	}
-	eng, err := openEngine(ctx, f.engine)
+	eng, err := openEngine(ctx, f.engine, nil)
 	if err != nil {
 		return err
 	}

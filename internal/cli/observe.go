@@ -64,7 +64,12 @@ func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store lim
 		o.store = m.Store("memory", st)
 		m.WatchBuckets(st.Len)
 	case *failover.Store:
-		o.store = m.Store("redis", st)
+		// The decision's time in the store layer (Redis or, while it
+		// fails, the local fallback) is store="failover"; the calls to
+		// Redis themselves are store="redis".
+		o.store = m.Store("failover", st)
+		st.SetOnCall(m.SharedCall)
+		m.WatchFailover(st)
 		m.WatchLocalDenials(func() int64 {
 			if p, ok := st.Primary().(*sredis.Store); ok {
 				return p.LocalDenials()

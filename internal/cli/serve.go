@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // serveFlags are the flags of `sluice serve` (SPEC §3).
@@ -65,66 +65,30 @@ if missing). Every flag also reads SLUICE_<FLAG>, e.g. SLUICE_ADMIN_TOKEN.`,
 	addGRPCFlags(fl, &f.obs)
 	fl.StringVar(&f.adminListen, "admin-listen", "127.0.0.1:9090", "admin API address; a non-loopback address requires --admin-token")
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token the admin API requires (empty: none, loopback only)")
-	fl.StringVar(&f.rules, "rules", "sluice-rules.yaml", "rules store: a YAML file path, or a postgres:// URL (see docs/fleet.md)")
-	fl.DurationVar(&f.rulesPoll, "rules-poll", time.Second, "how often the rules file is checked for hand edits")
-	addRulesStoreFlags(fl, &f.rulesStore)
-	fl.StringVar(&f.redis, "redis", "", "Redis address(es), host:port[,host:port...]; a cluster is detected; empty: embedded in-memory store")
-	fl.StringVar(&f.redisUser, "redis-username", "", "Redis ACL user")
-	fl.StringVar(&f.redisPass, "redis-password", "", "Redis password (prefer SLUICE_REDIS_PASSWORD)")
-	fl.BoolVar(&f.redisTLS, "redis-tls", false, "connect to Redis with TLS")
-	fl.StringVar(&f.redisTLSCA, "redis-tls-ca", "", "PEM file of the CA that signed the Redis server certificate (implies --redis-tls)")
-	fl.DurationVar(&f.storeTimeout, "store-timeout", 5*time.Millisecond, "deadline of every call to the shared store; past it the call is decided locally")
-	fl.DurationVar(&f.probeInterval, "probe-interval", 250*time.Millisecond, "how often a failing shared store is probed (and the Retry-After of fail-closed denials meanwhile)")
-	fl.IntVar(&f.instances, "instances", 0, "number of sluice instances the local fallback divides limits by (0: count them in Redis)")
-	fl.IntVar(&f.ipv6Prefix, "ipv6-prefix", 64, "prefix length IPv6 callers are keyed by")
-	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
-	addAccessLogFlags(fl, &f.obs)
-	fl.DurationVar(&f.shutdown, "shutdown-timeout", 10*time.Second, "how long to let in-flight calls finish on SIGTERM")
+	addEngineFlags(fl, &f)
 	return cmd
 }
 
 func runServe(ctx context.Context, f serveFlags) error {
-	log, err := newLogger(f.logLevel, f.logFormat)
-	if err != nil {
-		return err
-	}
 	if err := admin.CheckBind(f.adminListen, f.adminToken); err != nil {
 		return err
 	}
-	src, err := openRules(ctx, f.rules, f.rulesPoll, f.rulesStore, log)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-
-	store, storeInfo, err := openStore(f, log)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-
-	obs := newObserver(f, log, src, store)
-	lim := limiter.New(obs.store, limiter.Config{IPv6Prefix: f.ipv6Prefix})
-	lim.SetRules(src.Current())
-	src.Subscribe(func(ix *rules.Index) {
-		lim.SetRules(ix)
-		log.Info("rules in force", "revision", ix.Revision(), "rules", len(ix.Rules()))
+	var obs *observer
+	eng, err := openEngine(ctx, f, func(log *slog.Logger, src rulestore.Source, store limiter.Store) limiter.Store {
+		obs = newObserver(f, log, src, store)
+		return obs.store
 	})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	log, src, lim, storeInfo := eng.log, eng.src, eng.lim, eng.storeInfo
 
 	data := server.New(lim, server.Config{
 		Logger:     log,
 		IPv6Prefix: f.ipv6Prefix,
-		Ready: func() (bool, map[string]any) {
-			st := src.Status()
-			rs := map[string]any{"source": st.Kind, "location": st.Location, "revision": st.Revision}
-			if st.Error != "" {
-				// The last good rules stay in force: still ready.
-				rs["error"] = st.Error
-				rs["error_at"] = st.ErrorAt
-			}
-			return true, map[string]any{"rules": rs, "store": storeInfo()}
-		},
+		Ready:      eng.ready,
+		OnDecision: obs.metrics.Decision,
 	})
 	adm := admin.New(src, admin.Config{Token: f.adminToken, Logger: log})
 

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/store/failover"
 	sredis "github.com/sluicehq/sluice/store/redis"
 )
 
@@ -46,6 +47,43 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 		s.m.storeErrs.WithLabelValues(s.name, ErrorKind(err)).Inc()
 	}
 	return info, err
+}
+
+// SharedCall records one call to the shared store made by the failover
+// layer (the deadline-bound call to Redis itself, not the decision around
+// it) under store="redis": its duration and, if it failed, its error kind.
+func (m *Metrics) SharedCall(d time.Duration, err error) {
+	m.storeTime.WithLabelValues("redis").Observe(d.Seconds())
+	if err != nil {
+		m.storeErrs.WithLabelValues("redis", ErrorKind(err)).Inc()
+	}
+}
+
+// WatchFailover exports the failover layer's state: the breaker
+// (sluice_store_breaker_state{state} = 1 for the current state), the live
+// instances the local fallback divides limits by, and the breaker's
+// openings.
+func (m *Metrics) WatchFailover(fo *failover.Store) {
+	for _, st := range []failover.State{failover.Closed, failover.Open, failover.Connecting} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "sluice_store_breaker_state",
+			Help:        "1 for the shared store's circuit breaker state (closed: decisions go to Redis; open: the store is failing and decisions are local; connecting: never connected yet), 0 for the others.",
+			ConstLabels: prometheus.Labels{"state": st.String()},
+		}, func() float64 {
+			if cur, _ := fo.State(); cur == st {
+				return 1
+			}
+			return 0
+		}))
+	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_instances",
+		Help: "Live sluice instances the local fallback divides limits by (last known).",
+	}, func() float64 { return float64(fo.Instances()) }))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_store_breaker_openings_total",
+		Help: "Times the shared store's circuit breaker opened.",
+	}, func() float64 { return float64(fo.Stats().Opened.Load()) }))
 }
 
 // ErrorKind classifies a store error for the kind label: timeout, canceled,

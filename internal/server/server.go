@@ -56,6 +56,11 @@ type Config struct {
 	// name the client in answers. It must be the limiter's
 	// (limiter.Config.IPv6Prefix). Default identity.DefaultIPv6Prefix (64).
 	IPv6Prefix int
+
+	// OnDecision, when set, is told every decision the check API makes
+	// (metrics). It runs on the request's goroutine: it must be cheap and
+	// must not keep d.
+	OnDecision func(d *limiter.Decision)
 }
 
 // DefaultConfig returns the default configuration.
@@ -216,6 +221,9 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	d, err := s.l.Check(r.Context(), &lr)
 	if err != nil {
 		return s.unavailable(r.Context(), err)
+	}
+	if s.cfg.OnDecision != nil {
+		s.cfg.OnDecision(&d)
 	}
 	h := w.Header()
 	headers.Set(h, &d)

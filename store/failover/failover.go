@@ -75,7 +75,7 @@ type Config struct {
 	// Logger gets one line per breaker transition, never one per call.
 	Logger *slog.Logger
 	// OnCall, when set, is told the duration and error of every call to the
-	// shared store (for metrics). It must not block.
+	// shared store (for metrics). It must not block. SetOnCall changes it.
 	OnCall func(d time.Duration, err error)
 }
 
@@ -107,6 +107,7 @@ type Store struct {
 	connect func(ctx context.Context) (Primary, error)
 	log     *slog.Logger
 
+	onCall   atomic.Pointer[func(time.Duration, error)]
 	primary  atomic.Pointer[primaryBox]
 	fallback atomic.Pointer[memory.Store]
 	state    atomic.Int32
@@ -171,6 +172,9 @@ func New(connect func(ctx context.Context) (Primary, error), cfg Config) *Store 
 	}
 	s.fallback.Store(newFallback())
 	s.since.Store(time.Now().UnixNano())
+	if cfg.OnCall != nil {
+		s.SetOnCall(cfg.OnCall)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ConnectTimeout)
 	p, err := connect(ctx)
@@ -200,6 +204,16 @@ func (s *Store) setState(st State, reason string) {
 	s.state.Store(int32(st))
 	s.reason.Store(&reason)
 	s.since.Store(time.Now().UnixNano())
+}
+
+// SetOnCall sets the function told about every call to the shared store
+// (nil: none).
+func (s *Store) SetOnCall(fn func(d time.Duration, err error)) {
+	if fn == nil {
+		s.onCall.Store(nil)
+		return
+	}
+	s.onCall.Store(&fn)
 }
 
 // State returns the breaker state and, when not closed, why.
@@ -236,8 +250,8 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 			start := time.Now()
 			info, err := b.p.Take(cctx, ops, res)
 			cancel()
-			if s.cfg.OnCall != nil {
-				s.cfg.OnCall(time.Since(start), err)
+			if fn := s.onCall.Load(); fn != nil {
+				(*fn)(time.Since(start), err)
 			}
 			s.count(start)
 			if err == nil {
