@@ -134,6 +134,9 @@ func writeRuleTable(w io.Writer, set *rules.Set) error {
 			limit += " (burst " + strconv.FormatInt(r.Burst, 10) + ")"
 		}
 		var flags []string
+		if r.Match.Domain != "" {
+			flags = append(flags, "domain="+r.Match.Domain) // Envoy RLS only
+		}
 		if r.Shadow {
 			flags = append(flags, "shadow")
 		}
