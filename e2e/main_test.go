@@ -142,6 +142,12 @@ func (in *instance) restart() {
 // do sends a JSON request and decodes a JSON answer into out (if not nil).
 func do(t testing.TB, method, url string, body any, out any) *http.Response {
 	t.Helper()
+	return doWith(t, method, url, body, out)
+}
+
+// doWith is do with request headers (name, value pairs).
+func doWith(t testing.TB, method, url string, body, out any, header ...string) *http.Response {
+	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -161,6 +167,9 @@ func do(t testing.TB, method, url string, body any, out any) *http.Response {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

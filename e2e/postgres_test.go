@@ -3,10 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,40 +68,6 @@ func (in *instance) putLimit(t testing.TB, id, endpoint string, limit int64, hea
 	body := map[string]any{"id": id, "limit": limit, "window": "1h", "match": map[string]any{"endpoint": endpoint}}
 	resp := doWith(t, "PUT", in.admin+"/rules/"+id, body, &out, header...)
 	return resp.StatusCode, out
-}
-
-// doWith is do with request headers (name, value pairs).
-func doWith(t testing.TB, method, url string, body, out any, header ...string) *http.Response {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		buf, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(buf)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: %d %s: %v", method, url, resp.StatusCode, data, err)
-		}
-	}
-	return resp
 }
 
 // listeners returns how many sessions LISTEN for rule changes on the
