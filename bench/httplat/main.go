@@ -19,11 +19,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"math/rand/v2"
-	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -80,51 +79,47 @@ func main() {
 
 	ctx := context.Background()
 	run := func(t target, d time.Duration) *loadgen.Result {
-		tr := &http.Transport{
-			Proxy:               nil,
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: *conc,
-			MaxConnsPerHost:     *conc,
-			DisableCompression:  true,
+		u, err := url.Parse(t.url)
+		if err != nil {
+			log.Fatalf("httplat: %s: %v", t.url, err)
 		}
-		defer tr.CloseIdleConnections()
-		client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		head := "GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nUser-Agent: httplat\r\n"
+		var conns []*loadgen.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
 		res, err := loadgen.Run(ctx, loadgen.Config{
 			Concurrency: *conc,
 			Duration:    d,
 			Rate:        *rate,
 			NewCall: func(worker int) loadgen.Call {
 				rng := rand.New(rand.NewPCG(uint64(worker), 42))
-				buf := make([]byte, 4096)
+				conn, err := loadgen.NewConn(t.url, 10*time.Second)
+				if err != nil {
+					log.Fatal(err)
+				}
+				conns = append(conns, conn)
+				var req []byte
 				return func(ctx context.Context) (bool, error) {
-					req, err := http.NewRequestWithContext(ctx, "GET", t.url, nil)
-					if err != nil {
-						return false, err
-					}
+					req = append(req[:0], head...)
 					if len(xff) > 0 {
-						req.Header["X-Forwarded-For"] = []string{xff[rng.IntN(len(xff))]}
+						req = append(req, "X-Forwarded-For: "...)
+						req = append(req, xff[rng.IntN(len(xff))]...)
+						req = append(req, "\r\n"...)
 					}
-					resp, err := client.Do(req)
-					if err != nil {
+					req = append(req, "\r\n"...)
+					status, _, err := conn.Do(ctx, req)
+					switch {
+					case err != nil:
 						return false, err
-					}
-					for {
-						if _, err := resp.Body.Read(buf); err != nil {
-							if err != io.EOF {
-								resp.Body.Close()
-								return false, err
-							}
-							break
-						}
-					}
-					resp.Body.Close()
-					switch resp.StatusCode {
-					case http.StatusOK:
+					case status == http.StatusOK:
 						return true, nil
-					case http.StatusTooManyRequests:
+					case status == http.StatusTooManyRequests:
 						return false, nil
 					}
-					return false, fmt.Errorf("httplat: %s", resp.Status)
+					return false, fmt.Errorf("httplat: %d %s", status, http.StatusText(status))
 				}
 			},
 		})

@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -56,56 +56,77 @@ func CheckBodies(n int, mode, endpoint string) ([][]byte, error) {
 }
 
 // HTTPCheck calls a sluice data plane's POST /ratelimit/check over
-// keep-alive HTTP/1.1 connections, one per worker, each call with a body
-// drawn at random from a pre-built set. It is safe for concurrent use; each
-// worker uses its own Call.
+// keep-alive HTTP/1.1 connections, one per worker (see Conn), each call
+// with a body drawn at random from a pre-built set. It is safe for
+// concurrent use; each worker uses its own Call.
 type HTTPCheck struct {
-	url    string
-	client *http.Client
-	bodies [][]byte
-	seed   uint64
+	url     string
+	head    []byte // the request up to "Content-Length: "
+	timeout time.Duration
+	bodies  [][]byte
+	seed    uint64
+
+	mu    sync.Mutex
+	conns []*Conn
 }
 
 // NewHTTPCheck returns an HTTPCheck against the service at baseURL (e.g.
-// http://127.0.0.1:8080) with connections for concurrency workers and a
-// per-call timeout.
+// http://127.0.0.1:8080) with a per-call timeout. concurrency is a hint
+// for how many workers will call it.
 func NewHTTPCheck(baseURL string, concurrency int, timeout time.Duration, bodies [][]byte) (*HTTPCheck, error) {
-	if !strings.HasPrefix(baseURL, "http://") && !strings.HasPrefix(baseURL, "https://") {
-		return nil, fmt.Errorf("loadgen: target must be an http:// or https:// URL, got %q", baseURL)
+	if !strings.HasPrefix(baseURL, "http://") {
+		return nil, fmt.Errorf("loadgen: target must be an http:// URL, got %q", baseURL)
 	}
 	if len(bodies) == 0 {
 		return nil, fmt.Errorf("loadgen: no request bodies")
 	}
-	tr := &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          concurrency,
-		MaxIdleConnsPerHost:   concurrency,
-		MaxConnsPerHost:       concurrency,
-		IdleConnTimeout:       90 * time.Second,
-		DisableCompression:    true,
-		ForceAttemptHTTP2:     false,
-		ResponseHeaderTimeout: timeout,
+	u, err := url.Parse(strings.TrimSuffix(baseURL, "/") + "/ratelimit/check")
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: target: %w", err)
 	}
+	head := "POST " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host +
+		"\r\nUser-Agent: sluice-bench\r\nContent-Type: application/json\r\nContent-Length: "
 	return &HTTPCheck{
-		url:    strings.TrimSuffix(baseURL, "/") + "/ratelimit/check",
-		client: &http.Client{Transport: tr, Timeout: timeout},
-		bodies: bodies,
-		seed:   rand.Uint64(),
+		url:     u.String(),
+		head:    []byte(head),
+		timeout: timeout,
+		bodies:  bodies,
+		seed:    rand.Uint64(),
+		conns:   make([]*Conn, 0, concurrency),
 	}, nil
 }
 
 // URL returns the check endpoint's URL.
 func (h *HTTPCheck) URL() string { return h.url }
 
-// Close closes idle connections.
-func (h *HTTPCheck) Close() { h.client.CloseIdleConnections() }
+// Close closes the workers' connections.
+func (h *HTTPCheck) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.conns {
+		c.Close()
+	}
+}
 
-// NewCall returns worker's Call, with its own random source and read buffer.
+// NewCall returns worker's Call, with its own connection, random source and
+// request buffer.
 func (h *HTTPCheck) NewCall(worker int) Call {
 	rng := rand.New(rand.NewPCG(h.seed, uint64(worker)))
-	buf := new(bytes.Buffer)
+	conn, err := NewConn(h.url, h.timeout)
+	if err != nil { // NewHTTPCheck checked the URL
+		panic(err)
+	}
+	h.mu.Lock()
+	h.conns = append(h.conns, conn)
+	h.mu.Unlock()
+	var req []byte
 	return func(ctx context.Context) (bool, error) {
-		return h.do(ctx, h.bodies[rng.IntN(len(h.bodies))], buf)
+		body := h.bodies[rng.IntN(len(h.bodies))]
+		req = append(req[:0], h.head...)
+		req = strconv.AppendInt(req, int64(len(body)), 10)
+		req = append(req, "\r\n\r\n"...)
+		req = append(req, body...)
+		return h.decide(conn.Do(ctx, req))
 	}
 }
 
@@ -114,33 +135,20 @@ var (
 	allowedFalse = []byte(`"allowed":false`)
 )
 
-// do posts one body and reads the decision, reusing buf for the answer.
-func (h *HTTPCheck) do(ctx context.Context, body []byte, buf *bytes.Buffer) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+// decide reads the decision from one answer.
+func (h *HTTPCheck) decide(status int, b []byte, err error) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return false, err
-	}
-	buf.Reset()
-	_, err = buf.ReadFrom(io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	if err != nil {
-		return false, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		msg := bytes.TrimSpace(buf.Bytes())
+	if status != http.StatusOK {
+		msg := bytes.TrimSpace(b)
 		if len(msg) > 200 {
 			msg = msg[:200]
 		}
-		return false, fmt.Errorf("loadgen: %s: %s", resp.Status, msg)
+		return false, fmt.Errorf("loadgen: %d %s: %s", status, http.StatusText(status), msg)
 	}
 	// The service's encoder writes compact JSON; fall back to decoding for
 	// any other spelling.
-	b := buf.Bytes()
 	switch {
 	case bytes.Contains(b, allowedTrue):
 		return true, nil
