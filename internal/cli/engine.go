@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/sluicehq/sluice/internal/gctune"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -32,6 +34,7 @@ func addEngineFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	addAccessLogFlags(fl, &f.obs)
+	fl.IntVar(&f.gcFloorMiB, "gc-floor-mib", 64, "heap size (MiB) below which the garbage collector is not run more often (0: Go's default pacing; GOGC or GOMEMLIMIT in the environment win)")
 	fl.DurationVar(&f.shutdown, "shutdown-timeout", 10*time.Second, "how long to let in-flight calls finish on SIGTERM")
 }
 
@@ -40,6 +43,7 @@ func addEngineFlags(fl *pflag.FlagSet, f *serveFlags) {
 // the counter store. Close it when done.
 type engine struct {
 	log       *slog.Logger
+	gc        *gctune.Tuner
 	src       rulestore.Source
 	store     closingStore
 	storeInfo func() map[string]any
@@ -54,6 +58,9 @@ func openEngine(ctx context.Context, f serveFlags, instrument func(*slog.Logger,
 	log, err := newLogger(f.logLevel, f.logFormat)
 	if err != nil {
 		return nil, err
+	}
+	if f.gcFloorMiB < 0 {
+		return nil, fmt.Errorf("--gc-floor-mib must be ≥ 0, got %d", f.gcFloorMiB)
 	}
 	src, err := openRules(ctx, f.rules, f.rulesPoll, f.rulesStore, log)
 	if err != nil {
@@ -74,7 +81,8 @@ func openEngine(ctx context.Context, f serveFlags, instrument func(*slog.Logger,
 		lim.SetRules(ix)
 		log.Info("rules in force", "revision", ix.Revision(), "rules", len(ix.Rules()))
 	})
-	return &engine{log: log, src: src, store: store, storeInfo: storeInfo, lim: lim}, nil
+	gc := gctune.Floor(uint64(f.gcFloorMiB) << 20)
+	return &engine{log: log, gc: gc, src: src, store: store, storeInfo: storeInfo, lim: lim}, nil
 }
 
 // ready is the /readyz verdict: ready as soon as rules are loaded, with the
@@ -92,6 +100,7 @@ func (e *engine) ready() (bool, map[string]any) {
 
 // Close closes the store and the rules source.
 func (e *engine) Close() error {
+	e.gc.Stop()
 	err := e.store.Close()
 	if cerr := e.src.Close(); err == nil {
 		err = cerr

@@ -39,6 +39,7 @@ type serveFlags struct {
 	ipv6Prefix    int
 	logLevel      string
 	logFormat     string
+	gcFloorMiB    int
 	shutdown      time.Duration
 	obs           observeFlags // --grpc-listen, --access-log (observe.go)
 }
