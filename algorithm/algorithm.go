@@ -10,9 +10,13 @@
 // order (explicit float64 conversions keep the Go compiler from fusing them).
 //
 // A state that is never written by an allowed call stays as it was: a denied
-// call consumes nothing. The one exception is a clock that went backwards,
-// where the state is rebased onto the new now so that a skewed clock cannot
-// block a caller for the length of the skew.
+// call consumes nothing. The exception is a clock that went backwards. The
+// window algorithms rebase their state onto the new now, so that a skewed
+// clock cannot block a caller for the length of the skew. The two buckets
+// store only the instant they are whole again: to them a step back reads as
+// that much more debt, clamped to an empty bucket and written back, so a
+// skew costs at most its own length of refill, never more than one full
+// refill, and never admits a call more.
 package algorithm
 
 import (
@@ -114,7 +118,8 @@ func (p Params) Capacity() int64 {
 // State is the stored state of one bucket. The zero value is a new bucket.
 // Field meaning depends on the algorithm:
 //
-//	TokenBucket    T = last refill (µs, 0 = new), A = tokens
+//	TokenBucket    T = the instant the bucket is full again, in ns since the
+//	               Unix epoch (0 = new); A, B unused (see token_bucket.go)
 //	LeakyBucket    A = theoretical arrival time (µs, as a float)
 //	FixedWindow    T = window start (µs), A = count
 //	SlidingWindow  T = current window start (µs), A = current count, B = previous count
@@ -198,7 +203,7 @@ func Idle(p Params, s State, now int64) int64 {
 		if s.T == 0 {
 			return 0
 		}
-		until = s.T + ceilDuration(float64(p.Capacity())-s.A, p)
+		until = ceilDiv(s.T, 1000) // full again, in µs rounded up
 	case LeakyBucket:
 		until = int64(s.A)
 	case FixedWindow:

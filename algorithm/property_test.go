@@ -134,3 +134,53 @@ func TestNeverOverAdmits(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenBucketRemaining checks that a token bucket's Remaining is what
+// its decision rule then admits: a call of cost Remaining passes right
+// after, one of Remaining+1 does not, and Remaining unit calls in a row
+// pass.
+func TestTokenBucketRemaining(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	checked := 0
+	for iter := 0; iter < 300; iter++ {
+		p := randomParams(r, algorithm.TokenBucket)
+		var s algorithm.State
+		now := conformance.Base + r.Int64N(conformance.Day)
+		for step := 0; step < 40; step++ {
+			now += r.Int64N(p.Window/4 + 1)
+			if r.IntN(20) == 0 {
+				now -= r.Int64N(p.Window + 1)
+			}
+			if r.IntN(20) == 0 {
+				p = randomParams(r, algorithm.TokenBucket) // the rule is edited
+			}
+			res, ns := algorithm.Apply(p, s, now, 1+r.Int64N(p.Capacity()))
+			if res.Changed {
+				s = ns
+			}
+			left := res.Remaining
+			if left > 0 {
+				if got, _ := algorithm.Apply(p, s, now, left); !got.Allowed {
+					t.Fatalf("%+v state %+v at %d: Remaining %d, but a call of cost %d is denied: %+v", p, s, now, left, left, got)
+				}
+			}
+			if left < p.Capacity() {
+				if got, _ := algorithm.Apply(p, s, now, left+1); got.Allowed {
+					t.Fatalf("%+v state %+v at %d: Remaining %d, but a call of cost %d passes", p, s, now, left, left+1)
+				}
+			}
+			if left <= 1000 {
+				u := s
+				for i := int64(0); i < left; i++ {
+					got, nu := algorithm.Apply(p, u, now, 1)
+					if !got.Allowed {
+						t.Fatalf("%+v state %+v at %d: Remaining %d, but unit call %d is denied", p, s, now, left, i+1)
+					}
+					u = nu
+				}
+			}
+			checked++
+		}
+	}
+	t.Logf("%d decisions checked", checked)
+}

@@ -83,15 +83,40 @@ var tokenBucket = []Case{
 		Steps: []Step{
 			{At: 0, Cost: 3, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
 			{At: 0, Remaining: 0, RetryAfter: 333334, ResetAfter: 1 * Second},
-			// 666668, not 666667: (3−0.999999)·10⁶/3 rounds above 666667 in
-			// binary floating point; Lua computes the same.
-			{At: 333333, Remaining: 0, RetryAfter: 1, ResetAfter: 666668},
+			// full again at 1 s: 666,667,000 ns from now
+			{At: 333333, Remaining: 0, RetryAfter: 1, ResetAfter: 666667},
 			{At: 333334, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
 		},
 	},
 	{
-		// time restarts from the new now: no refill for the gap, and the
-		// caller is not blocked for the length of the skew.
+		// A token is 333,333,333.3 ns. Each allowed call's debt is rounded
+		// down to a whole ns (0.3 ns in the caller's favour), so a full
+		// bucket admits exactly 3 at once; then one every 333,333.3 µs, each
+		// at the first whole µs: 333,334, 666,667, 1,000,000, 1,333,334.
+		Name:   "three a second, one at a time",
+		Params: params(tb, 3, Second, 0),
+		Steps: []Step{
+			{At: 0, Allowed: true, Remaining: 2, ResetAfter: 333334},     // F = 333,333,333 ns
+			{At: 0, Allowed: true, Remaining: 1, ResetAfter: 666667},     // 666,666,666
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 1 * Second}, // 999,999,999
+			{At: 0, Remaining: 0, RetryAfter: 333334, ResetAfter: 1 * Second},
+			{At: 333333, Remaining: 0, RetryAfter: 1, ResetAfter: 666667},
+			{At: 333334, Allowed: true, Remaining: 0, ResetAfter: 1 * Second}, // 1,333,333,332
+			{At: 333334, Remaining: 0, RetryAfter: 333333, ResetAfter: 1 * Second},
+			{At: 666666, Remaining: 0, RetryAfter: 1, ResetAfter: 666668},
+			{At: 666667, Allowed: true, Remaining: 0, ResetAfter: 1 * Second}, // 1,666,666,665
+			{At: 999999, Remaining: 0, RetryAfter: 1, ResetAfter: 666668},
+			{At: 1 * Second, Allowed: true, Remaining: 0, ResetAfter: 1 * Second}, // 1,999,999,998
+			{At: 1 * Second, Remaining: 0, RetryAfter: 333334, ResetAfter: 1 * Second},
+			{At: 1333334, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			// Idle for a second: full again, 3 at once.
+			{At: 3 * Second, Cost: 3, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+		},
+	},
+	{
+		// Full again at 11 s, seen from 5 s: 6 s short of full, more than an
+		// empty bucket (1 s). The debt is clamped: the caller is not blocked
+		// for the length of the skew.
 		Name:   "clock jumps backwards",
 		Params: params(tb, 10, Second, 10),
 		Steps: []Step{
@@ -112,12 +137,27 @@ var tokenBucket = []Case{
 		},
 	},
 	{
+		// The state is the time until full; an edited rule reads it at its
+		// own rate. 5 s short of full at 10 a minute is 5/6 of a token
+		// taken: 9.17 left, 8.17 after this call, full again 11 s later.
 		Name:   "lowered limit clamps",
 		Params: params(tb, 100, Minute, 0),
 		Steps: []Step{
 			{At: 0, Cost: 10, Allowed: true, Remaining: 90, ResetAfter: 6 * Second},
-			{At: 1 * Second, Params: edit(tb, 10, Minute, 0), Allowed: true, Remaining: 9, ResetAfter: 6 * Second},
-			{At: 1 * Second, Cost: 10, Remaining: 9, RetryAfter: 6 * Second, ResetAfter: 6 * Second},
+			{At: 1 * Second, Params: edit(tb, 10, Minute, 0), Allowed: true, Remaining: 8, ResetAfter: 11 * Second},
+			{At: 1 * Second, Cost: 10, Remaining: 8, RetryAfter: 11 * Second, ResetAfter: 11 * Second},
+		},
+	},
+	{
+		// 59 s short of full is more than a bucket of 10 at 100 a minute can
+		// be (6 s): the debt is clamped to an empty bucket, not kept.
+		Name:   "lowered burst clamps",
+		Params: params(tb, 100, Minute, 100),
+		Steps: []Step{
+			{At: 0, Cost: 100, Allowed: true, Remaining: 0, ResetAfter: 1 * Minute},
+			{At: 1 * Second, Params: edit(tb, 100, Minute, 10), Remaining: 0, RetryAfter: 600 * Millisecond, ResetAfter: 6 * Second},
+			{At: 1600 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 6 * Second},
+			{At: 7600 * Millisecond, Cost: 10, Allowed: true, Remaining: 0, ResetAfter: 6 * Second},
 		},
 	},
 	{
@@ -147,6 +187,22 @@ var tokenBucket = []Case{
 			{At: 0, Cost: 999_999_999, Allowed: true, Remaining: 1, ResetAfter: 86_399_999_914},
 			{At: 0, Cost: 2, Remaining: 1, RetryAfter: 87, ResetAfter: 86_399_999_914},
 			{At: 87, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 1 * Day},
+		},
+	},
+	{
+		// One token a ns: a cost of 1500 is 1.5 µs of refill.
+		Name:   "cost at a billion a second",
+		Params: params(tb, 1_000_000_000, Second, 0),
+		Steps: []Step{
+			{At: 0, Cost: 1500, Allowed: true, Remaining: 999_998_500, ResetAfter: 2},
+			{At: 0, Cost: 999_997_500, Allowed: true, Remaining: 1000, ResetAfter: 999_999},
+			{At: 0, Cost: 1500, Remaining: 1000, RetryAfter: 1, ResetAfter: 999_999},
+			{At: 1, Cost: 1500, Allowed: true, Remaining: 500, ResetAfter: 1 * Second},
+			{At: 1, Cost: 1500, Remaining: 500, RetryAfter: 1, ResetAfter: 1 * Second},
+			{At: 2, Cost: 1500, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 2, Cost: 1500, Remaining: 0, RetryAfter: 2, ResetAfter: 1 * Second},
+			{At: 3, Cost: 1500, Remaining: 1000, RetryAfter: 1, ResetAfter: 999_999},
+			{At: 4, Cost: 1500, Allowed: true, Remaining: 500, ResetAfter: 1 * Second},
 		},
 	},
 }

@@ -121,3 +121,61 @@ func TestDifferential(t *testing.T) {
 	}
 	t.Logf("%d decisions identical", compared)
 }
+
+// TestDifferentialExtremes compares the Go functions and the Lua scripts on
+// token buckets at the edges of the rules' range: a full-again instant past
+// 2051 (stored packed, not as a decimal), a debt over the 2^62 ns cap, and
+// tokens much smaller than a nanosecond.
+func TestDifferentialExtremes(t *testing.T) {
+	srv := redistest.Start(t)
+	var clock atomic.Int64
+	s := newStore(t, &clock, srv.Addr())
+	year := 366 * conformance.Day
+	cases := []algorithm.Params{
+		{Kind: algorithm.TokenBucket, Limit: 1, Window: year, Burst: 40},            // F up to 40 years ahead
+		{Kind: algorithm.TokenBucket, Limit: 1, Window: year, Burst: 1_000_000_000}, // debt capped at 2^62 ns
+		{Kind: algorithm.TokenBucket, Limit: 1_000_000_000, Window: conformance.Millisecond},
+		{Kind: algorithm.TokenBucket, Limit: 997, Window: year, Burst: 1_000_000_000},
+	}
+	r := rand.New(rand.NewPCG(13, 17))
+	packed := 0
+	for i, p := range cases {
+		client := fmt.Sprintf("user:extreme-%d", i)
+		var st algorithm.State
+		now := conformance.Base
+		for step := 0; step < 40; step++ {
+			switch x := r.IntN(10); {
+			case x == 0:
+				now -= r.Int64N(conformance.Day)
+			case x < 5:
+				now += r.Int64N(conformance.Day)
+			}
+			cost := 1 + r.Int64N(min(p.Capacity(), 60))
+			if r.IntN(8) == 0 {
+				cost = p.Capacity()
+			}
+			want, ns := algorithm.Apply(p, st, now, cost)
+			if want.Changed {
+				st = ns
+			}
+			want.Changed = false
+			clock.Store(now)
+			res := make([]algorithm.Result, 1)
+			if _, err := s.Take(context.Background(), []limiter.Op{{Client: client, Rule: "r", Params: p, Cost: cost}}, res); err != nil {
+				t.Fatal(err)
+			}
+			got := res[0]
+			got.Changed = false
+			if got != want {
+				t.Fatalf("%+v step %d at %d cost %d: lua %+v, go %+v", p, step, now, cost, got, want)
+			}
+			if v := do(t, srv, "get", s.Key(client, "r")); len(v) > 0 && v[0] == 1 {
+				packed++
+			}
+		}
+	}
+	if packed == 0 {
+		t.Fatal("no state stored packed: the far-future fallback was not exercised")
+	}
+	t.Logf("%d decisions identical, %d with the state packed", 40*len(cases), packed)
+}

@@ -7,9 +7,11 @@
 -- returns  the number of buckets given back to
 --
 -- Time may have passed since the take, so each algorithm reverses its own
--- step where the state still shows it: tokens back (capped), the TAT moved
--- back, the count of the same window lowered, the calls of that instant
--- removed from the log. The state codec is take.lua's.
+-- step where the state still shows it: the token bucket's full-again
+-- instant F moved back by the cost (not before the take: a full bucket
+-- stays full), the TAT moved back, the count of the same window lowered,
+-- the calls of that instant removed from the log. The state codec is
+-- take.lua's.
 
 local call, pack, unpack = redis.call, struct.pack, struct.unpack
 local floor, byte, sub, fmt = math.floor, string.byte, string.sub, string.format
@@ -17,11 +19,13 @@ local EPOCH = 1600000000000000
 local took = tonumber(ARGV[1])
 local done = 0
 
--- decode and encode: as in take.lua.
+-- decode and encode: as in take.lua, except that decode returns nil for
+-- the state of another algorithm.
 local function decode(v, kind)
   if not v then return 0, 0, 0 end
   local b = byte(v, 1)
   if b == kind + 48 then
+    if kind == 1 then return tonumber(sub(v, 2, 16)) + EPOCH, tonumber(sub(v, 17)), 0 end
     if kind == 2 then return tonumber(sub(v, 2)), 0, 0 end
     return tonumber(sub(v, 5)) + EPOCH, tonumber(sub(v, 2, 4)), 0
   elseif b == kind then
@@ -41,8 +45,10 @@ local function encode(kind, s1, s2, s3)
     return pack('<Bddd', 4, s1, s2, s3)
   end
   local t = s1 - EPOCH
-  if s2 >= 0 and s2 < 1000 and s2 == floor(s2) and t >= 0 and t < 1e15 and t == floor(t) then
-    return fmt('%d%015d', kind * 1000 + s2, t)
+  if kind == 1 then -- s1, s2: F's µs and ns parts
+    if t >= 0 and t < 1e15 then return fmt('1%015d%03d', t, s2) end
+  elseif s2 >= 0 and s2 < 1000 and s2 == floor(s2) and t >= 0 and t < 1e15 and t == floor(t) then
+    return fmt('3%03d%015d', s2, t)
   end
   return pack('<Bdd', kind, s1, s2)
 end
@@ -65,11 +71,17 @@ for i = 1, #KEYS do
     local val
     if T then
       if kind == 1 then
-        local cap = limit
-        if burst > 0 then cap = burst end
-        A = A + cost
-        if A > cap then A = cap end
-        val = encode(1, T, A)
+        -- T, A: F's µs and ns parts. The take set F = took + floor(d + inc)
+        -- ns, so F - floor(inc) is the F it found (or took, if full then).
+        if T > 0 then
+          local d = (T - took) * 1000 + A - floor(cost * window * 1000 / limit)
+          if d < 0 then d = 0 end
+          local q = floor(d / 1000)
+          local r = d - q * 1000
+          while r < 0 do r, q = r + 1000, q - 1 end
+          while r >= 1000 do r, q = r - 1000, q + 1 end
+          val = encode(1, took + q, r)
+        end
       elseif kind == 2 then
         local interval = floor((window + limit - 1) / limit)
         val = encode(2, T - cost * interval)

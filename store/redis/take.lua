@@ -27,14 +27,19 @@
 -- times. A state that fits is stored as a decimal integer of at most 19
 -- digits, which Redis keeps in the object itself (an "int" string: 16 bytes
 -- instead of an embedded string of 32-64; see docs/redis.md):
--- token_bucket and fixed_window as <kind><A, 3 digits><T - EPOCH, 15
--- digits> when A is a whole number below 1000, leaky_bucket as <kind><TAT>.
--- Otherwise (fractional tokens), and sliding_window always, it is packed
+-- token_bucket as 1<F µs - EPOCH, 15 digits><F ns part, 3 digits>, F the
+-- instant it is full again in ns (unless F is after 2051); fixed_window as
+-- 3<count, 3 digits><T - EPOCH, 15 digits> when the count is below 1000;
+-- leaky_bucket as 2<TAT>. Otherwise, and sliding_window always, it is packed
 -- with struct: the kind byte, then doubles (times are whole µs, exact in a
 -- double). The first byte tells an algorithm's state from another's, left
 -- by an edited rule: 1-5 packed, '1'-'5' decimal. Every write sets an
 -- expiry a second past the moment the bucket is indistinguishable from a
 -- new one.
+--
+-- A token bucket's F (ns since the epoch, ~1.7e18) does not fit a double;
+-- it is kept as two exact parts, Fus = F div 1000 and Fns = F mod 1000
+-- (Fus = 0: a new bucket), as the Go code computes them from its int64.
 
 local call, pcall_, pack, sunpack = redis.call, redis.pcall, struct.pack, struct.unpack
 local floor, ceil, byte, sub, fmt = math.floor, math.ceil, string.byte, string.sub, string.format
@@ -59,40 +64,66 @@ local function capacity(kind, limit, burst)
   return limit
 end
 
-local function ceil_duration(units, limit, window)
-  if units <= 0 then return 0 end
-  return ceil(units * window / limit)
-end
-
 -- token bucket ------------------------------------------------------------
 
-local function tb_tokens(cap, limit, window, T, A, at)
-  if T == 0 then return cap end
-  local tokens = A
-  if at > T then tokens = tokens + (at - T) * limit / window end
-  if tokens > cap then tokens = cap end
-  return tokens
+-- The state is F, the instant the bucket is full again; a call works on the
+-- debt F - now in ns, at most tol (an empty bucket). See token_bucket.go.
+local TB_MAX_DEBT = 4611686018427387904 -- 2^62 ns, the largest tol
+
+-- the debt in ns that n tokens are
+local function tb_cost(n, limit, window)
+  return n * window * 1000 / limit
 end
 
-local function token_bucket(limit, window, burst, cost, T, A)
+-- the debt at `at` of the state (Fus, Fns); true when above tol (clamped)
+local function tb_debt(Fus, Fns, at, tol)
+  if Fus == 0 then return 0, false end
+  local d = (Fus - at) * 1000 + Fns
+  if d < 0 then return 0, false end
+  if d > tol then return floor(tol), true end
+  return d, false
+end
+
+-- the state (Fus, Fns) whose debt at now is d, a whole number of ns
+local function tb_state(d)
+  local q = floor(d / 1000)
+  local r = d - q * 1000
+  while r < 0 do r, q = r + 1000, q - 1 end
+  while r >= 1000 do r, q = r - 1000, q + 1 end
+  return now + q, r
+end
+
+-- the largest cost r <= cap one call could take at debt d
+local function tb_remaining(d, tol, cap, limit, window)
+  local r = floor((tol - d) / tb_cost(1, limit, window))
+  if r < 0 then r = 0 end
+  if r > cap then r = cap end
+  while r > 0 and d + tb_cost(r, limit, window) > tol do r = r - 1 end
+  while r < cap and d + tb_cost(r + 1, limit, window) <= tol do r = r + 1 end
+  return r
+end
+
+local function token_bucket(limit, window, burst, cost, Fus, Fns)
   local cap = capacity(1, limit, burst)
-  local tokens = tb_tokens(cap, limit, window, T, A, now)
-  local bT, bA, changed = T, A, false
-  if T == 0 or now < T then
-    bT, bA, changed = now, tokens, T ~= 0
+  local tol = tb_cost(cap, limit, window)
+  if tol > TB_MAX_DEBT then tol = TB_MAX_DEBT end
+  local d, clamped = tb_debt(Fus, Fns, now, tol)
+  local bus, bns = Fus, Fns
+  if clamped then bus, bns = tb_state(d) end
+  local inc = tb_cost(cost, limit, window)
+  if cost > cap or inc > tol then
+    return 0, 2, tb_remaining(d, tol, cap, limit, window), ceil(d / 1000), 0, clamped, bus, bns
   end
-  if cost > cap then
-    return 0, 2, floor(tokens), ceil_duration(cap - tokens, limit, window), 0, changed, bT, bA
+  if d + inc <= tol then
+    local nxt = floor(d + inc)
+    local nus, nns = tb_state(nxt)
+    return 1, 0, tb_remaining(nxt, tol, cap, limit, window), ceil(nxt / 1000), 0, true, nus, nns
   end
-  if tokens >= cost then
-    local left = tokens - cost
-    return 1, 0, floor(left), ceil_duration(cap - left, limit, window), 0, true, now, left
-  end
-  local t = bT + ceil_duration(cost - bA, limit, window)
-  while tb_tokens(cap, limit, window, bT, bA, t) < cost do t = t + 1 end
-  while t > now + 1 and tb_tokens(cap, limit, window, bT, bA, t - 1) >= cost do t = t - 1 end
+  local t = now + ceil((d + inc - tol) / 1000)
   if t <= now then t = now + 1 end
-  return 0, 1, floor(tokens), ceil_duration(cap - tokens, limit, window), t - now, changed, bT, bA
+  while tb_debt(bus, bns, t, tol) + inc > tol do t = t + 1 end
+  while t > now + 1 and tb_debt(bus, bns, t - 1, tol) + inc <= tol do t = t - 1 end
+  return 0, 1, tb_remaining(d, tol, cap, limit, window), ceil(d / 1000), t - now, clamped, bus, bns
 end
 
 -- leaky bucket (GCRA) -----------------------------------------------------
@@ -209,6 +240,7 @@ local function decode(v, kind)
   if not v then return 0, 0, 0 end
   local b = byte(v, 1)
   if b == kind + 48 then
+    if kind == 1 then return tonumber(sub(v, 2, 16)) + EPOCH, tonumber(sub(v, 17)), 0 end
     if kind == 2 then return tonumber(sub(v, 2)), 0, 0 end
     return tonumber(sub(v, 5)) + EPOCH, tonumber(sub(v, 2, 4)), 0
   elseif b == kind then
@@ -228,8 +260,10 @@ local function encode(kind, s1, s2, s3)
     return pack('<Bddd', 4, s1, s2, s3)
   end
   local t = s1 - EPOCH
-  if s2 >= 0 and s2 < 1000 and s2 == floor(s2) and t >= 0 and t < 1e15 and t == floor(t) then
-    return fmt('%d%015d', kind * 1000 + s2, t)
+  if kind == 1 then -- s1, s2: F's µs and ns parts
+    if t >= 0 and t < 1e15 then return fmt('1%015d%03d', t, s2) end
+  elseif s2 >= 0 and s2 < 1000 and s2 == floor(s2) and t >= 0 and t < 1e15 and t == floor(t) then
+    return fmt('3%03d%015d', s2, t)
   end
   return pack('<Bdd', kind, s1, s2)
 end
@@ -240,10 +274,11 @@ local params = ARGV[2]
 local n = #KEYS
 local out = {pack('<d', now)}
 -- Per key of the current call, what to write: w[3i-2] is 2 when the key
--- allowed, 1 when it denied but its state changed (a clock that went
--- backwards), else 0; w[3i-1] and w[3i] are the value and expiry (ms, as
--- text: Redis turns a number argument into text with a costly '%.17g'), or
--- for a sliding log the window and {cost, count} when it allowed.
+-- allowed, 1 when it denied but its state changed (a clamped debt, a clock
+-- that went backwards), else 0; w[3i-1] and w[3i] are the value and expiry
+-- (ms, as text: Redis turns a number argument into text with a costly
+-- '%.17g'), or for a sliding log the window and {cost, count} when it
+-- allowed.
 local w = {}
 local first, vetoed = 1, false
 -- Every string state in one read: a key appears once in a run (the store
