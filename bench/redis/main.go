@@ -27,6 +27,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/gctune"
 	"github.com/sluicehq/sluice/internal/loadgen"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -46,12 +47,14 @@ func main() {
 		cache       = flag.Bool("denial-cache", true, "enable the store's local denial cache")
 		maxBatch    = flag.Int("max-batch", sredis.DefaultConfig().MaxBatch, "store/redis Config.MaxBatch (1: no batching)")
 		batchConc   = flag.Int("batch-concurrency", sredis.DefaultConfig().BatchConcurrency, "store/redis Config.BatchConcurrency")
+		gcFloor     = flag.Int("gc-floor-mib", 64, "as sluice serve's --gc-floor-mib (0: Go's default pacing)")
 	)
 	flag.Parse()
 	if *addr == "" {
 		fmt.Fprintln(os.Stderr, "redis bench: -redis is required")
 		os.Exit(2)
 	}
+	defer gctune.Floor(uint64(*gcFloor) << 20).Stop()
 	cfg := sredis.DefaultConfig()
 	cfg.Addrs = []string{*addr}
 	cfg.DenialCache = *cache
