@@ -280,25 +280,42 @@ const endGrace = 100 * time.Millisecond
 // counts it.
 const lateAfter = time.Millisecond
 
-// sleeper is a reusable timer.
-type sleeper struct{ t *time.Timer }
+// sleeper is a reusable timer, with a high-resolution one for the last
+// stretch of each wait where the system has one (sleep_linux.go): the
+// schedule of a fixed-rate run is only as even as its sleeps.
+type sleeper struct {
+	t *time.Timer
+	p *precise
+}
 
 func newSleeper() *sleeper {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &sleeper{t}
+	return &sleeper{t: t, p: newPrecise()}
 }
 
-func (s *sleeper) Stop() { s.t.Stop() }
+func (s *sleeper) Stop() {
+	s.t.Stop()
+	s.p.close()
+}
 
 // sleep waits for d or until ctx is done; it reports whether d passed.
 func (s *sleeper) sleep(ctx context.Context, d time.Duration) bool {
-	s.t.Reset(d)
+	return sleepFor(ctx, s.t, s.p, d)
+}
+
+// timerSleep waits on t for d or until ctx is done; it reports whether d
+// passed.
+func timerSleep(ctx context.Context, t *time.Timer, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t.Reset(d)
 	select {
-	case <-s.t.C:
+	case <-t.C:
 		return true
 	case <-ctx.Done():
-		s.t.Stop()
+		t.Stop()
 		return false
 	}
 }
