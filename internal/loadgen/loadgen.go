@@ -44,9 +44,10 @@ type Config struct {
 	// NewCall returns the Call worker i (0 ≤ i < Concurrency) uses.
 	// Required.
 	NewCall func(worker int) Call
-	// Now and Sleep are the clock; nil means time.Now and a real timer.
-	// Sleep waits for d or until ctx is done and reports whether d passed.
-	// Tests inject both to run a schedule without waiting.
+	// Now and Sleep are the clock; nil means time.Now and a real timer
+	// per worker. Sleep waits for d or until ctx is done and reports
+	// whether d passed; the workers call it concurrently. Tests inject both
+	// to run a schedule without waiting.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) bool
 }
@@ -105,20 +106,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	now, sleep := cfg.Now, cfg.Sleep
+	now := cfg.Now
 	if now == nil {
 		now = time.Now
-	}
-	if sleep == nil {
-		t := newSleeper() // one is enough: only the holder of scheduler.mu sleeps
-		defer t.Stop()
-		sleep = t.sleep
 	}
 	start := now()
 	end := start.Add(cfg.Duration)
 	open := cfg.Rate > 0
 
-	sch := &scheduler{cfg: &cfg, start: start, end: end, now: now, sleep: sleep, open: open}
+	sch := &scheduler{cfg: &cfg, start: start, end: end, now: now, open: open}
 	var (
 		mu    sync.Mutex
 		total = &Result{}
@@ -126,13 +122,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	)
 	for w := range cfg.Concurrency {
 		call := cfg.NewCall(w)
+		sleep := cfg.Sleep
+		if sleep == nil && open {
+			t := newSleeper() // each worker waits for its own slot
+			defer t.Stop()
+			sleep = t.sleep
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r := &Result{}
 			var lag time.Duration
 			for ctx.Err() == nil {
-				from, late, ok := sch.claim(ctx, &lag)
+				from, late, ok := sch.claim(ctx, sleep, &lag)
 				if !ok {
 					break
 				}
@@ -177,61 +179,57 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // scheduler hands out calls to workers.
 //
-// In a fixed-rate run, call k is due at start + k/Rate. A free worker takes
-// the next call under mu and, if it is not due within minSleep, sleeps until it is,
-// still holding mu: one worker at a time waits on a timer, and the others
-// queue behind it. Each call is aimed at its absolute due time, so timer
-// slack delays one call without pushing the rest of the schedule back; the
-// calls that fell due meanwhile go out at once.
+// In a fixed-rate run, call k is due at start + k/Rate. A worker that is
+// free claims the next call number at once (an atomic counter: no lock, no
+// queue) and, unless it is due within minSleep, sleeps on its own timer
+// until it is. Calls are claimed in order, and a free worker always holds
+// a claim, so a call claimed after its due time found every worker busy.
+// Each call is aimed at its absolute due time, so timer slack delays one
+// call without pushing the rest of the schedule back.
 type scheduler struct {
 	cfg        *Config
 	start, end time.Time
 	now        func() time.Time
-	sleep      func(context.Context, time.Duration) bool // called with mu held
-	open       bool                                      // fixed rate
+	open       bool // fixed rate
 
-	next atomic.Int64 // closed loop: the next call's number
-
-	mu sync.Mutex // fixed rate: held by the worker waiting for the next slot
-	k  int64      // fixed rate, under mu: the next slot
+	next atomic.Int64 // the next call's number
 }
 
-// claim waits until the calling worker may make its next call. It returns
-// the time the call's latency counts from and whether the call went out
-// late because every worker was busy; ok is false when the run is over.
+// claim waits until the calling worker may make its next call, sleeping
+// with sleep. It returns the time the call's latency counts from and
+// whether the call went out late because every worker was busy; ok is
+// false when the run is over.
 //
 // In a fixed-rate run, *lag is the worker's state between calls: how much
 // later than its ideal time the generator sent the worker's previous call.
 //
 // The latency of a call is charged from when a perfect generator would
 // have sent it: its due time, or if no worker was free then, the moment one
-// became free. Delays that are the generator's own — the queue for mu,
-// timer slack, and the knock-on effect of both on when a worker is free
-// again — are not charged; a server that keeps every worker busy past a
-// call's due time is, as a real client would have waited as long (no
-// coordinated omission).
-func (s *scheduler) claim(ctx context.Context, lag *time.Duration) (from time.Time, late, ok bool) {
+// became free. Delays that are the generator's own — timer slack, and its
+// knock-on effect on when a worker is free again — are not charged; a
+// server that keeps every worker busy past a call's due time is, as a real
+// client would have waited as long (no coordinated omission).
+func (s *scheduler) claim(ctx context.Context, sleep func(context.Context, time.Duration) bool, lag *time.Duration) (from time.Time, late, ok bool) {
 	limit := s.cfg.Requests
+	k := s.next.Add(1) - 1
+	t := s.now()
+	if ctx.Err() != nil || limit > 0 && k >= limit {
+		return time.Time{}, false, false
+	}
 	if !s.open {
-		k := s.next.Add(1) - 1
-		t := s.now()
-		if limit > 0 && k >= limit || !t.Before(s.end) {
+		if !t.Before(s.end) {
 			return time.Time{}, false, false
 		}
 		return t, false, true
 	}
-	// When this worker would be free had the generator sent its previous
-	// call on time.
-	free := s.now().Add(-*lag)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	at := s.start.Add(s.cfg.slot(s.k))
-	t := s.now()
-	if ctx.Err() != nil || limit > 0 && s.k >= limit || !at.Before(s.end) || !t.Before(s.end.Add(endGrace)) {
+	at := s.start.Add(s.cfg.slot(k))
+	if !at.Before(s.end) || !t.Before(s.end.Add(endGrace)) {
 		return time.Time{}, false, false
 	}
-	s.k++
-	if at.Sub(t) > minSleep && !s.sleep(ctx, at.Sub(t)) {
+	// When this worker would be free had the generator sent its previous
+	// call on time.
+	free := t.Add(-*lag)
+	if at.Sub(t) > minSleep && !sleep(ctx, at.Sub(t)) {
 		return time.Time{}, false, false
 	}
 	send := s.now()
