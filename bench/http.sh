@@ -7,8 +7,9 @@
 # runs wrk with 64 keep-alive connections against each, alternating
 # sluice/baseline for ROUNDS rounds so that drift on the machine hits both
 # alike. Prints every round, the median of each and the ratio (the target:
-# sluice ≥ 0.75 × baseline), then the latency percentiles of a fixed-rate
-# run of `sluice bench` (coordinated-omission-free).
+# sluice ≥ 0.75 × baseline), then the latency percentiles of fixed-rate
+# runs of `sluice bench` (coordinated-omission-free), again alternating
+# sluice/baseline for ROUNDS rounds, and the median p99 of each.
 #
 #   bench/http.sh                         # 3 rounds of 10 s
 #   ROUNDS=5 DURATION=20s bench/http.sh
@@ -22,6 +23,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 RATE=${RATE:-10000}
 RATE_DURATION=${RATE_DURATION:-10s}
+RATE_CONCURRENCY=${RATE_CONCURRENCY:-16}
 DATA=127.0.0.1:18080
 ADMIN=127.0.0.1:19090
 BASE=127.0.0.1:18090
@@ -113,5 +115,20 @@ printf 'median: sluice %.0f decisions/s, baseline %.0f req/s, ratio %s (%s the 0
 echo "sluice latency (wrk, last round):"
 grep -A2 'Thread Stats' "$tmp/wrk-sluice-$ROUNDS.txt" | tail -2
 
-echo "== sluice bench --rate $RATE --duration $RATE_DURATION (latency from the scheduled send time)"
-"$tmp/sluice" bench --target "http://$DATA" --rate "$RATE" --duration "$RATE_DURATION" --json
+# p99 of a fixed-rate run against ADDR, in ms (sluice bench --json).
+run_rate() { # NAME ADDR
+  "$tmp/sluice" bench --target "http://$2" --rate "$RATE" --duration "$RATE_DURATION" --concurrency "$RATE_CONCURRENCY" --json > "$tmp/rate-$1-$round.json"
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); l=r["latency_ms"]; print("%.3f %.3f %.3f %.3f %d" % (l["p50"], l["p90"], l["p99"], l["p999"], r.get("late", 0)))' "$tmp/rate-$1-$round.json"
+}
+
+echo "== sluice bench --rate $RATE --duration $RATE_DURATION --concurrency $RATE_CONCURRENCY, $ROUNDS rounds, sluice then baseline (latency from the scheduled send time, ms)"
+s99=() b99=()
+for round in $(seq "$ROUNDS"); do
+  read -r sp50 sp90 sp99 sp999 slate <<< "$(run_rate sluice "$DATA")"
+  read -r bp50 bp90 bp99 bp999 blate <<< "$(run_rate baseline "$BASE")"
+  s99+=("$sp99") b99+=("$bp99")
+  printf 'round %d: sluice p50 %s p90 %s p99 %s p99.9 %s (late %s) | baseline p50 %s p90 %s p99 %s p99.9 %s (late %s)\n' \
+    "$round" "$sp50" "$sp90" "$sp99" "$sp999" "$slate" "$bp50" "$bp90" "$bp99" "$bp999" "$blate"
+done
+printf 'median p99 at %s/s: sluice %s ms, baseline %s ms (target: sluice < 1 ms)\n' "$RATE" \
+  "$(printf '%s\n' "${s99[@]}" | median)" "$(printf '%s\n' "${b99[@]}" | median)"

@@ -34,6 +34,7 @@ type benchFlags struct {
 	grpc        bool   // Envoy's ShouldRateLimit instead of POST /ratelimit/check
 	domain      string // with grpc: the request's domain
 	conns       int    // with grpc: HTTP/2 connections
+	health      bool   // with grpc: grpc.health.v1 Check instead of ShouldRateLimit
 }
 
 func newBenchCmd() *cobra.Command {
@@ -65,6 +66,9 @@ With --grpc, the calls are Envoy's ShouldRateLimit on sluice's
 per call with the entries user (or remote_address with --ip), method and
 path, in --domain. gRPC multiplexes calls, so the --concurrency workers
 share --grpc-conns HTTP/2 connections; each still has one call in flight.
+With --grpc --grpc-health the calls are the standard grpc.health.v1 Check
+of the same server instead: the floor of a gRPC call on that machine, to
+compare ShouldRateLimit with (bench/grpc.sh alternates the two).
 
 Run it against a sluice on the same machine or your own test network
 (loopback is the norm): it is a load test, and on a shared or production
@@ -93,6 +97,7 @@ service it takes capacity from real callers.`,
 	fl.BoolVar(&f.grpc, "grpc", false, "call Envoy's ShouldRateLimit over gRPC (--target host:port) instead of the HTTP API")
 	fl.StringVar(&f.domain, "domain", "sluice", "with --grpc: the domain of the requests")
 	fl.IntVar(&f.conns, "grpc-conns", 4, "with --grpc: HTTP/2 connections the workers share (at most --concurrency)")
+	fl.BoolVar(&f.health, "grpc-health", false, "with --grpc: call grpc.health.v1.Health/Check instead, the floor of a gRPC call on the same server")
 	return cmd
 }
 
@@ -108,6 +113,8 @@ func (f *benchFlags) validate() error {
 		return fmt.Errorf("bench: --requests must be ≥ 0, got %d", f.requests)
 	case f.timeout <= 0:
 		return fmt.Errorf("bench: --timeout must be > 0, got %s", f.timeout)
+	case f.health && !f.grpc:
+		return fmt.Errorf("bench: --grpc-health needs --grpc")
 	case f.grpc && (f.conns < 1 || f.conns > 1000):
 		return fmt.Errorf("bench: --grpc-conns must be 1 to 1000, got %d", f.conns)
 	}

@@ -62,6 +62,15 @@ func TestBenchGRPC(t *testing.T) {
 		t.Errorf("bench --grpc text: exit %d:\n%s%s", code, out, errOut)
 	}
 
+	code, out, errOut = sluice(t, "", "bench", "--grpc", "--grpc-health", "--target", ln.Addr().String(), "--requests", "20", "--concurrency", "2", "--json")
+	rep = nil
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep["requests"] != 20.0 || rep["allowed"] != 20.0 || rep["errors"] != 0.0 {
+		t.Errorf("bench --grpc --grpc-health: exit %d: %s%s; want 20 calls, all SERVING", code, out, errOut)
+	}
+	if code, _, errOut := sluice(t, "", "bench", "--grpc-health", "--requests", "1"); code != 1 || !strings.Contains(errOut, "--grpc-health needs --grpc") {
+		t.Errorf("bench --grpc-health without --grpc: exit %d, stderr %q", code, errOut)
+	}
+
 	for _, tt := range []struct {
 		args []string
 		want string

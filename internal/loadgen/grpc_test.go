@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/rls"
@@ -15,28 +14,28 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-func TestRLSRequests(t *testing.T) {
-	reqs, err := RLSRequests(258, "ip", "edge", "POST /login")
+func TestRLSLoad(t *testing.T) {
+	load, err := NewRLSLoad(258, "ip", "edge", "POST /login")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := reqs[257]
+	got := load.Request(257)
 	d := got.Descriptors[0]
 	if got.Domain != "edge" || len(got.Descriptors) != 1 || len(d.Entries) != 3 ||
 		d.Entries[0].Key != "remote_address" || d.Entries[0].Value != "10.0.1.1" ||
 		d.Entries[1].Key != "method" || d.Entries[1].Value != "POST" || d.Entries[2].Key != "path" || d.Entries[2].Value != "/login" {
 		t.Errorf("request 257 = %v, want domain edge, remote_address 10.0.1.1, POST /login", got)
 	}
-	reqs, _ = RLSRequests(2, "user", "d", "GET /x")
-	if e := reqs[1].Descriptors[0].Entries[0]; e.Key != "user" || e.Value != "u1" {
-		t.Errorf("user request 1 = %v, want user u1", reqs[1])
+	load, _ = NewRLSLoad(2, "user", "d", "GET /x")
+	if e := load.Request(1).Descriptors[0].Entries[0]; e.Key != "user" || e.Value != "u1" {
+		t.Errorf("user request 1 = %v, want user u1", load.Request(1))
 	}
 	for _, bad := range []struct {
 		n                      int
 		mode, domain, endpoint string
 	}{{0, "user", "d", "GET /x"}, {1, "email", "d", "GET /x"}, {1, "user", "", "GET /x"}, {1, "user", "d", "GET"}} {
-		if _, err := RLSRequests(bad.n, bad.mode, bad.domain, bad.endpoint); err == nil {
-			t.Errorf("RLSRequests(%v) = nil error, want one", bad)
+		if _, err := NewRLSLoad(bad.n, bad.mode, bad.domain, bad.endpoint); err == nil {
+			t.Errorf("NewRLSLoad(%v) = nil error, want one", bad)
 		}
 	}
 }
@@ -64,8 +63,8 @@ func TestGRPCCheck(t *testing.T) {
 	go g.Serve(ln)
 	defer g.Stop()
 
-	reqs, _ := RLSRequests(10, "user", "d", "GET /api/orders")
-	c, err := NewGRPCCheck("grpc://"+ln.Addr().String(), 2, 5*time.Second, reqs)
+	load, _ := NewRLSLoad(10, "user", "d", "GET /api/orders")
+	c, err := NewGRPCCheck("grpc://"+ln.Addr().String(), 2, 5*time.Second, load)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +82,14 @@ func TestGRPCCheck(t *testing.T) {
 	}
 
 	// A malformed request is an error of the call.
-	bad := []*rlsv3.RateLimitRequest{{Domain: "d"}}
+	bad := &RLSLoad{Domain: "d", Key: "user", Values: []string{""}, Method: "GET", Path: "/"}
 	c2, _ := NewGRPCCheck(ln.Addr().String(), 1, 5*time.Second, bad)
 	defer c2.Close()
 	if _, err := c2.NewCall(0)(context.Background()); err == nil || !strings.Contains(err.Error(), "InvalidArgument") {
-		t.Errorf("call with no descriptors = %v, want InvalidArgument", err)
+		t.Errorf("call with an empty user = %v, want InvalidArgument", err)
 	}
 	for _, target := range []string{"http://127.0.0.1:8081", "127.0.0.1", "grpc://127.0.0.1:8081/x"} {
-		if _, err := NewGRPCCheck(target, 1, time.Second, reqs); err == nil {
+		if _, err := NewGRPCCheck(target, 1, time.Second, load); err == nil {
 			t.Errorf("NewGRPCCheck(%q) = nil error, want one", target)
 		}
 	}
