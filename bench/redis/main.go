@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -165,8 +166,8 @@ func run(cfg sredis.Config, duration time.Duration, concurrency, keyspace int, r
 	if rate > 0 {
 		mode = fmt.Sprintf("fixed rate %.0f/s, latency from the intended send time", rate)
 	}
-	fmt.Printf("sluice Redis path: %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d\n",
-		concurrency, mode, keyspace, cfg.DenialCache, cfg.MaxBatch, cfg.BatchConcurrency)
+	fmt.Printf("sluice Redis path: %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d, GOMAXPROCS %d\n",
+		concurrency, mode, keyspace, cfg.DenialCache, cfg.MaxBatch, cfg.BatchConcurrency, runtime.GOMAXPROCS(0))
 	fmt.Printf("  decisions     %d (%d allowed, %d denied, %d errors) in %s\n", res.Requests, res.Allowed, res.Denied, res.Errors, res.Elapsed.Round(time.Millisecond))
 	fmt.Printf("  decisions/s   %.0f\n", perSec)
 	fmt.Printf("  latency       p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n", us(res.Latency.Quantile(0.5)), us(res.Latency.Quantile(0.9)),
