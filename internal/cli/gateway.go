@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -153,10 +154,14 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 	}
 	defer gw.Close()
 
+	var handler http.Handler = gw
+	if f.engine.obs.accessLog {
+		handler = accessLog(log, gw)
+	}
 	servers := []*http.Server{
 		// No ReadTimeout or WriteTimeout: bodies stream both ways for as
 		// long as they take.
-		{Addr: f.listen, Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second},
+		{Addr: f.listen, Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second},
 	}
 	names := []string{"gateway"}
 	if f.adminListen != "" {
@@ -220,4 +225,25 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 		return runErr
 	}
 	return nil
+}
+
+// accessLog wraps the gateway with --access-log: one line per call at
+// level info, once its answer has been written (denied or proxied): the
+// method, path, status, the quota headers, the peer and the time taken.
+func accessLog(log *slog.Logger, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		rh := w.Header()
+		log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status),
+			slog.String("policy", rh.Get("RateLimit-Policy")),
+			slog.String("remaining", rh.Get("X-RateLimit-Remaining")),
+			slog.String("retry_after", rh.Get("Retry-After")),
+			slog.String("remote", r.RemoteAddr),
+			slog.Duration("took", time.Since(start)))
+	})
 }

@@ -1,6 +1,11 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,5 +70,59 @@ func TestGatewayFlagErrors(t *testing.T) {
 				t.Errorf("sluice %v = %d, %q; want 1 and an error containing %q", args, code, stderr, tt.want)
 			}
 		})
+	}
+}
+
+// TestGatewayAccessLog: --access-log writes one line per call with its
+// status and quota headers, and leaves the writer's Hijack reachable (a
+// WebSocket upgrade through the proxy hijacks the connection).
+func TestGatewayAccessLog(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	h := accessLog(log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/upgrade" {
+			w.WriteHeader(http.StatusSwitchingProtocols)
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Errorf("Hijack through the access log: %v", err)
+				return
+			}
+			c.Close()
+			return
+		}
+		w.Header().Set("RateLimit-Policy", `"per-ip";q=1;w=60`)
+		w.Header().Set("X-RateLimit-Remaining", "0")
+		w.Header().Set("Retry-After", "60")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/api/orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	http.Get(srv.URL + "/upgrade") //nolint:errcheck // the connection is cut on purpose
+
+	var lines []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 2 {
+		t.Fatalf("logged %d lines, want 2: %s", len(lines), buf.String())
+	}
+	first := lines[0]
+	for k, want := range map[string]any{"msg": "request", "method": "GET", "path": "/api/orders", "status": 429.0,
+		"policy": `"per-ip";q=1;w=60`, "remaining": "0", "retry_after": "60"} {
+		if first[k] != want {
+			t.Errorf("%s = %v, want %v", k, first[k], want)
+		}
+	}
+	if lines[1]["status"] != 101.0 || lines[1]["path"] != "/upgrade" {
+		t.Errorf("upgrade line = %v, want status 101, path /upgrade", lines[1])
 	}
 }

@@ -140,6 +140,11 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the server's writer: the
+// gateway's reverse proxy flushes streamed bodies and hijacks the
+// connection of a WebSocket upgrade through it.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // admin adds /debug/pprof/ to the admin API, behind the admin token like
 // the rest of it.
 func (o *observer) admin(h http.Handler, token string) http.Handler {
