@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -77,7 +79,7 @@ func TestGatewayFlagErrors(t *testing.T) {
 // status and quota headers, and leaves the writer's Hijack reachable (a
 // WebSocket upgrade through the proxy hijacks the connection).
 func TestGatewayAccessLog(t *testing.T) {
-	var buf bytes.Buffer
+	var buf lockedBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	h := accessLog(log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/upgrade" {
@@ -103,6 +105,11 @@ func TestGatewayAccessLog(t *testing.T) {
 	}
 	resp.Body.Close()
 	http.Get(srv.URL + "/upgrade") //nolint:errcheck // the connection is cut on purpose
+	// The upgrade's line is written after the hijacked connection closed,
+	// so possibly after the client saw it close.
+	for deadline := time.Now().Add(5 * time.Second); bytes.Count(buf.Bytes(), []byte("\n")) < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 
 	var lines []map[string]any
 	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
@@ -126,3 +133,24 @@ func TestGatewayAccessLog(t *testing.T) {
 		t.Errorf("upgrade line = %v, want status 101, path /upgrade", lines[1])
 	}
 }
+
+// lockedBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// Bytes returns a copy of what was written.
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.b.Bytes())
+}
+
+func (b *lockedBuffer) String() string { return string(b.Bytes()) }
