@@ -774,3 +774,92 @@ rules:
 		mu.Unlock()
 	}
 }
+
+// TestGatewayRedisDown: with its Redis killed, the gateway keeps answering
+// without a hang. For a caller it has not seen denied, a fail-open rule
+// falls back to the coarse local limit (a fresh local bucket of
+// limit/instances: the calls it lets through reach the upstream, with
+// quota headers; then 429); a fail-closed rule denies every call with 429
+// and Retry-After, and the upstream never sees those. A caller Redis had
+// denied stays denied (the local denial cache is exact).
+func TestGatewayRedisDown(t *testing.T) {
+	rdb := redistest.Start(t)
+	rulesPath := writeRules(t, `
+rules:
+  - {id: open-per-ip, match: {endpoint: "GET /api/open"}, by: ip, limit: 3, window: 1h}
+  - {id: closed-per-ip, match: {endpoint: "GET /api/closed"}, by: ip, limit: 3, window: 1h, failure_mode: closed}
+`)
+	var openCalls, closedCalls atomic.Int64
+	up := newCountingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/closed" {
+			closedCalls.Add(1)
+		} else {
+			openCalls.Add(1)
+		}
+		io.WriteString(w, "ok\n")
+	})
+	gw := startGateway(t, rulesPath, up.URL, "--redis", rdb.Addr(), "--instances", "1", "--store-timeout", "50ms",
+		"--trusted-proxies", "127.0.0.1")
+	from := func(ip string) func(int) map[string]string {
+		return func(int) map[string]string { return map[string]string{"X-Forwarded-For": ip} }
+	}
+
+	if got := passed(t, 4, "GET", gw.url+"/api/open", from("10.0.0.1")); got != 3 {
+		t.Fatalf("with Redis up: %d of 4 calls passed, want 3", got)
+	}
+	if got := passed(t, 1, "GET", gw.url+"/api/closed", from("10.0.0.1")); got != 1 {
+		t.Fatalf("with Redis up: the fail-closed rule let %d of 1 call through, want 1", got)
+	}
+	rdb.Kill()
+	closedBefore := closedCalls.Load()
+
+	start := time.Now()
+	fresh := map[string]string{"X-Forwarded-For": "10.0.0.2"}
+	var open []gwCall
+	for range 5 {
+		open = append(open, gwDo(t, "GET", gw.url+"/api/open", fresh))
+	}
+	var closed []gwCall
+	for range 3 {
+		closed = append(closed, gwDo(t, "GET", gw.url+"/api/closed", fresh))
+	}
+	if c := gwDo(t, "GET", gw.url+"/api/open", map[string]string{"X-Forwarded-For": "10.0.0.1"}); c.status != 429 {
+		t.Errorf("the caller Redis had denied, with Redis down: %d %s, want 429", c.status, c.body)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("8 calls with Redis down took %s, want no hang", took)
+	}
+	allowed := 0
+	for i, c := range open {
+		switch c.status {
+		case 200:
+			allowed++
+			if c.header.Get("X-RateLimit-Limit") == "" || c.header.Get("RateLimit-Policy") == "" {
+				t.Errorf("fail-open call %d passed without quota headers: %v", i, c.header)
+			}
+		case 429:
+			if c.header.Get("Retry-After") == "" {
+				t.Errorf("fail-open call %d denied without Retry-After", i)
+			}
+		default:
+			t.Errorf("fail-open call %d with Redis down: %d %s, want 200 or 429", i, c.status, c.body)
+		}
+	}
+	// The local bucket is the rule's whole limit (one instance), new: the
+	// first calls pass, at most 3, and the calls that fell between the kill
+	// and the breaker opening were decided the same way.
+	if allowed < 1 || allowed > 3 {
+		t.Errorf("fail-open rule with Redis down: %d of 5 calls passed, want 1 to 3 (the coarse local limit)", allowed)
+	}
+	if got := openCalls.Load(); got != int64(3+allowed) {
+		t.Errorf("upstream saw %d fail-open calls, want the %d allowed", got, 3+allowed)
+	}
+	for i, c := range closed {
+		if c.status != 429 || c.header.Get("Retry-After") == "" || !strings.Contains(c.body, "store_unavailable") && !strings.Contains(c.body, "rate_limit") {
+			t.Errorf("fail-closed call %d with Redis down: %d %q Retry-After %q, want 429 with Retry-After", i, c.status, c.body, c.header.Get("Retry-After"))
+		}
+	}
+	if got := closedCalls.Load() - closedBefore; got != 0 {
+		t.Errorf("upstream saw %d fail-closed calls with Redis down, want 0", got)
+	}
+}

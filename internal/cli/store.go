@@ -103,3 +103,7 @@ func instanceID() string {
 	rand.Read(b[:])
 	return fmt.Sprintf("%s/%d/%x", host, os.Getpid(), b)
 }
+
+// The failover store asks the Redis store's denial cache while Redis is
+// unavailable.
+var _ failover.LocalDenier = (*sredis.Store)(nil)

@@ -41,6 +41,18 @@ type Primary interface {
 	Close() error
 }
 
+// LocalDenier is a Primary that can decide some calls without its server:
+// store/redis's exact local denial cache, which knows that a client has no
+// capacity before a given instant. While the store is unavailable its
+// denials still hold (nobody can give the bucket capacity back meanwhile),
+// so the degraded path asks it first: a caller the shared limit had denied
+// is not let through by the fresh buckets of the local fallback.
+type LocalDenier interface {
+	// DenyLocally reports whether a remembered denial decides the call;
+	// if so it has filled res as Take would have.
+	DenyLocally(ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, bool)
+}
+
 // Config tunes a Store. Zero fields take their defaults.
 type Config struct {
 	// Timeout bounds every call to the shared store, so no decision waits
@@ -135,6 +147,7 @@ type Stats struct {
 	Store, Fallback, Unavailable atomic.Int64 // decisions by source
 	Errors, Timeouts             atomic.Int64 // failed calls to the shared store
 	Opened                       atomic.Int64 // breaker openings
+	LocalDenials                 atomic.Int64 // degraded calls the primary's exact denial cache decided
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -314,6 +327,14 @@ func (s *Store) trip(err error) {
 // others take from the local fallback with limits divided by the live
 // instance count.
 func (s *Store) degraded(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
+	if b := s.primary.Load(); b != nil {
+		if d, ok := b.p.(LocalDenier); ok {
+			if info, ok := d.DenyLocally(ops, res); ok {
+				s.stats.LocalDenials.Add(1)
+				return info, nil
+			}
+		}
+	}
 	now := time.Now().UnixMicro()
 	for i := range ops {
 		if ops[i].FailClosed && !ops[i].Shadow {

@@ -403,3 +403,51 @@ func testLogger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// TestDegradedKeepsDenials: a caller the shared limit denied with a wait
+// stays denied when Redis then fails, until the wait is over — the local
+// denial cache's answer is exact, and nobody can give the bucket capacity
+// back while Redis is down — whereas a fresh caller gets the local
+// fallback's coarse limit.
+func TestDegradedKeepsDenials(t *testing.T) {
+	srv := redistest.Start(t)
+	fo, l := newFailover(t, srv.Addr())
+	defer fo.Close()
+	ctx := context.Background()
+	// Calls of cost 300 (half the limit): the denied one waits ~30 s for
+	// its tokens, far longer than the breaker takes to open.
+	req := limiter.Request{User: "greedy", Method: "GET", Path: "/api/orders", Cost: openLimit / 2}
+	for i := 0; ; i++ {
+		d, err := l.Check(ctx, &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed {
+			if d.Source != limiter.SourceStore || d.RetryAfter <= 0 {
+				t.Fatalf("denial from Redis: %+v, want source store with a wait", d)
+			}
+			break
+		}
+		if i > 2 {
+			t.Fatalf("%d calls of cost %d allowed, limit %d", i+1, req.Cost, openLimit)
+		}
+	}
+	srv.Kill()
+	fresh := limiter.Request{User: "fresh", Method: "GET", Path: "/api/orders"}
+	deadline := time.Now().Add(10 * time.Second)
+	closed := func() bool { st, _ := fo.State(); return st == failover.Closed }
+	for closed() && time.Now().Before(deadline) {
+		l.Check(ctx, &fresh) //nolint:errcheck // failing calls open the breaker
+	}
+	if closed() {
+		t.Fatal("breaker did not open within 10 s of the kill")
+	}
+	d, err := l.Check(ctx, &req)
+	if err != nil || d.Allowed || d.Source != limiter.SourceLocalDenialCache || d.RetryAfter < 20*time.Second {
+		t.Errorf("the denied caller with Redis down: %+v, %v; want denied by the local denial cache with a wait", d, err)
+	}
+	d, err = l.Check(ctx, &limiter.Request{User: "another", Method: "GET", Path: "/api/orders"})
+	if err != nil || !d.Allowed || d.Source != limiter.SourceLocalFallback {
+		t.Errorf("a fresh caller with Redis down: %+v, %v; want allowed by the local fallback", d, err)
+	}
+}

@@ -171,6 +171,20 @@ func New(cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// DenyLocally reports whether the local denial cache decides the call
+// without Redis, filling res as Take would; false when the cache is off or
+// holds no denial for it. The failover store asks it while Redis is
+// unavailable (see failover.LocalDenier).
+func (s *Store) DenyLocally(ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, bool) {
+	if s.deny == nil || len(ops) > limiter.MaxRulesPerCall {
+		return limiter.TakeInfo{}, false
+	}
+	if now, ok := s.deny.check(ops, res, time.Now()); ok {
+		return limiter.TakeInfo{Now: now, Source: limiter.SourceLocalDenialCache}, true
+	}
+	return limiter.TakeInfo{}, false
+}
+
 // LocalDenials returns how many calls the local denial cache decided without
 // a round trip.
 func (s *Store) LocalDenials() int64 {
