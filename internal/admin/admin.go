@@ -25,7 +25,8 @@
 //	GET    /rules/{id}/history[?limit=N&before=REV]  the rule's changes, newest first
 //	GET    /history[?kind=rule|client|default_plan&id=ID&limit=N&before=REV]
 //
-// Every change is recorded with its actor: the X-Sluice-Actor header, else
+// Every change is recorded with its actor: the name of the caller's named
+// token ("alice:s3cret" is alice's), else the X-Sluice-Actor header, else
 // "admin-api", followed by the caller's address, e.g. "alice (10.0.0.7)".
 //
 // Every response to a read carries the revision as ETag ("7"); every write
@@ -38,8 +39,6 @@ package admin
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,7 +58,9 @@ import (
 // authentication (CheckBind allows that on loopback only).
 type Config struct {
 	// Token, when set, is required of every request as
-	// "Authorization: Bearer <token>". Default "": no authentication.
+	// "Authorization: Bearer <token>": one token, or several separated by
+	// commas; a token "name:secret" records its changes as name's (see
+	// Tokens). Default "": no authentication.
 	Token string
 	// Logger receives changes and internal errors. Default slog.Default().
 	Logger *slog.Logger
@@ -104,12 +105,11 @@ func notFound(format string, args ...any) *APIError {
 // server holds the admin API's state. Safe for concurrent use: all state is
 // in the Source.
 type server struct {
-	src       rulestore.Source
-	tokenHash [32]byte
-	auth      bool
-	log       *slog.Logger
-	maxBody   int64
-	mux       *http.ServeMux
+	src     rulestore.Source
+	tokens  Tokens
+	log     *slog.Logger
+	maxBody int64
+	mux     *http.ServeMux
 }
 
 // handler is an admin handler: it writes a response, or returns an error
@@ -125,10 +125,7 @@ func New(src rulestore.Source, cfg Config) http.Handler {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
-	if cfg.Token != "" {
-		s.auth = true
-		s.tokenHash = sha256.Sum256([]byte(cfg.Token))
-	}
+	s.tokens = ParseTokens(cfg.Token)
 	// Methods are dispatched here rather than by ServeMux patterns so that
 	// a wrong method gets the JSON 405 like every other error.
 	s.route("/rules", map[string]handler{"GET": s.listRules})
@@ -173,29 +170,22 @@ func (s *server) route(pattern string, methods map[string]handler) {
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.auth && !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		s.writeError(w, r, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
-			Message: "Authorization: want \"Bearer <admin token>\""})
-		return
+	var named string
+	if s.tokens.Set() {
+		var ok bool
+		if named, ok = s.tokens.Check(r); !ok {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			s.writeError(w, r, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+				Message: "Authorization: want \"Bearer <admin token>\""})
+			return
+		}
 	}
-	actor, err := actorOf(r)
+	actor, err := actorOf(r, named)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	s.mux.ServeHTTP(w, r.WithContext(rulestore.WithActor(r.Context(), actor)))
-}
-
-// authorized checks the bearer token in constant time (comparing hashes,
-// so that not even the token's length leaks).
-func (s *server) authorized(r *http.Request) bool {
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	h := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	return subtle.ConstantTimeCompare(h[:], s.tokenHash[:]) == 1
 }
 
 // serve adapts a handler, rendering the error it returns.

@@ -20,10 +20,14 @@ const ActorHeader = "X-Sluice-Actor"
 // maxActor caps the length of ActorHeader, in bytes.
 const maxActor = 128
 
-// actorOf returns the actor of a request: its ActorHeader (else
-// "admin-api") and the caller's IP address, "alice (10.0.0.7)".
-func actorOf(r *http.Request) (string, error) {
-	name := strings.TrimSpace(r.Header.Get(ActorHeader))
+// actorOf returns the actor of a request: named, the name of the token it
+// authenticated with, else its ActorHeader (else "admin-api"), and the
+// caller's IP address, "alice (10.0.0.7)".
+func actorOf(r *http.Request, named string) (string, error) {
+	name := named
+	if name == "" {
+		name = strings.TrimSpace(r.Header.Get(ActorHeader))
+	}
 	switch {
 	case name == "":
 		name = "admin-api"

@@ -191,3 +191,69 @@ func TestPostgresIfMatchRace(t *testing.T) {
 		}
 	}
 }
+
+// TestNamedTokens: with --admin-token "alice:s1, bob:s2, plain", each whole
+// entry is a bearer token; a named one records its changes under its name,
+// whatever X-Sluice-Actor says, and the unnamed one leaves the actor to the
+// header.
+func TestNamedTokens(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	e := &env{t: t, h: New(pgStore(t, url), Config{Token: "alice:s1, bob:s2,plain",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}), hdr: http.Header{}}
+	for _, auth := range []string{"Bearer s1", "Bearer alice", "Bearer alice:s2", "Bearer alice:s1,bob:s2", ""} {
+		if r := e.do("GET", "/rules", "", "Authorization", auth); r.status != 401 {
+			t.Errorf("GET /rules with %q = %d, want 401", auth, r.status)
+		}
+	}
+	e.must(e.do("PUT", "/rules/a", `{"limit": 1, "window": "1m"}`, "Authorization", "Bearer alice:s1"), 201)
+	e.must(e.do("PUT", "/rules/a", `{"limit": 2, "window": "1m"}`, "Authorization", "Bearer bob:s2", ActorHeader, "mallory"), 200)
+	e.must(e.do("PUT", "/rules/a", `{"limit": 3, "window": "1m"}`, "Authorization", "Bearer plain", ActorHeader, "carol"), 200)
+	e.must(e.do("PUT", "/rules/a", `{"limit": 4, "window": "1m"}`, "Authorization", "bearer plain"), 200)
+
+	var h struct {
+		History []struct {
+			Revision int64  `json:"revision"`
+			Actor    string `json:"actor"`
+		} `json:"history"`
+	}
+	r := e.must(e.do("GET", "/rules/a/history", "", "Authorization", "Bearer plain"), 200)
+	if err := json.Unmarshal(r.body, &h); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"admin-api (192.0.2.1)", "carol (192.0.2.1)", "bob (192.0.2.1)", "alice (192.0.2.1)"}
+	if len(h.History) != len(want) {
+		t.Fatalf("history = %s, want %d entries", r.body, len(want))
+	}
+	for i, w := range want {
+		if h.History[i].Actor != w {
+			t.Errorf("history[%d] (revision %d) actor = %q, want %q", i, h.History[i].Revision, h.History[i].Actor, w)
+		}
+	}
+}
+
+func TestParseTokens(t *testing.T) {
+	for _, tt := range []struct {
+		in    string
+		n     int
+		names []string
+	}{
+		{"", 0, nil},
+		{" , ", 0, nil},
+		{"s3cret", 1, []string{""}},
+		{"alice:s1", 1, []string{"alice"}},
+		{":s1", 1, []string{""}},                             // no name: unnamed
+		{"two words:s1", 1, []string{""}},                    // a space: not a name
+		{"ci-bot:a:b, bob:s2", 2, []string{"ci-bot", "bob"}}, // the name ends at the first colon
+	} {
+		got := ParseTokens(tt.in)
+		if len(got.toks) != tt.n || got.Set() != (tt.n > 0) {
+			t.Errorf("ParseTokens(%q): %d tokens, want %d", tt.in, len(got.toks), tt.n)
+			continue
+		}
+		for i, name := range tt.names {
+			if got.toks[i].name != name {
+				t.Errorf("ParseTokens(%q)[%d].name = %q, want %q", tt.in, i, got.toks[i].name, name)
+			}
+		}
+	}
+}

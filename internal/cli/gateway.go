@@ -73,7 +73,7 @@ SLUICE_JWT_HS256_SECRET.`,
 	fl.DurationVar(&f.dialTimeout, "upstream-dial-timeout", 5*time.Second, "how long connecting to the upstream may take (then 504)")
 	fl.DurationVar(&f.responseTimeout, "upstream-timeout", 30*time.Second, "how long the upstream may take to send its response headers (then 504); bodies stream without limit")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "admin API address (and /healthz, /readyz); empty: no admin API; a non-loopback address requires --admin-token")
-	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token the admin API requires (empty: none, loopback only)")
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token(s) the admin API requires, comma-separated; \"name:secret\" records changes as name's (empty: none, loopback only)")
 	fl.StringVar(&f.jwtSecret, "jwt-hs256-secret", "", "HS256 secret of trusted bearer tokens (prefer SLUICE_JWT_HS256_SECRET)")
 	fl.StringVar(&f.jwtKeys, "jwt-public-keys", "", "file of RS256/ES256 public keys of trusted bearer tokens: PEM or JWKS")
 	fl.StringVar(&f.jwtPlanClaim, "jwt-plan-claim", middleware.DefaultPlanClaim, "token claim holding the caller's plan")

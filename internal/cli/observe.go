@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/rulestore"
@@ -154,16 +153,14 @@ func (o *observer) admin(h http.Handler, token string) http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	sum := sha256.Sum256([]byte(token))
+	tokens := admin.ParseTokens(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if token != "" {
-			scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-			got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-			if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], sum[:]) != 1 {
+		if tokens.Set() {
+			if _, ok := tokens.Check(r); !ok {
 				w.Header().Set("WWW-Authenticate", "Bearer")
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusUnauthorized)
