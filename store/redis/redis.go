@@ -34,12 +34,18 @@ import (
 )
 
 var (
+	//go:embed codec.lua
+	codecSource string
 	//go:embed take.lua
-	takeSource string
+	takeBody string
 	//go:embed refund.lua
-	refundSource string
+	refundBody string
 	//go:embed announce.lua
 	announceSource string
+
+	// take.lua and refund.lua read and write states with one codec.
+	takeSource   = codecSource + takeBody
+	refundSource = codecSource + refundBody
 )
 
 // Errors of the Redis store.

@@ -41,9 +41,11 @@
 -- it is kept as two exact parts, Fus = F div 1000 and Fns = F mod 1000
 -- (Fus = 0: a new bucket), as the Go code computes them from its int64.
 
-local call, pcall_, pack, sunpack = redis.call, redis.pcall, struct.pack, struct.unpack
-local floor, ceil, byte, sub, fmt = math.floor, math.ceil, string.byte, string.sub, string.format
-local EPOCH = 1600000000000000 -- 2020-09-13T12:26:40Z in µs: decimal times are 15 digits until 2051
+-- The state codec (decode, encode, tb_parts, EPOCH) is codec.lua, which
+-- redis.go puts in front of this file.
+
+local call, pcall_ = redis.call, redis.pcall
+local ceil = math.ceil
 
 local now
 if ARGV[1] ~= '' then
@@ -86,11 +88,7 @@ end
 
 -- the state (Fus, Fns) whose debt at now is d, a whole number of ns
 local function tb_state(d)
-  local q = floor(d / 1000)
-  local r = d - q * 1000
-  while r < 0 do r, q = r + 1000, q - 1 end
-  while r >= 1000 do r, q = r - 1000, q + 1 end
-  return now + q, r
+  return tb_parts(now, d)
 end
 
 -- the largest cost r <= cap one call could take at debt d
@@ -232,42 +230,6 @@ local function sliding_window(limit, window, cost, T, A, B)
   return 0, 1, remaining(est), reset_after(cur, prev), t - now, rebased, bT, bA, bB
 end
 
--- state codec (the same in refund.lua) ------------------------------------
-
--- decode returns the stored state of kind, or zeros for a new bucket (no
--- key, or the state of another algorithm).
-local function decode(v, kind)
-  if not v then return 0, 0, 0 end
-  local b = byte(v, 1)
-  if b == kind + 48 then
-    if kind == 1 then return tonumber(sub(v, 2, 16)) + EPOCH, tonumber(sub(v, 17)), 0 end
-    if kind == 2 then return tonumber(sub(v, 2)), 0, 0 end
-    return tonumber(sub(v, 5)) + EPOCH, tonumber(sub(v, 2, 4)), 0
-  elseif b == kind then
-    if kind == 2 then return sunpack('<d', v, 2), 0, 0 end
-    if kind == 4 then return sunpack('<ddd', v, 2) end
-    local T, A = sunpack('<dd', v, 2)
-    return T, A, 0
-  end
-  return 0, 0, 0
-end
-
-local function encode(kind, s1, s2, s3)
-  if kind == 2 then
-    if s1 >= 0 and s1 < 1e17 and s1 == floor(s1) then return fmt('2%d', s1) end
-    return pack('<Bd', 2, s1)
-  elseif kind == 4 then
-    return pack('<Bddd', 4, s1, s2, s3)
-  end
-  local t = s1 - EPOCH
-  if kind == 1 then -- s1, s2: F's µs and ns parts
-    if t >= 0 and t < 1e15 then return fmt('1%015d%03d', t, s2) end
-  elseif s2 >= 0 and s2 < 1000 and s2 == floor(s2) and t >= 0 and t < 1e15 and t == floor(t) then
-    return fmt('3%03d%015d', s2, t)
-  end
-  return pack('<Bdd', kind, s1, s2)
-end
-
 -- evaluate every call -----------------------------------------------------
 
 local params = ARGV[2]
@@ -363,6 +325,7 @@ for i = 1, n do
     -- as false: a new bucket, and SET replaces it.
     local v = cur[i]
     local f1, f2, f3 = decode(v, kind)
+    if not f1 then f1, f2, f3 = 0, 0, 0 end
     local s1, s2, s3
     if kind == 1 then
       allowed, reason, remaining, reset, retry, changed, s1, s2 = token_bucket(limit, window, burst, cost, f1, f2)
