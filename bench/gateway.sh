@@ -39,25 +39,16 @@ REDIS_PORT=18379
 PATH_=/api/orders
 
 cd "$(dirname "$0")/.."
-for tool in go wrk curl; do
-  command -v "$tool" >/dev/null || { echo "gateway.sh: $tool is required" >&2; exit 1; }
-done
-while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(SLUICE_[A-Za-z0-9_]*\)=.*/\1/p')
+. bench/lib.sh
+need go wrk curl
+no_sluice_env
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
+start_tmp
 
 echo "== build"
-go build -o "$tmp/sluice" ./cmd/sluice
+build_sluice
 go build -o "$tmp/upstream" ./bench/upstream
 go build -o "$tmp/httplat" ./bench/httplat
-"$tmp/sluice" version | head -1
 echo "load: $(uptime)"
 
 echo "== start"
@@ -88,21 +79,11 @@ else
   echo "gateway.sh: redis-server not found: the Redis gateway is skipped" >&2
 fi
 
-wait_up() { # URL
-  for _ in $(seq 100); do
-    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "gateway.sh: $1 did not come up; logs:" >&2
-  cat "$tmp"/*.log >&2
-  exit 1
-}
 for t in "${targets[@]}"; do
   wait_up "${t#*=}"
   echo "${t%%=*}: $(curl -fsS -D - -o /dev/null "${t#*=}" | tr -d '\r' | grep -iE '^(HTTP|x-ratelimit-remaining|ratelimit-policy)' | tr '\n' ' ')"
 done
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "== wrk -t2 -c64 -d$DURATION, $ROUNDS rounds, ${targets[*]%%=*} in turn"
 declare -A rps

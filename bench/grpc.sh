@@ -29,41 +29,22 @@ GRPC=127.0.0.1:28081
 ADMIN=127.0.0.1:29090
 
 cd "$(dirname "$0")/.."
-for tool in go curl python3; do
-  command -v "$tool" >/dev/null || { echo "grpc.sh: $tool is required" >&2; exit 1; }
-done
-while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(SLUICE_[A-Za-z0-9_]*\)=.*/\1/p')
+. bench/lib.sh
+need go curl python3
+no_sluice_env
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
+start_tmp
 
 echo "== build"
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-go build -ldflags "-X github.com/sluicehq/sluice/internal/cli.commit=$commit" -o "$tmp/sluice" ./cmd/sluice
-"$tmp/sluice" version | head -1
+build_sluice
 echo "load: $(uptime)"
 
 echo "== start"
 printf 'rules:\n  - id: bench-per-client\n    by: client\n    limit: 1000000\n    window: 1m\n' > "$tmp/rules.yaml"
 "$tmp/sluice" serve --listen "$DATA" --grpc-listen "$GRPC" --admin-listen "$ADMIN" --rules "$tmp/rules.yaml" --log-level warn 2> "$tmp/sluice.log" &
 pids+=($!)
-for _ in $(seq 100); do
-  curl -fsS -o /dev/null "http://$DATA/readyz" 2>/dev/null && break
-  sleep 0.1
-done
-curl -fsS -o /dev/null "http://$DATA/readyz" || { echo "grpc.sh: sluice did not come up:" >&2; cat "$tmp/sluice.log" >&2; exit 1; }
+wait_up "http://$DATA/readyz"
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-# field FILE: "decisions/s p50 p90 p99 p99.9 late" of a bench --json report.
-fields() {
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); l=r["latency_ms"]; print("%.0f %.3f %.3f %.3f %.3f %d" % (r["decisions_per_sec"], l["p50"], l["p90"], l["p99"], l["p999"], r.get("late", 0)))' "$1"
-}
 
 echo "== throughput: sluice bench --grpc --concurrency 64 --grpc-conns 4 --duration $DURATION, $ROUNDS rounds"
 tp=()

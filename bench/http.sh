@@ -29,26 +29,15 @@ ADMIN=127.0.0.1:19090
 BASE=127.0.0.1:18090
 
 cd "$(dirname "$0")/.."
-for tool in go wrk curl; do
-  command -v "$tool" >/dev/null || { echo "http.sh: $tool is required" >&2; exit 1; }
-done
-# The sluice processes below read SLUICE_* variables: start from none.
-while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(SLUICE_[A-Za-z0-9_]*\)=.*/\1/p')
+. bench/lib.sh
+need go wrk curl python3
+no_sluice_env
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
+start_tmp
 
 echo "== build"
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-go build -ldflags "-X github.com/sluicehq/sluice/internal/cli.commit=$commit" -o "$tmp/sluice" ./cmd/sluice
+build_sluice
 go build -o "$tmp/baseline" ./bench/baseline
-"$tmp/sluice" version | head -1
 
 echo "== start"
 printf 'rules: []\n' > "$tmp/rules.yaml"
@@ -57,15 +46,6 @@ pids+=($!)
 "$tmp/baseline" -listen "$BASE" 2> "$tmp/baseline.log" &
 pids+=($!)
 
-wait_up() { # URL
-  for _ in $(seq 100); do
-    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "http.sh: $1 did not come up; logs:" >&2
-  cat "$tmp"/*.log >&2
-  exit 1
-}
 wait_up "http://$DATA/readyz"
 wait_up "http://$ADMIN/rules"
 
@@ -97,7 +77,6 @@ run_wrk() {
   awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$out"
 }
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "== wrk -t2 -c64 -d$DURATION, $ROUNDS rounds, sluice then baseline"
 sl=() bl=()
@@ -115,17 +94,16 @@ printf 'median: sluice %.0f decisions/s, baseline %.0f req/s, ratio %s (%s the 0
 echo "sluice latency (wrk, last round):"
 grep -A2 'Thread Stats' "$tmp/wrk-sluice-$ROUNDS.txt" | tail -2
 
-# p99 of a fixed-rate run against ADDR, in ms (sluice bench --json).
-run_rate() { # NAME ADDR
+run_rate() { # NAME ADDR: the fields of one fixed-rate run
   "$tmp/sluice" bench --target "http://$2" --rate "$RATE" --duration "$RATE_DURATION" --concurrency "$RATE_CONCURRENCY" --json > "$tmp/rate-$1-$round.json"
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); l=r["latency_ms"]; print("%.3f %.3f %.3f %.3f %d" % (l["p50"], l["p90"], l["p99"], l["p999"], r.get("late", 0)))' "$tmp/rate-$1-$round.json"
+  fields "$tmp/rate-$1-$round.json"
 }
 
 echo "== sluice bench --rate $RATE --duration $RATE_DURATION --concurrency $RATE_CONCURRENCY, $ROUNDS rounds, sluice then baseline (latency from the scheduled send time, ms)"
 s99=() b99=()
 for round in $(seq "$ROUNDS"); do
-  read -r sp50 sp90 sp99 sp999 slate <<< "$(run_rate sluice "$DATA")"
-  read -r bp50 bp90 bp99 bp999 blate <<< "$(run_rate baseline "$BASE")"
+  read -r _ sp50 sp90 sp99 sp999 slate <<< "$(run_rate sluice "$DATA")"
+  read -r _ bp50 bp90 bp99 bp999 blate <<< "$(run_rate baseline "$BASE")"
   s99+=("$sp99") b99+=("$bp99")
   printf 'round %d: sluice p50 %s p90 %s p99 %s p99.9 %s (late %s) | baseline p50 %s p90 %s p99 %s p99.9 %s (late %s)\n' \
     "$round" "$sp50" "$sp90" "$sp99" "$sp999" "$slate" "$bp50" "$bp90" "$bp99" "$bp999" "$blate"

@@ -41,9 +41,8 @@ RATE_DURATION=${RATE_DURATION:-10s}
 ENGINE_PROCS=${ENGINE_PROCS:-1}
 
 cd "$(dirname "$0")/.."
-for tool in go redis-server redis-cli redis-benchmark; do
-  command -v "$tool" >/dev/null || { echo "redis.sh: $tool is required" >&2; exit 1; }
-done
+. bench/lib.sh
+need go redis-server redis-cli redis-benchmark
 
 tmp=$(mktemp -d)
 pid=""
@@ -108,7 +107,6 @@ sluice() {
   grep '^RESULT' "$tmp/sluice.out" | sed 's/^RESULT //'
 }
 field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "== (a) textbook vs (b) sluice: $N decisions over $KEYSPACE keys, $ROUNDS rounds"
 tb=() sl=() slrate=()

@@ -1,0 +1,65 @@
+# bench/lib.sh — what the bench scripts share; sourced, not run.
+#
+#   need TOOL...      exit with a message unless every TOOL is on PATH
+#   no_sluice_env     unset every SLUICE_* variable (the sluice processes a
+#                     script starts read them)
+#   start_tmp         make $tmp and arrange, on exit, to kill the processes
+#                     whose PIDs the script added to pids, then remove $tmp
+#   wait_up URL       wait up to 10 s for URL to answer 2xx, else print the
+#                     logs in $tmp and exit
+#   median            the median of the numbers on stdin, one per line
+#   build_sluice      build ./cmd/sluice into $tmp/sluice, stamped with the
+#                     commit, and print its version
+#   fields FILE       "decisions/s p50 p90 p99 p99.9 late" (ms) of a
+#                     `sluice bench --json` report (needs python3)
+#
+# The messages name the script ($0).
+
+me=$(basename "$0")
+
+need() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || { echo "$me: $tool is required" >&2; exit 1; }
+  done
+}
+
+no_sluice_env() {
+  local v
+  while read -r v; do unset "$v"; done < <(env | sed -n 's/^\(SLUICE_[A-Za-z0-9_]*\)=.*/\1/p')
+}
+
+pids=()
+start_tmp() {
+  tmp=$(mktemp -d)
+  trap _cleanup EXIT INT TERM
+}
+_cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+
+wait_up() { # URL
+  for _ in $(seq 100); do
+    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "$me: $1 did not come up; logs:" >&2
+  cat "$tmp"/*.log >&2
+  exit 1
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+build_sluice() {
+  local commit
+  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  go build -ldflags "-X github.com/sluicehq/sluice/internal/cli.commit=$commit" -o "$tmp/sluice" ./cmd/sluice
+  "$tmp/sluice" version | head -1
+}
+
+fields() { # FILE
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); l=r["latency_ms"]; print("%.0f %.3f %.3f %.3f %.3f %d" % (r["decisions_per_sec"], l["p50"], l["p90"], l["p99"], l["p999"], r.get("late", 0)))' "$1"
+}
