@@ -76,30 +76,22 @@ func (l *RLSLoad) Request(i int) *rlsv3.RateLimitRequest {
 	}}}
 }
 
-// GRPCCheck calls Envoy's ShouldRateLimit on a sluice --grpc-listen over a
-// few HTTP/2 connections shared by the workers (gRPC multiplexes calls on
-// a connection), each call with a request drawn at random from a pre-built
-// set. It is safe for concurrent use; each worker uses its own Call.
-type GRPCCheck struct {
+// grpcConns are the HTTP/2 connections a gRPC load shares: each worker
+// uses connection worker modulo their number.
+type grpcConns struct {
 	target  string
 	conns   []*grpc.ClientConn
-	clients []rlsv3.RateLimitServiceClient
-	load    *RLSLoad
 	timeout time.Duration
-	seed    uint64
 }
 
-// NewGRPCCheck returns a GRPCCheck of load against target ("host:port",
-// or "grpc://host:port") with conns connections and a per-call timeout.
-func NewGRPCCheck(target string, conns int, timeout time.Duration, load *RLSLoad) (*GRPCCheck, error) {
+// dialGRPC opens conns connections to target ("host:port" or
+// "grpc://host:port"), each call bounded by timeout.
+func dialGRPC(target string, conns int, timeout time.Duration) (*grpcConns, error) {
 	addr := strings.TrimPrefix(target, "grpc://")
 	if _, _, err := net.SplitHostPort(addr); err != nil || strings.Contains(addr, "/") {
 		return nil, fmt.Errorf("loadgen: target must be host:port or grpc://host:port, got %q", target)
 	}
-	if load == nil || len(load.Values) == 0 {
-		return nil, fmt.Errorf("loadgen: no requests")
-	}
-	g := &GRPCCheck{target: addr, load: load, timeout: timeout, seed: rand.Uint64()}
+	g := &grpcConns{target: addr, timeout: timeout}
 	for range max(conns, 1) {
 		// Each connection its own: without an authority of its own, gRPC
 		// would still open one TCP connection per ClientConn.
@@ -109,29 +101,54 @@ func NewGRPCCheck(target string, conns int, timeout time.Duration, load *RLSLoad
 			return nil, fmt.Errorf("loadgen: %w", err)
 		}
 		g.conns = append(g.conns, cc)
-		g.clients = append(g.clients, rlsv3.NewRateLimitServiceClient(cc))
 	}
 	return g, nil
 }
 
 // Target returns the address called.
-func (g *GRPCCheck) Target() string { return g.target }
+func (g *grpcConns) Target() string { return g.target }
 
 // Conns returns the number of connections.
-func (g *GRPCCheck) Conns() int { return len(g.conns) }
+func (g *grpcConns) Conns() int { return len(g.conns) }
 
 // Close closes the connections.
-func (g *GRPCCheck) Close() {
+func (g *grpcConns) Close() {
 	for _, cc := range g.conns {
 		cc.Close()
 	}
 }
 
-// NewCall returns worker's Call: its connection (worker modulo the
-// connections), its own random source and request.
+// conn returns worker's connection.
+func (g *grpcConns) conn(worker int) *grpc.ClientConn { return g.conns[worker%len(g.conns)] }
+
+// GRPCCheck calls Envoy's ShouldRateLimit on a sluice --grpc-listen over a
+// few HTTP/2 connections shared by the workers (gRPC multiplexes calls on
+// a connection), each call for a client drawn at random from an RLSLoad.
+// It is safe for concurrent use; each worker uses its own Call.
+type GRPCCheck struct {
+	*grpcConns
+	load *RLSLoad
+	seed uint64
+}
+
+// NewGRPCCheck returns a GRPCCheck of load against target ("host:port",
+// or "grpc://host:port") with conns connections and a per-call timeout.
+func NewGRPCCheck(target string, conns int, timeout time.Duration, load *RLSLoad) (*GRPCCheck, error) {
+	if load == nil || len(load.Values) == 0 {
+		return nil, fmt.Errorf("loadgen: no requests")
+	}
+	g, err := dialGRPC(target, conns, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &GRPCCheck{grpcConns: g, load: load, seed: rand.Uint64()}, nil
+}
+
+// NewCall returns worker's Call: its connection, its own random source and
+// request.
 func (g *GRPCCheck) NewCall(worker int) Call {
 	rng := rand.New(rand.NewPCG(g.seed, uint64(worker)))
-	c := g.clients[worker%len(g.clients)]
+	c := rlsv3.NewRateLimitServiceClient(g.conn(worker))
 	req := g.load.Request(0)
 	who := req.Descriptors[0].Entries[0]
 	return func(ctx context.Context) (bool, error) {
@@ -157,28 +174,23 @@ func (g *GRPCCheck) NewCall(worker int) Call {
 // cheapest call a gRPC server answers, and so the floor under
 // ShouldRateLimit's latency on the same server and machine.
 type GRPCHealth struct {
-	*GRPCCheck
-	clients []healthpb.HealthClient
+	*grpcConns
 }
 
 // NewGRPCHealth returns a GRPCHealth against target ("host:port") with
 // conns connections and a per-call timeout.
 func NewGRPCHealth(target string, conns int, timeout time.Duration) (*GRPCHealth, error) {
-	g, err := NewGRPCCheck(target, conns, timeout, &RLSLoad{Values: []string{""}})
+	g, err := dialGRPC(target, conns, timeout)
 	if err != nil {
 		return nil, err
 	}
-	h := &GRPCHealth{GRPCCheck: g}
-	for _, cc := range g.conns {
-		h.clients = append(h.clients, healthpb.NewHealthClient(cc))
-	}
-	return h, nil
+	return &GRPCHealth{g}, nil
 }
 
-// NewCall returns worker's Call: a health check on its connection (worker
-// modulo the connections), "allowed" when the server is SERVING.
+// NewCall returns worker's Call: a health check on its connection,
+// "allowed" when the server is SERVING.
 func (h *GRPCHealth) NewCall(worker int) Call {
-	c := h.clients[worker%len(h.clients)]
+	c := healthpb.NewHealthClient(h.conn(worker))
 	req := &healthpb.HealthCheckRequest{}
 	return func(ctx context.Context) (bool, error) {
 		ctx, cancel := context.WithTimeout(ctx, h.timeout)
