@@ -182,7 +182,7 @@ func New(cfg Config) (*Store, error) {
 // holds no denial for it. The failover store asks it while Redis is
 // unavailable (see failover.LocalDenier).
 func (s *Store) DenyLocally(ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, bool) {
-	if s.deny == nil || len(ops) > limiter.MaxRulesPerCall {
+	if s.deny == nil {
 		return limiter.TakeInfo{}, false
 	}
 	if now, ok := s.deny.check(ops, res, time.Now()); ok {
@@ -251,12 +251,10 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	if len(ops) > limiter.MaxRulesPerCall {
 		return limiter.TakeInfo{}, limiter.ErrTooManyRules
 	}
-	sent := time.Now()
-	if s.deny != nil {
-		if now, ok := s.deny.check(ops, res, sent); ok {
-			return limiter.TakeInfo{Now: now, Source: limiter.SourceLocalDenialCache}, nil
-		}
+	if info, ok := s.DenyLocally(ops, res); ok {
+		return info, nil
 	}
+	sent := time.Now()
 	b := s.bufs.Get().(*callBuf)
 	var now int64
 	var err error
