@@ -235,15 +235,7 @@ func accessLog(log *slog.Logger, h http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(sw, r)
-		rh := w.Header()
-		log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", sw.status),
-			slog.String("policy", rh.Get("RateLimit-Policy")),
-			slog.String("remaining", rh.Get("X-RateLimit-Remaining")),
-			slog.String("retry_after", rh.Get("Retry-After")),
-			slog.String("remote", r.RemoteAddr),
-			slog.Duration("took", time.Since(start)))
+		logAnswer(log, r, "request", sw.status, w.Header(), time.Since(start),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path))
 	})
 }

@@ -116,16 +116,21 @@ func (o *observer) data(h http.Handler) http.Handler {
 		h.ServeHTTP(sw, r)
 		took := time.Since(start)
 		o.metrics.Latency(metrics.APIHTTP, took)
-		rh := w.Header()
-		o.log.LogAttrs(r.Context(), slog.LevelInfo, "decision",
-			slog.String("api", "http"),
-			slog.Int("status", sw.status),
-			slog.String("policy", rh.Get("RateLimit-Policy")),
-			slog.String("remaining", rh.Get("X-RateLimit-Remaining")),
-			slog.String("retry_after", rh.Get("Retry-After")),
-			slog.String("remote", r.RemoteAddr),
-			slog.Duration("took", took))
+		logAnswer(o.log, r, "decision", sw.status, w.Header(), took, slog.String("api", "http"))
 	})
+}
+
+// logAnswer writes the access-log line of one answered call: its status,
+// quota headers (from h), peer and time taken, after the attrs that say
+// which call it was.
+func logAnswer(log *slog.Logger, r *http.Request, msg string, status int, h http.Header, took time.Duration, attrs ...slog.Attr) {
+	log.LogAttrs(r.Context(), slog.LevelInfo, msg, append(attrs,
+		slog.Int("status", status),
+		slog.String("policy", h.Get("RateLimit-Policy")),
+		slog.String("remaining", h.Get("X-RateLimit-Remaining")),
+		slog.String("retry_after", h.Get("Retry-After")),
+		slog.String("remote", r.RemoteAddr),
+		slog.Duration("took", took))...)
 }
 
 // statusWriter remembers the status code written.
