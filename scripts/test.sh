@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, on a machine that has only Go, git and apt:
 #   ./scripts/test.sh
-# It installs what the tests need when it is missing (redis-server and
-# redis-tools from Debian's packages; postgresql, whose server it starts
-# when none answers), then runs go vet, every test with the race detector,
+# It installs what the tests need when it is missing (redis-server,
+# redis-tools and python3 — the gateway's third-party upstream in e2e —
+# from Debian's packages; postgresql, whose server it starts when none
+# answers), then runs go vet, every test with the race detector,
 # and each native fuzz target for a short bounded time.
 #
 # Environment: FUZZTIME (default 10s per fuzz target), SKIP_FUZZ=1 to skip
@@ -17,6 +18,7 @@ log() { printf '== %s\n' "$*"; }
 need_pkgs=()
 command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_pkgs+=(redis-tools)
+command -v python3 >/dev/null 2>&1 || need_pkgs+=(python3)
 if ((${#need_pkgs[@]})); then
   log "installing ${need_pkgs[*]}"
   SUDO=""
