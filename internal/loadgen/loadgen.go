@@ -44,10 +44,10 @@ type Config struct {
 	// NewCall returns the Call worker i (0 ≤ i < Concurrency) uses.
 	// Required.
 	NewCall func(worker int) Call
-	// Now and Sleep are the clock; nil means time.Now and a real timer
-	// per worker. Sleep waits for d or until ctx is done and reports
-	// whether d passed; the workers call it concurrently. Tests inject both
-	// to run a schedule without waiting.
+	// Now and Sleep are the clock; nil means time.Now and a real timer.
+	// Sleep waits for d or until ctx is done and reports whether d passed;
+	// only the fixed-rate schedule's pacer calls it. Tests inject both to
+	// run a schedule without waiting.
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) bool
 }
@@ -114,35 +114,49 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	end := start.Add(cfg.Duration)
 	open := cfg.Rate > 0
 
-	sch := &scheduler{cfg: &cfg, start: start, end: end, now: now, open: open}
 	var (
 		mu    sync.Mutex
 		total = &Result{}
 		wg    sync.WaitGroup
+		next  atomic.Int64 // closed loop: the next call's number
+		p     *pacer       // fixed rate
 	)
+	if open {
+		p = newPacer(&cfg, start, end, now)
+	}
 	for w := range cfg.Concurrency {
 		call := cfg.NewCall(w)
-		sleep := cfg.Sleep
-		if sleep == nil && open {
-			t := newSleeper() // each worker waits for its own slot
-			defer t.Stop()
-			sleep = t.sleep
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r := &Result{}
-			var lag time.Duration
+			var slots chan slot
+			if open {
+				slots = make(chan slot, 1)
+			}
+			free := start // when this worker was last free, for the pacer
 			for ctx.Err() == nil {
-				from, late, ok := sch.claim(ctx, sleep, &lag)
-				if !ok {
-					break
-				}
-				if late {
-					r.Late++
+				var from time.Time
+				if open {
+					p.ready <- worker{free: free, slots: slots}
+					s, ok := p.wait(slots)
+					if !ok {
+						break
+					}
+					if s.late {
+						r.Late++
+					}
+					from = s.from
+				} else {
+					k := next.Add(1) - 1
+					from = now()
+					if cfg.Requests > 0 && k >= cfg.Requests || !from.Before(end) {
+						break
+					}
 				}
 				allowed, err := call(ctx)
-				lat := now().Sub(from)
+				free = now()
+				lat := free.Sub(from)
 				if err != nil && ctx.Err() != nil {
 					break // aborted by the caller: not the server's error
 				}
@@ -165,6 +179,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			mu.Unlock()
 		}()
 	}
+	if open {
+		p.run(ctx)
+	}
 	wg.Wait()
 	total.Elapsed = now().Sub(start)
 	if open {
@@ -177,65 +194,91 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return total, nil
 }
 
-// scheduler hands out calls to workers.
+// A fixed-rate run's schedule is kept by one pacer: call k is due at
+// start + k/Rate. The pacer takes the free worker that has waited longest,
+// sleeps until the call is due (unless it is due within minSleep) and
+// hands it over. One timer for the whole schedule: at high rates, a timer
+// per worker cost the generator more CPU than the calls did.
 //
-// In a fixed-rate run, call k is due at start + k/Rate. A worker that is
-// free claims the next call number at once (an atomic counter: no lock, no
-// queue) and, unless it is due within minSleep, sleeps on its own timer
-// until it is. Calls are claimed in order, and a free worker always holds
-// a claim, so a call claimed after its due time found every worker busy.
-// Each call is aimed at its absolute due time, so timer slack delays one
-// call without pushing the rest of the schedule back.
-type scheduler struct {
+// The latency of a call is charged from when a perfect generator would
+// have sent it: its due time, or if no worker was free then, the moment
+// one became free (as a real client would have waited as long: no
+// coordinated omission). The generator's own delays — timer slack, a late
+// handover — are not charged. A call sent up to minSleep early counts from
+// when it was sent.
+type pacer struct {
 	cfg        *Config
 	start, end time.Time
 	now        func() time.Time
-	open       bool // fixed rate
-
-	next atomic.Int64 // the next call's number
+	sleep      func(context.Context, time.Duration) bool
+	stop       func()
+	ready      chan worker   // free workers, in the order they became free
+	done       chan struct{} // closed when the schedule is over
 }
 
-// claim waits until the calling worker may make its next call, sleeping
-// with sleep. It returns the time the call's latency counts from and
-// whether the call went out late because every worker was busy; ok is
-// false when the run is over.
-//
-// In a fixed-rate run, *lag is the worker's state between calls: how much
-// later than its ideal time the generator sent the worker's previous call.
-//
-// The latency of a call is charged from when a perfect generator would
-// have sent it: its due time, or if no worker was free then, the moment one
-// became free. Delays that are the generator's own — timer slack, and its
-// knock-on effect on when a worker is free again — are not charged; a
-// server that keeps every worker busy past a call's due time is, as a real
-// client would have waited as long (no coordinated omission).
-func (s *scheduler) claim(ctx context.Context, sleep func(context.Context, time.Duration) bool, lag *time.Duration) (from time.Time, late, ok bool) {
-	limit := s.cfg.Requests
-	k := s.next.Add(1) - 1
-	t := s.now()
-	if ctx.Err() != nil || limit > 0 && k >= limit {
-		return time.Time{}, false, false
+// worker is a free worker's request for its next call.
+type worker struct {
+	free  time.Time   // when it became free
+	slots chan<- slot // where its call goes (room for one)
+}
+
+// slot is a call handed to a worker.
+type slot struct {
+	from time.Time // when its latency counts from
+	late bool      // sent more than lateAfter past its due time
+}
+
+func newPacer(cfg *Config, start, end time.Time, now func() time.Time) *pacer {
+	p := &pacer{cfg: cfg, start: start, end: end, now: now, sleep: cfg.Sleep, stop: func() {},
+		ready: make(chan worker, cfg.Concurrency), done: make(chan struct{})}
+	if p.sleep == nil {
+		t := newSleeper()
+		p.sleep, p.stop = t.sleep, t.Stop
 	}
-	if !s.open {
-		if !t.Before(s.end) {
-			return time.Time{}, false, false
+	return p
+}
+
+// wait returns the worker's next call from slots; ok is false when the
+// schedule is over.
+func (p *pacer) wait(slots <-chan slot) (s slot, ok bool) {
+	select {
+	case s = <-slots:
+		return s, true
+	case <-p.done:
+		select {
+		case s = <-slots: // handed over just before the end
+			return s, true
+		default:
+			return slot{}, false
 		}
-		return t, false, true
 	}
-	at := s.start.Add(s.cfg.slot(k))
-	if !at.Before(s.end) || !t.Before(s.end.Add(endGrace)) {
-		return time.Time{}, false, false
+}
+
+// run hands out the schedule's calls until it is over, the request cap is
+// reached or ctx is done.
+func (p *pacer) run(ctx context.Context) {
+	defer p.stop()
+	defer close(p.done)
+	for k := int64(0); p.cfg.Requests <= 0 || k < p.cfg.Requests; k++ {
+		at := p.start.Add(p.cfg.slot(k))
+		if !at.Before(p.end) {
+			return
+		}
+		var w worker
+		select {
+		case w = <-p.ready:
+		case <-ctx.Done():
+			return
+		}
+		t := p.now()
+		if !t.Before(p.end.Add(endGrace)) || at.Sub(t) > minSleep && !p.sleep(ctx, at.Sub(t)) {
+			return
+		}
+		// Due, and every worker busy until w.free: that wait is the
+		// server's. Anything later than w.free is the pacer's.
+		wait := max(w.free.Sub(at), 0)
+		w.slots <- slot{from: p.now().Add(-wait), late: wait > lateAfter}
 	}
-	// When this worker would be free had the generator sent its previous
-	// call on time.
-	free := t.Add(-*lag)
-	if at.Sub(t) > minSleep && !sleep(ctx, at.Sub(t)) {
-		return time.Time{}, false, false
-	}
-	send := s.now()
-	wait := max(free.Sub(at), 0) // due, and every worker busy: the server's
-	*lag = max(send.Sub(at.Add(wait)), 0)
-	return send.Add(-wait), wait > lateAfter, true
 }
 
 // slot returns when call k of a fixed-rate run is due, from the start.
@@ -274,7 +317,7 @@ func (t *Result) merge(r *Result) {
 // does not count as a missed call.
 const endGrace = 100 * time.Millisecond
 
-// minSleep is the shortest wait for a slot worth a sleep: a call due
+// minSleep is the shortest wait for a call worth a sleep: a call due
 // sooner goes out at once, up to minSleep early. At high rates the sleeps'
 // own system calls would otherwise cost the machine more than the calls.
 const minSleep = 20 * time.Microsecond
