@@ -2,7 +2,8 @@
 # bench/redis.sh — sluice's Redis path against the textbook token-bucket
 # script (bench/redis/textbook.lua), in decisions per Redis CPU-second.
 #
-# Starts its own redis-server on a free loopback port (no persistence) and,
+# Starts its own redis-server on a free loopback port (no persistence, hz
+# 100: see docs/redis.md, "Operating Redis") and,
 # for ROUNDS rounds, alternating so that drift on the machine hits both:
 #   (a) textbook: SCRIPT LOAD, then
 #       redis-benchmark -P 16 -c 50 -n 2000000 -r 1000000 \
@@ -21,6 +22,8 @@
 #
 #   bench/redis.sh                      # 3 rounds
 #   ROUNDS=5 bench/redis.sh
+#   HZ=10 bench/redis.sh                # Redis's default hz, for comparison
+#   BENCH_ARGS='-batch-concurrency 2' bench/redis.sh   # more bench/redis flags
 #
 # Needs go, redis-server, redis-cli and redis-benchmark (Debian:
 # redis-server, redis-tools). The client and the server share the machine:
@@ -39,6 +42,12 @@ RATE_DURATION=${RATE_DURATION:-10s}
 # cores slowed Redis itself (its CPU time per script call rose by 8-13 %,
 # and decisions/s fell) on this 2-core VM.
 ENGINE_PROCS=${ENGINE_PROCS:-1}
+# How often Redis runs its background tasks, among them expiring keys. At
+# Redis's default (10) one expiry cycle may hold the server for 25 ms; sluice
+# writes a short-lived key per new client, and at tens of thousands of new
+# clients a second those cycles made the p99 (docs/redis.md).
+HZ=${HZ:-100}
+BENCH_ARGS=${BENCH_ARGS:-}
 
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -66,6 +75,7 @@ redis-server --version
 
 echo "== start redis-server on 127.0.0.1:$port"
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
+  --hz "$HZ" --latency-monitor-threshold 1 \
   --logfile "$tmp/redis.log" --daemonize no &
 pid=$!
 cli() { redis-cli -h 127.0.0.1 -p "$port" "$@"; }
@@ -103,7 +113,9 @@ textbook() {
 sluice() {
   cli flushall >/dev/null
   cli config resetstat >/dev/null
-  GOMAXPROCS="$ENGINE_PROCS" "$tmp/bench" -redis "127.0.0.1:$port" "$@" > "$tmp/sluice.out"
+  cli latency reset >/dev/null
+  # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
+  GOMAXPROCS="$ENGINE_PROCS" "$tmp/bench" -redis "127.0.0.1:$port" "$@" $BENCH_ARGS > "$tmp/sluice.out"
   grep '^RESULT' "$tmp/sluice.out" | sed 's/^RESULT //'
 }
 field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
@@ -137,3 +149,5 @@ half=$(awk -v r="$mr" 'BEGIN {printf "%.0f", r / 2}')
 echo "== (d) fixed rate at half of (b): $half decisions/s for $RATE_DURATION, latency from the intended send time"
 sluice -duration "$RATE_DURATION" -rate "$half" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE" > /dev/null
 sed -n '1,/^RESULT/p' "$tmp/sluice.out" | grep -v '^RESULT'
+# Redis's own stalls during (d) (LATENCY LATEST: event, time, latest ms, max ms).
+echo "Redis events over 1 ms during (d), max ms: $(cli latency latest | paste -d' ' - - - - | awk '{printf "%s %s; ", $1, $4}')"
