@@ -68,7 +68,7 @@ common=(--upstream "http://$UP" --trusted-proxies 127.0.0.1 --log-level warn)
 pids+=($!)
 targets=("direct=http://$UP$PATH_" "gw-embedded=http://$GWM$PATH_")
 if command -v redis-server >/dev/null; then
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --daemonize no > "$tmp/redis.log" 2>&1 &
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --hz 100 --daemonize no > "$tmp/redis.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
   "$tmp/sluice" gateway --listen "$GWR" --admin-listen 127.0.0.1:19001 --rules "$tmp/rules-redis.yaml" \
