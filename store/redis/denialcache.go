@@ -22,7 +22,12 @@ import (
 // call of cost c can pass only moves later. A call of larger cost needs at
 // least as much. T is measured on this instance's monotonic clock from the
 // moment the request was sent, which is no later than the instant Redis
-// computed the answer, so the local deadline is never past the real one.
+// computed the answer, so the local deadline is never past the real one —
+// as long as Redis's clock and this instance's run at the same rate. They
+// may not: NTP slews a clock by up to 500 ppm, and a virtual machine's clock
+// catches up after a pause. The deadline is therefore cut by clockMargin of
+// the wait (and 1 µs for Redis's TIME, which truncates): a call in that last
+// sliver goes to Redis, which decides it exactly.
 // What does add capacity invalidates an entry: a rule edit (the cached
 // Params no longer match the call's) ends it at once. Events outside the
 // model — keys lost in a Redis restart or failover, or the give-back of a
@@ -49,6 +54,11 @@ type denial struct {
 	params    algorithm.Params
 	res       algorithm.Result
 }
+
+// clockMargin: a cached denial ends 1/clockMargin of its wait early, so that
+// clocks running up to 0.1 % apart (twice NTP's 500 ppm slew limit) never
+// make it deny a call Redis would allow.
+const clockMargin = 1000
 
 // maxDenialsPerShard bounds memory: past it, expired entries are swept
 // before a new one is added, and if none expired the new one is dropped.
@@ -126,8 +136,9 @@ func (c *denialCache) remember(ops []limiter.Op, res []algorithm.Result, sent ti
 		}
 		op := &ops[i]
 		key := appendKey(buf[:0], op.Client, op.Rule)
+		wait := time.Duration(r.RetryAfter) * time.Microsecond
 		d := denial{
-			until:     sent.Add(time.Duration(r.RetryAfter) * time.Microsecond),
+			until:     sent.Add(wait - wait/clockMargin - time.Microsecond),
 			at:        sent,
 			serverNow: serverNow,
 			cost:      op.Cost,

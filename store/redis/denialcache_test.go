@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,11 +22,16 @@ import (
 // denies locally is sent at once through the uncached one, which asks
 // Redis. Whenever that second answer was computed before the cache's
 // deadline (it returned before the first call's start + RetryAfter), Redis
-// must deny too.
+// must deny too. The cache ends its deadlines 0.1 % early for clocks that
+// run apart; the test reports how far Redis's clock moved against this
+// process's monotonic clock, so that a failure tells a clock that jumped
+// from a cache that is wrong.
 func TestDenialCacheNeverDeniesEarly(t *testing.T) {
 	srv := redistest.Start(t)
 	cached := openStore(t, nil, srv.Addr())
 	direct := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	base := time.Now()
+	clock := func() time.Duration { return clockOffset(t, direct, base) }
 	for _, p := range []algorithm.Params{
 		paramsOf(algorithm.TokenBucket, 5, 200*conformance.Millisecond),
 		paramsOf(algorithm.FixedWindow, 5, 200*conformance.Millisecond),
@@ -33,6 +39,7 @@ func TestDenialCacheNeverDeniesEarly(t *testing.T) {
 	} {
 		t.Run(p.Kind.String(), func(t *testing.T) {
 			op := []limiter.Op{{Client: "user:hammer-" + p.Kind.String(), Rule: "r", Params: p, Cost: 1}}
+			offset0 := clock()
 			var local, compared, allowed, late atomic.Int64
 			var wg sync.WaitGroup
 			errs := make(chan error, 8)
@@ -78,16 +85,46 @@ func TestDenialCacheNeverDeniesEarly(t *testing.T) {
 			}
 			wg.Wait()
 			close(errs)
+			drift := clock() - offset0
 			for err := range errs {
-				t.Fatal(err)
+				t.Fatalf("%v (Redis's clock moved %v against this process's during the test)", err, drift)
 			}
-			t.Logf("%d allowed, %d denied locally, %d of them checked against Redis before their deadline (%d checks after it were allowed)",
-				allowed.Load(), local.Load(), compared.Load(), late.Load())
+			t.Logf("%d allowed, %d denied locally, %d of them checked against Redis before their deadline (%d checks after it were allowed); Redis's clock moved %v against this process's",
+				allowed.Load(), local.Load(), compared.Load(), late.Load(), drift)
 			if compared.Load() < 20 {
 				t.Fatalf("only %d local denials checked against Redis, want ≥ 20", compared.Load())
 			}
 		})
 	}
+}
+
+// clockOffset returns Redis's TIME minus this process's clock, read as base
+// plus the monotonic time since, at the middle of the round trip: its change
+// over a test is how far the two clocks moved apart. It takes the closest
+// of a few reads.
+func clockOffset(t testing.TB, s *sredis.Store, base time.Time) time.Duration {
+	t.Helper()
+	c := s.Client()
+	best, bestRTT := time.Duration(0), time.Duration(1<<62)
+	for range 5 {
+		t0 := time.Since(base)
+		v, err := c.Do(context.Background(), c.B().Time().Build()).AsStrSlice()
+		t1 := time.Since(base)
+		if err != nil || len(v) != 2 {
+			t.Fatalf("TIME = %v, %v", v, err)
+		}
+		sec, err1 := strconv.ParseInt(v[0], 10, 64)
+		usec, err2 := strconv.ParseInt(v[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("TIME = %v", v)
+		}
+		redis := time.Unix(sec, usec*1000)
+		local := base.Add((t0 + t1) / 2)
+		if rtt := t1 - t0; rtt < bestRTT {
+			best, bestRTT = redis.Sub(local), rtt
+		}
+	}
+	return best
 }
 
 // TestDenialCacheRuleEdit: a cached denial holds only for the params it was
