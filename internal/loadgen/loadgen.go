@@ -143,10 +143,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					if !ok {
 						break
 					}
-					if s.late {
+					// Sent now; the wait before it that was the server's
+					// counts too.
+					from = now().Add(-s.wait)
+					if s.wait > lateAfter {
 						r.Late++
 					}
-					from = s.from
 				} else {
 					k := next.Add(1) - 1
 					from = now()
@@ -224,8 +226,9 @@ type worker struct {
 
 // slot is a call handed to a worker.
 type slot struct {
-	from time.Time // when its latency counts from
-	late bool      // sent more than lateAfter past its due time
+	// wait is how long past its due time the call waited for a free
+	// worker: the server's delay, charged to the call.
+	wait time.Duration
 }
 
 func newPacer(cfg *Config, start, end time.Time, now func() time.Time) *pacer {
@@ -276,8 +279,7 @@ func (p *pacer) run(ctx context.Context) {
 		}
 		// Due, and every worker busy until w.free: that wait is the
 		// server's. Anything later than w.free is the pacer's.
-		wait := max(w.free.Sub(at), 0)
-		w.slots <- slot{from: p.now().Add(-wait), late: wait > lateAfter}
+		w.slots <- slot{wait: max(w.free.Sub(at), 0)}
 	}
 }
 
