@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/limiter"
@@ -57,11 +58,17 @@ func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]
 			cfg.TLS.RootCAs = pool
 		}
 	}
+	var advised sync.Once
 	connect := func(ctx context.Context) (failover.Primary, error) {
 		st, err := sredis.New(cfg)
 		if err != nil {
 			return nil, err
 		}
+		advised.Do(func() {
+			for _, a := range st.Advice(ctx) {
+				log.Warn("redis settings: "+a, "see", "docs/redis.md#operating-redis")
+			}
+		})
 		return st, nil
 	}
 	fo := failover.New(connect, failover.Config{

@@ -21,6 +21,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,6 +176,35 @@ func New(cfg Config) (*Store, error) {
 	}
 	s.bufs.New = func() any { return new(callBuf) }
 	return s, nil
+}
+
+// Advice reads, on every node, the server settings that decide how sluice
+// behaves and returns one line per setting worth changing, sorted; none when
+// all are fine or when a node refuses CONFIG GET (managed services often
+// do). See docs/redis.md, "Operating Redis".
+//
+//   - hz below 100: Redis's expiry cycle may hold the server for 250/hz ms
+//     (25 ms at the default 10) when many keys expire, as sluice's do.
+//   - a maxmemory with an eviction policy other than noeviction or
+//     volatile-ttl: an evicted bucket starts full again, so callers get more
+//     than their limit; volatile-ttl evicts the buckets nearest to full.
+func (s *Store) Advice(ctx context.Context) []string {
+	var out []string
+	for addr, n := range s.client.Nodes() {
+		m, err := n.Do(ctx, n.B().ConfigGet().Parameter("hz", "maxmemory", "maxmemory-policy").Build()).AsStrMap()
+		if err != nil {
+			continue
+		}
+		if hz, err := strconv.Atoi(m["hz"]); err == nil && hz > 0 && hz < 100 {
+			out = append(out, fmt.Sprintf("redis %s: hz %d: expiring keys may hold the server for up to %d ms at a time; hz 100 keeps it to a few ms", addr, hz, 250/hz))
+		}
+		policy := m["maxmemory-policy"]
+		if m["maxmemory"] != "" && m["maxmemory"] != "0" && policy != "" && policy != "noeviction" && policy != "volatile-ttl" {
+			out = append(out, fmt.Sprintf("redis %s: maxmemory-policy %s: an evicted bucket starts full, so its caller gets more than the limit; size maxmemory to hold every bucket, or use volatile-ttl", addr, policy))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // DenyLocally reports whether the local denial cache decides the call

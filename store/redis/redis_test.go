@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -178,4 +179,37 @@ func TestDifferentialExtremes(t *testing.T) {
 		t.Fatal("no state stored packed: the far-future fallback was not exercised")
 	}
 	t.Logf("%d decisions identical, %d with the state packed", 40*len(cases), packed)
+}
+
+// TestAdvice: the store reads the server's settings and names the ones that
+// hurt sluice: a low hz (long expiry cycles) and an eviction policy that
+// evicts live buckets.
+func TestAdvice(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, nil, srv.Addr())
+	steps := []struct {
+		set  []string
+		want []string // substrings, one per line of advice
+	}{
+		{nil, []string{"hz 10: expiring keys may hold the server for up to 25 ms"}},
+		{[]string{"hz", "100"}, nil},
+		{[]string{"maxmemory-policy", "allkeys-lru"}, nil}, // no maxmemory: nothing is evicted
+		{[]string{"maxmemory", "100mb"}, []string{"maxmemory-policy allkeys-lru: an evicted bucket starts full"}},
+		{[]string{"maxmemory-policy", "volatile-ttl"}, nil},
+		{[]string{"hz", "50"}, []string{"hz 50: expiring keys may hold the server for up to 5 ms"}},
+	}
+	for i, st := range steps {
+		if st.set != nil {
+			do(t, srv, append([]string{"config", "set"}, st.set...)...)
+		}
+		got := s.Advice(context.Background())
+		if len(got) != len(st.want) {
+			t.Fatalf("step %d (%v): Advice = %q, want %d lines", i, st.set, got, len(st.want))
+		}
+		for k, w := range st.want {
+			if !strings.Contains(got[k], w) || !strings.Contains(got[k], srv.Addr()) {
+				t.Errorf("step %d: advice %q, want it to name %s and say %q", i, got[k], srv.Addr(), w)
+			}
+		}
+	}
 }
