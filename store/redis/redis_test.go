@@ -102,25 +102,35 @@ func TestDifferential(t *testing.T) {
 			if cost > 50 && k == algorithm.SlidingLog {
 				cost = 1 + r.Int64N(5)
 			}
-			want, ns := algorithm.Apply(p, st, now, cost)
-			if want.Changed {
-				st = ns
-			}
-			want.Changed = false
-			clock.Store(now)
-			res := make([]algorithm.Result, 1)
-			if _, err := s.Take(context.Background(), []limiter.Op{{Client: client, Rule: "r", Params: p, Cost: cost}}, res); err != nil {
-				t.Fatal(err)
-			}
-			got := res[0]
-			got.Changed = false
-			if got != want {
-				t.Fatalf("seq %d step %d %+v at %d cost %d: lua %+v, go %+v", seq, step, p, now, cost, got, want)
-			}
+			st = compareDecision(t, s, &clock, client, p, st, now, cost, fmt.Sprintf("seq %d step %d", seq, step))
 			compared++
 		}
 	}
 	t.Logf("%d decisions identical", compared)
+}
+
+// compareDecision decides a call of cost at now on client's bucket of rule
+// p with the Go function (from state st) and with the Lua script (through
+// s, its clock set to now), fails the test if the results differ, and
+// returns the Go function's new state.
+func compareDecision(t *testing.T, s *sredis.Store, clock *atomic.Int64, client string, p algorithm.Params, st algorithm.State, now, cost int64, where string) algorithm.State {
+	t.Helper()
+	want, ns := algorithm.Apply(p, st, now, cost)
+	if want.Changed {
+		st = ns
+	}
+	want.Changed = false
+	clock.Store(now)
+	res := make([]algorithm.Result, 1)
+	if _, err := s.Take(context.Background(), []limiter.Op{{Client: client, Rule: "r", Params: p, Cost: cost}}, res); err != nil {
+		t.Fatal(err)
+	}
+	got := res[0]
+	got.Changed = false
+	if got != want {
+		t.Fatalf("%s %+v at %d cost %d: lua %+v, go %+v", where, p, now, cost, got, want)
+	}
+	return st
 }
 
 // TestDifferentialExtremes compares the Go functions and the Lua scripts on
@@ -155,21 +165,7 @@ func TestDifferentialExtremes(t *testing.T) {
 			if r.IntN(8) == 0 {
 				cost = p.Capacity()
 			}
-			want, ns := algorithm.Apply(p, st, now, cost)
-			if want.Changed {
-				st = ns
-			}
-			want.Changed = false
-			clock.Store(now)
-			res := make([]algorithm.Result, 1)
-			if _, err := s.Take(context.Background(), []limiter.Op{{Client: client, Rule: "r", Params: p, Cost: cost}}, res); err != nil {
-				t.Fatal(err)
-			}
-			got := res[0]
-			got.Changed = false
-			if got != want {
-				t.Fatalf("%+v step %d at %d cost %d: lua %+v, go %+v", p, step, now, cost, got, want)
-			}
+			st = compareDecision(t, s, &clock, client, p, st, now, cost, fmt.Sprintf("step %d", step))
 			if v := do(t, srv, "get", s.Key(client, "r")); len(v) > 0 && v[0] == 1 {
 				packed++
 			}
