@@ -67,6 +67,21 @@ type Config struct {
 	// MaxBody caps request bodies; a larger one is answered 413. Default
 	// 1 MiB, room for thousands of rules in one POST /apply.
 	MaxBody int64
+
+	// Listen is the address the API listens on (--admin-listen): its host
+	// is a name the Host header may carry, besides "localhost", IP
+	// addresses and AllowedHosts. Others are refused (see guard.go).
+	Listen string
+	// AllowedHosts are more names the Host header may carry
+	// (--admin-allowed-host), e.g. the name of a load balancer in front.
+	AllowedHosts []string
+	// AllowedOrigins are the web origins ("https://console.internal")
+	// whose pages may call the API besides its own (--admin-allowed-origin).
+	AllowedOrigins []string
+	// Pprof serves Go's profiles under /debug/pprof/ (--pprof), behind
+	// the token like the rest of the API; never /debug/pprof/cmdline, the
+	// command line, which can hold secrets. Default off.
+	Pprof bool
 }
 
 // DefaultMaxBody is the MaxBody used when Config.MaxBody is 0.
@@ -107,6 +122,7 @@ func notFound(format string, args ...any) *APIError {
 type server struct {
 	src     rulestore.Source
 	tokens  Tokens
+	guard   *guard
 	log     *slog.Logger
 	maxBody int64
 	mux     *http.ServeMux
@@ -125,7 +141,10 @@ func New(src rulestore.Source, cfg Config) http.Handler {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
+	// A malformed token fails closed: every request is answered 401
+	// (CheckBind refuses to start with it).
 	s.tokens = ParseTokens(cfg.Token)
+	s.guard = newGuard(cfg)
 	// Methods are dispatched here rather than by ServeMux patterns so that
 	// a wrong method gets the JSON 405 like every other error.
 	s.route("/rules", map[string]handler{"GET": s.listRules})
@@ -137,6 +156,7 @@ func New(src rulestore.Source, cfg Config) http.Handler {
 	s.route("/apply", map[string]handler{"POST": s.apply})
 	s.route("/rules/{id}/history", map[string]handler{"GET": s.ruleHistory})
 	s.route("/history", map[string]handler{"GET": s.history})
+	s.routePprof(cfg.Pprof)
 	s.mux.Handle("/", s.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("no such resource %s; see GET /rules, /clients, /default_plan, POST /apply", r.URL.Path)
 	}))
@@ -165,11 +185,20 @@ func (s *server) route(pattern string, methods map[string]handler) {
 			return &APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
 				Message: fmt.Sprintf("%s %s: method not allowed, want %s", r.Method, r.URL.Path, allowed)}
 		}
+		if m != "GET" {
+			if err := checkBody(r); err != nil {
+				return err
+			}
+		}
 		return h(w, r)
 	}))
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := s.guard.check(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	var named string
 	if s.tokens.Set() {
 		var ok bool

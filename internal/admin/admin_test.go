@@ -65,12 +65,23 @@ func (r resp) json(t testing.TB) map[string]any {
 
 func (r resp) String() string { return string(r.body) }
 
+// do sends a request as `sluice rules` and curl on the operator's machine
+// do: to Host 127.0.0.1:9090, a body as application/json; kv overrides
+// them ("Host", "Content-Type") and adds headers.
 func (e *env) do(method, path, body string, kv ...string) resp {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Host = "127.0.0.1:9090"
+	if method == "PUT" || method == "POST" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range e.hdr {
 		req.Header[k] = v
 	}
 	for i := 0; i+1 < len(kv); i += 2 {
+		if http.CanonicalHeaderKey(kv[i]) == "Host" {
+			req.Host = kv[i+1]
+			continue
+		}
 		req.Header.Set(kv[i], kv[i+1])
 	}
 	rec := httptest.NewRecorder()
@@ -675,7 +686,8 @@ func TestContextCanceled(t *testing.T) {
 	e := newEnv(t, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	req := httptest.NewRequest("PUT", "/rules/a", strings.NewReader(ruleA)).WithContext(ctx)
+	req := httptest.NewRequest("PUT", "http://127.0.0.1:9090/rules/a", strings.NewReader(ruleA)).WithContext(ctx)
+	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	e.h.ServeHTTP(rec, req)
 	if e.revision() != 0 {

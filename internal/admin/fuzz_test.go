@@ -44,7 +44,8 @@ func FuzzAdminPutRule(f *testing.F) {
 	}
 	e := newEnv(f, Config{})
 	f.Fuzz(func(t *testing.T, id string, body []byte) {
-		req := httptest.NewRequest("PUT", "/", bytes.NewReader(body))
+		req := httptest.NewRequest("PUT", "http://127.0.0.1:9090/", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		req.URL = &url.URL{Path: "/rules/" + id, RawPath: "/rules/" + url.PathEscape(id)}
 		rec := httptest.NewRecorder()
 		e.h.ServeHTTP(rec, req)

@@ -238,15 +238,13 @@ func TestParseTokens(t *testing.T) {
 		names []string
 	}{
 		{"", 0, nil},
-		{" , ", 0, nil},
 		{"s3cret", 1, []string{""}},
 		{"alice:s1", 1, []string{"alice"}},
-		{":s1", 1, []string{""}},                             // no name: unnamed
-		{"two words:s1", 1, []string{""}},                    // a space: not a name
-		{"ci-bot:a:b, bob:s2", 2, []string{"ci-bot", "bob"}}, // the name ends at the first colon
-	} {
+		{"ci-bot:a:b, bob:s2", 2, []string{"ci-bot", "bob"}},   // the name ends at the first colon
+		{" alice:s1 ,\tbob:s2\n", 2, []string{"alice", "bob"}}, // spaces around the commas are not part of a token
+	} { // malformed values: TestBlankTokenIsNoToken
 		got := ParseTokens(tt.in)
-		if len(got.toks) != tt.n || got.Set() != (tt.n > 0) {
+		if len(got.toks) != tt.n || got.Set() != (tt.n > 0) || got.Err() != nil {
 			t.Errorf("ParseTokens(%q): %d tokens, want %d", tt.in, len(got.toks), tt.n)
 			continue
 		}

@@ -3,6 +3,8 @@ package admin
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"unicode"
@@ -10,14 +12,16 @@ import (
 )
 
 // Tokens are the bearer tokens the admin API accepts: the value of
-// --admin-token, one token or several separated by commas. A token of the
-// form "name:secret" is named: the whole string is what a caller sends
-// ("Authorization: Bearer alice:s3cret"), and the name before the first
-// colon is the actor its changes are recorded under — the X-Sluice-Actor
-// header cannot claim another. An unnamed token leaves the actor to that
+// --admin-token, one token or several separated by commas (spaces around a
+// comma are ignored). A token of the form "name:secret" is named: the
+// whole string is what a caller sends ("Authorization: Bearer
+// alice:s3cret"), and the name before the first colon is the actor its
+// changes are recorded under — the X-Sluice-Actor header cannot claim
+// another. A token without a colon is unnamed and leaves the actor to that
 // header. The zero value accepts no token (no authentication).
 type Tokens struct {
 	toks []token
+	err  error // the value is malformed: authentication is on and accepts no one
 }
 
 type token struct {
@@ -25,32 +29,62 @@ type token struct {
 	name string // "" for an unnamed token
 }
 
-// ParseTokens parses the value of --admin-token. Blank entries are
-// ignored; an entry whose part before the first colon is not a valid
-// actor name (printable, at most 128 bytes) is an unnamed token.
+// ParseTokens parses the value of --admin-token. "" is no token (no
+// authentication). Anything else must be tokens only: a blank entry (" ",
+// ",", "a,,b"), a "name:" without a secret, a ":secret" without a name, an
+// invalid name, or a token holding a space or a control character (which
+// no Authorization header carries as sent) makes the whole value
+// malformed. Malformed Tokens fail closed — Set reports true and Check
+// accepts no one — and Err says which entry is wrong: check it at start.
 func ParseTokens(s string) Tokens {
 	var t Tokens
-	for e := range strings.SplitSeq(s, ",") {
+	if s == "" {
+		return t
+	}
+	entries := strings.Split(s, ",")
+	for i, e := range entries {
 		e = strings.TrimSpace(e)
-		if e == "" {
-			continue
+		at := ""
+		if len(entries) > 1 {
+			at = fmt.Sprintf("entry %d of %d ", i+1, len(entries))
 		}
-		tk := token{hash: sha256.Sum256([]byte(e))}
-		if name, _, ok := strings.Cut(e, ":"); ok && validName(name) {
+		var tk token
+		var err error
+		name, secret, named := strings.Cut(e, ":")
+		switch {
+		case e == "" && len(entries) == 1:
+			err = errors.New("blank: give a token, or leave it unset for no authentication (loopback only)")
+		case e == "":
+			err = fmt.Errorf("%sis blank: separate tokens with one comma and no empty entries, e.g. \"alice:Zx81…,ci-bot:Q7c2…\"", at)
+		case strings.ContainsFunc(e, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) || !utf8.ValidString(e):
+			err = fmt.Errorf("%sholds a space or a control character, which an Authorization header cannot carry as sent; use printable characters only", at)
+		case named && secret == "":
+			err = fmt.Errorf("%shas no secret after its colon: want \"name:secret\"", at)
+		case named && !validName(name):
+			err = fmt.Errorf("%shas no valid name before the colon (1 to %d bytes): want \"name:secret\", or a token without a colon", at, maxActor)
+		case named:
 			tk.name = name
 		}
+		if err != nil {
+			return Tokens{err: err}
+		}
+		tk.hash = sha256.Sum256([]byte(e))
 		t.toks = append(t.toks, tk)
 	}
 	return t
 }
+
+// Err is why the value ParseTokens parsed is malformed, or nil.
+func (t Tokens) Err() error { return t.err }
 
 func validName(name string) bool {
 	return name != "" && len(name) <= maxActor && utf8.ValidString(name) &&
 		!strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) })
 }
 
-// Set reports whether any token is configured (authentication is on).
-func (t Tokens) Set() bool { return len(t.toks) > 0 }
+// Set reports whether authentication is on: a token is configured, or the
+// value was malformed (then no one is accepted).
+func (t Tokens) Set() bool { return len(t.toks) > 0 || t.err != nil }
 
 // Check returns whether r carries one of the tokens as
 // "Authorization: Bearer <token>", and that token's name ("" when
