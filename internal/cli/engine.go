@@ -38,6 +38,12 @@ func addEngineFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.DurationVar(&f.shutdown, "shutdown-timeout", 10*time.Second, "how long to let in-flight calls finish on SIGTERM")
 }
 
+// checkSecrets refuses a blank or malformed value of the secret flags
+// serve and gateway share (--redis-password), naming the flag.
+func (f *serveFlags) checkSecrets() error {
+	return checkSecret("redis-password", f.redisPass)
+}
+
 // engine is what decides calls, as serve and gateway open it from their
 // flags: the logger, the rules source (kept in force on the limiter) and
 // the counter store. Close it when done.

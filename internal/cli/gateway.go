@@ -28,6 +28,7 @@ type gatewayFlags struct {
 	listen      string
 	adminListen string
 	adminToken  string
+	adminGuard  adminGuardFlags // --admin-allowed-host, --admin-allowed-origin, --pprof (adminflags.go)
 
 	upstream        string
 	dialTimeout     time.Duration
@@ -73,7 +74,8 @@ SLUICE_JWT_HS256_SECRET.`,
 	fl.DurationVar(&f.dialTimeout, "upstream-dial-timeout", 5*time.Second, "how long connecting to the upstream may take (then 504)")
 	fl.DurationVar(&f.responseTimeout, "upstream-timeout", 30*time.Second, "how long the upstream may take to send its response headers (then 504); bodies stream without limit")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "admin API address (and /healthz, /readyz); empty: no admin API; a non-loopback address requires --admin-token")
-	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token(s) the admin API requires, comma-separated; \"name:secret\" records changes as name's (empty: none, loopback only)")
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token(s) the admin API requires, comma-separated; \"name:secret\" records changes as name's (empty: none, loopback only; prefer SLUICE_ADMIN_TOKEN)")
+	addAdminGuardFlags(fl, &f.adminGuard)
 	fl.StringVar(&f.jwtSecret, "jwt-hs256-secret", "", "HS256 secret of trusted bearer tokens (prefer SLUICE_JWT_HS256_SECRET)")
 	fl.StringVar(&f.jwtKeys, "jwt-public-keys", "", "file of RS256/ES256 public keys of trusted bearer tokens: PEM or JWKS")
 	fl.StringVar(&f.jwtPlanClaim, "jwt-plan-claim", middleware.DefaultPlanClaim, "token claim holding the caller's plan")
@@ -126,12 +128,18 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 	if err != nil {
 		return fmt.Errorf("gateway: --upstream: %w", err)
 	}
+	if err := f.engine.checkSecrets(); err != nil {
+		return err
+	}
+	if err := checkSecret("jwt-hs256-secret", f.jwtSecret); err != nil {
+		return err
+	}
 	id, err := f.identifier()
 	if err != nil {
 		return err
 	}
 	if f.adminListen != "" {
-		if err := admin.CheckBind(f.adminListen, f.adminToken); err != nil {
+		if err := f.adminGuard.checkAdmin(f.adminListen, f.adminToken); err != nil {
 			return err
 		}
 	}
@@ -177,8 +185,9 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 			writeJSON(w, detail) //nolint:errcheck // the client is gone
 
 		})
-		mux.Handle("/", admin.New(eng.src, admin.Config{Token: f.adminToken, Logger: log}))
-		servers = append(servers, &http.Server{Addr: f.adminListen, Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		acfg := f.adminGuard.config(f.adminListen, f.adminToken, log)
+		mux.Handle("/", admin.New(eng.src, acfg))
+		servers = append(servers, &http.Server{Addr: f.adminListen, Handler: admin.Guard(acfg, mux), ReadHeaderTimeout: 10 * time.Second})
 		names = append(names, "admin API")
 	}
 	listeners := make([]net.Listener, len(servers))

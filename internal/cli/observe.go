@@ -7,14 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
-	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/rulestore"
@@ -42,8 +39,8 @@ func addAccessLogFlags(fl *pflag.FlagSet, f *observeFlags) {
 }
 
 // observer is what serve adds around the limiter: Prometheus metrics,
-// the Envoy rate limit service on its own gRPC listener, the access log,
-// and pprof on the admin listener.
+// the Envoy rate limit service on its own gRPC listener and the access
+// log. (pprof is the admin API's: admin.Config.Pprof.)
 type observer struct {
 	f       observeFlags
 	log     *slog.Logger
@@ -148,34 +145,6 @@ func (w *statusWriter) WriteHeader(code int) {
 // gateway's reverse proxy flushes streamed bodies and hijacks the
 // connection of a WebSocket upgrade through it.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// admin adds /debug/pprof/ to the admin API, behind the admin token like
-// the rest of it.
-func (o *observer) admin(h http.Handler, token string) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	tokens := admin.ParseTokens(token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
-			h.ServeHTTP(w, r)
-			return
-		}
-		if tokens.Set() {
-			if _, ok := tokens.Check(r); !ok {
-				w.Header().Set("WWW-Authenticate", "Bearer")
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusUnauthorized)
-				fmt.Fprintln(w, `{"error":"unauthorized","message":"Authorization: want \"Bearer <admin token>\""}`)
-				return
-			}
-		}
-		mux.ServeHTTP(w, r)
-	})
-}
 
 // listen opens the gRPC listener, unless --grpc-listen is "".
 func (o *observer) listen() error {

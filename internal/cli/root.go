@@ -60,6 +60,7 @@ the environment; an empty variable is ignored.`,
 		// Runs before every subcommand (cobra runs the nearest
 		// PersistentPreRunE only: subcommands must not define their own).
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			warnSecretArgs(cmd, cmd.ErrOrStderr())
 			return bindEnv(cmd, os.LookupEnv)
 		},
 	}

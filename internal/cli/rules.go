@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -28,13 +29,22 @@ type adminFlags struct {
 }
 
 // client returns an admin API client for the flags. An --admin without a
-// scheme ("127.0.0.1:9090") is taken as http.
-func (f *adminFlags) client() *client.Client {
+// scheme ("127.0.0.1:9090") is taken as http. A --admin-token that is not
+// one token (blank, a list, a space inside) is an error naming the flag.
+func (f *adminFlags) client() (*client.Client, error) {
+	if f.token != "" {
+		if err := checkSecret("admin-token", f.token); err != nil {
+			return nil, err
+		}
+		if err := admin.ParseTokens(f.token).Err(); err != nil || strings.Contains(f.token, ",") {
+			return nil, fmt.Errorf("--admin-token (%s): want one of the tokens of sluice serve --admin-token, e.g. \"alice:Zx81…\" (no list, no spaces)", EnvName("admin-token"))
+		}
+	}
 	u := f.url
 	if !strings.Contains(u, "://") {
 		u = "http://" + u
 	}
-	return client.New(u, client.WithToken(f.token), client.WithHTTPClient(&http.Client{Timeout: f.timeout}))
+	return client.New(u, client.WithToken(f.token), client.WithHTTPClient(&http.Client{Timeout: f.timeout})), nil
 }
 
 func newRulesCmd() *cobra.Command {
@@ -85,7 +95,11 @@ func newRulesListCmd(f *adminFlags) *cobra.Command {
 		Short: "List the rules in force, with the revision",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			set, err := f.client().ListRules(cmd.Context())
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			set, err := c.ListRules(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -169,7 +183,11 @@ func newRulesGetCmd(f *adminFlags) *cobra.Command {
 		Short: "Print one rule as YAML",
 		Args:  oneID,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := f.client().GetRule(cmd.Context(), args[0])
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.GetRule(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -230,7 +248,11 @@ printed and nothing is applied. -f - reads the file from standard input.`,
 			if err != nil {
 				return err
 			}
-			res, err := f.client().Apply(cmd.Context(), set, dryRun)
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.Apply(cmd.Context(), set, dryRun)
 			if err != nil {
 				return err
 			}
@@ -269,10 +291,14 @@ func newRulesDeleteCmd(f *adminFlags) *cobra.Command {
 		Short: "Delete one rule",
 		Args:  oneID,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.client().DeleteRule(cmd.Context(), args[0]); err != nil {
+			c, err := f.client()
+			if err != nil {
 				return err
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "- rule %s\n", args[0])
+			if err := c.DeleteRule(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "- rule %s\n", args[0])
 			return err
 		},
 	}

@@ -25,6 +25,7 @@ type serveFlags struct {
 	listen        string
 	adminListen   string
 	adminToken    string
+	adminGuard    adminGuardFlags // --admin-allowed-host, --admin-allowed-origin, --pprof (adminflags.go)
 	rules         string
 	rulesPoll     time.Duration
 	rulesStore    rulesStoreFlags // --rules-snapshot, --rules-refresh, --rules-notify (rulesource.go)
@@ -65,13 +66,17 @@ if missing). Every flag also reads SLUICE_<FLAG>, e.g. SLUICE_ADMIN_TOKEN.`,
 	fl.StringVar(&f.listen, "listen", ":8080", "data-plane HTTP address (POST /ratelimit/check, /healthz, /readyz)")
 	addGRPCFlags(fl, &f.obs)
 	fl.StringVar(&f.adminListen, "admin-listen", "127.0.0.1:9090", "admin API address; a non-loopback address requires --admin-token")
-	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token(s) the admin API requires, comma-separated; \"name:secret\" records changes as name's (empty: none, loopback only)")
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token(s) the admin API requires, comma-separated; \"name:secret\" records changes as name's (empty: none, loopback only; prefer SLUICE_ADMIN_TOKEN)")
+	addAdminGuardFlags(fl, &f.adminGuard)
 	addEngineFlags(fl, &f)
 	return cmd
 }
 
 func runServe(ctx context.Context, f serveFlags) error {
-	if err := admin.CheckBind(f.adminListen, f.adminToken); err != nil {
+	if err := f.adminGuard.checkAdmin(f.adminListen, f.adminToken); err != nil {
+		return err
+	}
+	if err := f.checkSecrets(); err != nil {
 		return err
 	}
 	var obs *observer
@@ -91,11 +96,11 @@ func runServe(ctx context.Context, f serveFlags) error {
 		Ready:      eng.ready,
 		OnDecision: obs.metrics.Decision,
 	})
-	adm := admin.New(src, admin.Config{Token: f.adminToken, Logger: log})
+	adm := admin.New(src, f.adminGuard.config(f.adminListen, f.adminToken, log))
 
 	servers := []*http.Server{
 		{Addr: f.listen, Handler: obs.data(data), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second},
-		{Addr: f.adminListen, Handler: obs.admin(adm, f.adminToken), ReadHeaderTimeout: 10 * time.Second},
+		{Addr: f.adminListen, Handler: adm, ReadHeaderTimeout: 10 * time.Second},
 	}
 	names := []string{"data plane", "admin API"}
 	listeners := make([]net.Listener, len(servers))
