@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -149,15 +150,20 @@ func TestEnvoyRLS(t *testing.T) {
 	}
 }
 
-// TestPprofNeedsTheAdminToken: with --admin-token, /debug/pprof/ asks for it
-// like the rest of the admin API.
+// TestPprofNeedsTheAdminToken: with --pprof and --admin-token,
+// /debug/pprof/ asks for the token like the rest of the admin API, and
+// /debug/pprof/cmdline is not served even then.
 func TestPprofNeedsTheAdminToken(t *testing.T) {
-	in := serve(t, filepath.Join(t.TempDir(), "rules.yaml"), "--admin-token", "s3cret")
+	t.Setenv("SLUICE_ADMIN_TOKEN", "s3cret")
+	in := serve(t, filepath.Join(t.TempDir(), "rules.yaml"), "--pprof")
 	for _, tt := range []struct {
-		auth string
-		want int
-	}{{"", 401}, {"Bearer wrong", 401}, {"Bearer s3cret", 200}} {
-		req, _ := http.NewRequest("GET", in.admin+"/debug/pprof/cmdline", nil)
+		path, auth string
+		want       int
+	}{
+		{"/debug/pprof/heap", "", 401}, {"/debug/pprof/heap", "Bearer wrong", 401}, {"/debug/pprof/heap", "Bearer s3cret", 200},
+		{"/debug/pprof/cmdline", "", 401}, {"/debug/pprof/cmdline", "Bearer s3cret", 404},
+	} {
+		req, _ := http.NewRequest("GET", in.admin+tt.path, nil)
 		if tt.auth != "" {
 			req.Header.Set("Authorization", tt.auth)
 		}
@@ -167,7 +173,26 @@ func TestPprofNeedsTheAdminToken(t *testing.T) {
 		}
 		resp.Body.Close()
 		if resp.StatusCode != tt.want {
-			t.Errorf("GET /debug/pprof/cmdline with %q: %d, want %d", tt.auth, resp.StatusCode, tt.want)
+			t.Errorf("GET %s with %q: %d, want %d", tt.path, tt.auth, resp.StatusCode, tt.want)
+		}
+	}
+}
+
+// TestPprofNeverServesTheCommandLine: /debug/pprof/cmdline once answered
+// sluice's command line, --redis-password included, to anyone who could
+// reach the default admin API. Profiling is off by default, and the
+// command line is never served.
+func TestPprofNeverServesTheCommandLine(t *testing.T) {
+	in := serve(t, filepath.Join(t.TempDir(), "rules.yaml"), "--redis-password", "hunter2-secret")
+	for _, p := range []string{"/debug/pprof/cmdline", "/debug/pprof/", "/debug/pprof/heap"} {
+		resp, err := http.Get(in.admin + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 404 || strings.Contains(string(b), "hunter2") {
+			t.Errorf("GET %s without --pprof: %d %.200s, want 404 without the command line", p, resp.StatusCode, b)
 		}
 	}
 }
