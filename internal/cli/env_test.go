@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func TestEnvName(t *testing.T) {
@@ -146,5 +148,57 @@ func TestRootBindsEnv(t *testing.T) {
 	code = run(t.Context(), NewRoot(), []string{"bench", "--concurrency", "1", "--target", "ftp://x"}, &errOut)
 	if want := "--target"; code != 1 || !strings.Contains(errOut.String(), want) {
 		t.Errorf("bench --concurrency 1 with SLUICE_CONCURRENCY=0: exit %d, stderr %q; want 1 and an error about %s", code, errOut.String(), want)
+	}
+}
+
+// TestEveryFlagReadsItsEnvironment: every flag of every sluice command
+// (secrets included) is set by its variable SLUICE_<FLAG>, so that no
+// secret ever has to be on a command line.
+func TestEveryFlagReadsItsEnvironment(t *testing.T) {
+	find := func(path []string) *cobra.Command {
+		c, _, err := NewRoot().Find(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		if c.Runnable() {
+			paths = append(paths, path)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub, append(append([]string{}, path...), sub.Name()))
+		}
+	}
+	walk(NewRoot(), nil)
+	n := 0
+	for _, path := range paths {
+		find(path).Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Name == "help" {
+				return
+			}
+			v := f.DefValue
+			switch {
+			case f.Value.Type() == "bool":
+				v = strconv.FormatBool(v != "true")
+			case v == "" || v == "[]":
+				v = "x"
+			}
+			c := find(path)
+			if err := c.ParseFlags(nil); err != nil {
+				t.Fatal(err)
+			}
+			name := EnvName(f.Name)
+			err := bindEnv(c, func(k string) (string, bool) { return v, k == name })
+			if got := c.Flags().Lookup(f.Name); err != nil || !got.Changed {
+				t.Errorf("sluice %s: %s=%q did not set --%s (%v)", strings.Join(path, " "), name, v, f.Name, err)
+			}
+			n++
+		})
+	}
+	if n < 50 {
+		t.Fatalf("checked %d flags, want every flag of every command", n)
 	}
 }
