@@ -29,6 +29,12 @@
 // token ("alice:s3cret" is alice's), else the X-Sluice-Actor header, else
 // "admin-api", followed by the caller's address, e.g. "alice (10.0.0.7)".
 //
+// Before its token, every request must come from where a web page cannot
+// (guard.go): a Host that is the listen address, localhost, an IP address
+// or an allowed name (else 403, DNS rebinding), no Origin or an allowed one
+// (else 403), and for a write a JSON body (else 415). With Config.Pprof,
+// GET /debug/pprof/... serves Go's profiles, never the command line.
+//
 // Every response to a read carries the revision as ETag ("7"); every write
 // honours If-Match: "7" and answers 412 precondition_failed when the rules
 // moved on. Each write is one rulestore Update: validated whole, all or

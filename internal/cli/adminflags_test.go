@@ -53,6 +53,7 @@ func TestSecretFlagsRefuseBlank(t *testing.T) {
 		{"serve, redis password blank", with(serve, "--redis-password", " "), nil, "--redis-password"},
 		{"serve, redis password with a newline", serve, map[string]string{"SLUICE_REDIS_PASSWORD": "pw\n"}, "--redis-password (SLUICE_REDIS_PASSWORD)"},
 		{"gateway, admin token blank", with(gateway, "--admin-listen", "127.0.0.1:0", "--admin-token", ","), nil, "--admin-token"},
+		{"gateway, admin token blank without the admin API", with(gateway, "--admin-token", " , "), nil, "--admin-token"},
 		{"gateway, redis password blank", with(gateway, "--redis-password", "\t"), nil, "--redis-password"},
 		{"gateway, JWT secret blank", with(gateway, "--jwt-hs256-secret", " "), nil, "--jwt-hs256-secret"},
 		{"gateway, JWT secret with a newline", gateway, map[string]string{"SLUICE_JWT_HS256_SECRET": "s3cret\n"}, "--jwt-hs256-secret (SLUICE_JWT_HS256_SECRET)"},

@@ -142,6 +142,8 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 		if err := f.adminGuard.checkAdmin(f.adminListen, f.adminToken); err != nil {
 			return err
 		}
+	} else if err := admin.ParseTokens(f.adminToken).Err(); err != nil {
+		return fmt.Errorf("gateway: --admin-token (SLUICE_ADMIN_TOKEN): %w", err) // unused without --admin-listen, but wrong
 	}
 	eng, err := openEngine(ctx, f.engine, nil)
 	if err != nil {

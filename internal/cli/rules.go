@@ -62,7 +62,7 @@ SLUICE_ADMIN_TOKEN.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.url, "admin", "http://127.0.0.1:9090", "admin API base URL")
-	pf.StringVar(&f.token, "admin-token", "", "bearer token of the admin API: one of sluice serve --admin-token's, e.g. \"alice:s3cret\"")
+	pf.StringVar(&f.token, "admin-token", "", "bearer token of the admin API: one of sluice serve --admin-token's, e.g. \"alice:s3cret\" (prefer SLUICE_ADMIN_TOKEN)")
 	pf.DurationVar(&f.timeout, "timeout", 10*time.Second, "timeout of each admin API call")
 	cmd.AddCommand(newRulesListCmd(f), newRulesGetCmd(f), newRulesApplyCmd(f), newRulesDeleteCmd(f))
 	return cmd
