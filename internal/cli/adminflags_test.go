@@ -220,6 +220,39 @@ func TestServeAdminListenerGuarded(t *testing.T) {
 		}
 	}
 
+	// The issue's attacks over the wire: the rule stays.
+	send := func(method, path, host, ctype, origin, body string) int {
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		req.Header.Set("Content-Type", ctype)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := send("PUT", "/rules/keep", "", "application/json", "", `{"limit": 5, "window": "1m"}`); code != 201 {
+		t.Fatalf("PUT /rules/keep: %d, want 201", code)
+	}
+	if code := send("POST", "/apply", "", "text/plain", "https://evil.example", `{"rules":[]}`); code != 403 {
+		t.Errorf("POST /apply text/plain from evil.example: %d, want 403", code)
+	}
+	if code := send("PUT", "/rules/pwned", "rebind.evil.example", "application/json", "", `{"limit": 5, "window": "1m"}`); code != 403 {
+		t.Errorf("PUT /rules/pwned from a rebound name: %d, want 403", code)
+	}
+	if code, body := get(t, base+"/rules", ""); code != 200 || !strings.Contains(body, `"keep"`) || strings.Contains(body, "pwned") {
+		t.Errorf("GET /rules after the attacks: %d %s, want rule keep only", code, body)
+	}
+
 	adminAddr = freeAddr(t)
 	base = "http://" + adminAddr
 	startCmd(t, base+"/rules", "serve", "--listen", freeAddr(t), "--grpc-listen", "", "--admin-listen", adminAddr,
