@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/sluicehq/sluice/rules"
 )
 
 // sluiceFor runs the sluice command like sluice, but gives up after d (a
@@ -285,5 +287,43 @@ func TestGatewayAdminListenerGuarded(t *testing.T) {
 	}
 	if code, body := get(t, base+"/rules", "", "Origin", "https://evil.example"); code != 403 {
 		t.Errorf("GET /rules from evil.example: %d %s, want 403", code, body)
+	}
+}
+
+// TestClientPassesTheGuard: every admin call of the client package (what
+// sluice rules is built on) is accepted by the guarded admin API: its
+// bodies are application/json and it sends no Origin.
+func TestClientPassesTheGuard(t *testing.T) {
+	s := startSluice(t, "alice:s3cret")
+	c, err := (&adminFlags{url: s.admin, token: "alice:s3cret", timeout: 10 * time.Second}).client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	steps := []struct {
+		name string
+		err  func() error
+	}{
+		{"PutRule", func() error {
+			_, err := c.PutRule(ctx, rules.Rule{ID: "r1", Limit: 5, Window: rules.Duration(time.Minute)})
+			return err
+		}},
+		{"GetRule", func() error { _, err := c.GetRule(ctx, "r1"); return err }},
+		{"ListRules", func() error { _, err := c.ListRules(ctx); return err }},
+		{"PutClient", func() error { _, err := c.PutClient(ctx, "user:bob", rules.Client{Plan: "pro"}); return err }},
+		{"GetClient", func() error { _, err := c.GetClient(ctx, "user:bob"); return err }},
+		{"ListClients", func() error { _, err := c.ListClients(ctx); return err }},
+		{"DeleteClient", func() error { return c.DeleteClient(ctx, "user:bob") }},
+		{"Apply dry run", func() error { _, err := c.Apply(ctx, &rules.Set{}, true); return err }},
+		{"DeleteRule", func() error { return c.DeleteRule(ctx, "r1") }},
+		{"Apply", func() error {
+			_, err := c.Apply(ctx, &rules.Set{Rules: []rules.Rule{{ID: "r2", Limit: 1, Window: rules.Duration(time.Second)}}}, false)
+			return err
+		}},
+	}
+	for _, st := range steps {
+		if err := st.err(); err != nil {
+			t.Errorf("%s: %v", st.name, err)
+		}
 	}
 }
