@@ -150,6 +150,9 @@ func New(src rulestore.Source, cfg Config) http.Handler {
 	// A malformed token fails closed: every request is answered 401
 	// (CheckBind refuses to start with it).
 	s.tokens = ParseTokens(cfg.Token)
+	if err := s.tokens.Err(); err != nil {
+		s.log.Error("admin: --admin-token is malformed; every request is refused (401)", "error", err)
+	}
 	s.guard = newGuard(cfg)
 	// Methods are dispatched here rather than by ServeMux patterns so that
 	// a wrong method gets the JSON 405 like every other error.
