@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/rules"
@@ -100,6 +102,65 @@ func FuzzAdminPutRule(f *testing.F) {
 			return nil
 		}); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// FuzzGuard: no Host and Origin a caller sends make the guard panic, and
+// every Host it accepts is empty, localhost, an IP address or a name it
+// was given; every Origin it accepts is the request's own or one given.
+func FuzzGuard(f *testing.F) {
+	for _, s := range [][2]string{
+		{"127.0.0.1:9090", ""}, {"rebind.evil.example", "http://rebind.evil.example"}, {"[::1]:9090", "http://[::1]:9090"},
+		{"localhost.", "null"}, {"LB.example:443", "HTTPS://console.example:443/"}, {"[fe80::1%25eth0]", "http://[::1"},
+		{"admin.internal", "http://admin.internal:80"}, {"%", "http://%41"}, {"", "https://user@console.example"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	g := newGuard(Config{Listen: "admin.internal:9090", AllowedHosts: []string{"lb.example"}, AllowedOrigins: []string{"https://console.example"}})
+	f.Fuzz(func(t *testing.T, host, origin string) {
+		r := httptest.NewRequest("GET", "http://127.0.0.1/rules", nil)
+		r.Host = host
+		if origin != "" {
+			r.Header.Set("Origin", origin)
+		}
+		if g.check(r) != nil {
+			return
+		}
+		h := hostOf(host)
+		_, ipErr := netip.ParseAddr(h)
+		if host != "" && h != "localhost" && h != "admin.internal" && h != "lb.example" && ipErr != nil {
+			t.Fatalf("Host %q (%q) accepted", host, h)
+		}
+		if origin != "" {
+			o, ok := normOrigin(origin)
+			own, _ := normOrigin("http://" + host)
+			if !ok || o != "https://console.example" && o != own {
+				t.Fatalf("Origin %q (%q) accepted with Host %q", origin, o, host)
+			}
+		}
+	})
+}
+
+// FuzzParseTokens: a --admin-token value never panics the parser, a value
+// it accepts has no blank token, and a malformed one accepts no one.
+func FuzzParseTokens(f *testing.F) {
+	for _, s := range []string{"", " ", ",", " , ", "s3cret", "alice:s1,bob:s2", "alice:", ":x", "a,,b", "a b", "\xff"} {
+		f.Add(s, "x")
+	}
+	f.Fuzz(func(t *testing.T, value, sent string) {
+		tk := ParseTokens(value)
+		if value != "" && !tk.Set() {
+			t.Fatalf("ParseTokens(%q): no authentication", value)
+		}
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", "Bearer "+sent)
+		_, ok := tk.Check(r)
+		if tk.Err() != nil && ok {
+			t.Fatalf("malformed ParseTokens(%q) accepts %q", value, sent)
+		}
+		if ok && strings.TrimSpace(sent) == "" {
+			t.Fatalf("ParseTokens(%q) accepts a blank token", value)
 		}
 	})
 }
