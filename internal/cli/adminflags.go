@@ -70,7 +70,7 @@ func checkSecret(flag, v string) error {
 
 // secretFlags are the flags whose value is a secret. warnSecretArgs warns
 // when one is given on the command line.
-var secretFlags = []string{"admin-token", "redis-password", "jwt-hs256-secret"}
+var secretFlags = []string{"admin-token", "data-token", "redis-password", "jwt-hs256-secret"}
 
 // warnSecretArgs warns on w about each secret given on cmd's command line,
 // where every user of the machine reads it (ps, /proc/<pid>/cmdline), and

@@ -66,8 +66,8 @@ if missing). Every flag also reads SLUICE_<FLAG>, e.g. SLUICE_ADMIN_TOKEN.`,
 	fl.StringVar(&f.listen, "listen", ":8080", "data-plane HTTP address (POST /ratelimit/check, /healthz, /readyz)")
 	addGRPCFlags(fl, &f.obs)
 	fl.StringVar(&f.adminListen, "admin-listen", "127.0.0.1:9090", "admin API address; a non-loopback address requires --admin-token")
-	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token(s) the admin API requires, comma-separated; \"name:secret\" records changes as name's (empty: none, loopback only; prefer SLUICE_ADMIN_TOKEN)")
 	addAdminGuardFlags(fl, &f.adminGuard)
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token(s) the admin API requires, comma-separated; \"name:secret\" records changes as name's (empty: none, loopback only)")
 	addEngineFlags(fl, &f)
 	return cmd
 }
