@@ -184,6 +184,9 @@ func TestPprof(t *testing.T) {
 			t.Errorf("without Pprof, GET %s: %d %s, want 404 naming --pprof", p, r.status, r.body)
 		}
 	}
+	if r := off.do("GET", "/debug/pprof/cmdline", ""); !strings.Contains(string(r.body), "never served") {
+		t.Errorf("without Pprof, GET /debug/pprof/cmdline: %s, want it said the command line is never served", r.body)
+	}
 	on := newEnv(t, Config{Pprof: true, Token: "s3cret"})
 	on.must(on.do("GET", "/debug/pprof/heap", ""), 401)
 	on.must(on.do("GET", "/debug/pprof/heap", "", "Host", "rebind.evil.example", "Authorization", "Bearer s3cret"), 403)
