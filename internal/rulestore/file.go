@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/rules"
@@ -87,7 +88,12 @@ func (c FileConfig) withDefaults() FileConfig {
 // Changes through Update rewrite the file atomically (a temporary file in
 // the same directory, fsync, rename, fsync of the directory) and keep its
 // permissions (0644 for a new file); the file holds the revision, so it
-// survives restarts. Hand edits are found by Poll (called by Run every
+// survives restarts. A write that fails — a full disk, a read-only file
+// system, no permission, or a rules file whose permission bits allow no
+// writes (chmod a-w, which the rename alone would ignore) — fails with
+// ErrUnavailable naming the cause and its fix, and changes nothing: no
+// temporary file is left and the rules in force and their revision stay.
+// Hand edits are found by Poll (called by Run every
 // PollInterval): a changed mtime or size makes it read the file, and a
 // changed content hash makes it load it. A loaded edit gets the revision
 // max(file revision, current + 1). An edit that does not load leaves the
@@ -245,7 +251,7 @@ func (f *File) Update(ctx context.Context, ifRevision int64, fn func(*rules.Set)
 		return nil, err
 	}
 	if err := f.writeFile(f.path, data); err != nil {
-		return nil, fmt.Errorf("rulestore: write %s: %w", f.path, err)
+		return nil, writeError(f.path, cur.Revision(), err)
 	}
 	// Forget the stamp rather than stat the new file: an edit made between
 	// the rename and a stat would go unnoticed. The next Poll reads the
@@ -255,6 +261,29 @@ func (f *File) Update(ctx context.Context, ifRevision int64, fn func(*rules.Set)
 	f.clearBadLocked()
 	f.installLocked(ix)
 	return ix, nil
+}
+
+// errReadOnlyFile: the file's permission bits allow nobody to write it.
+// writeAtomic refuses to replace it: the rename would, even as root.
+var errReadOnlyFile = errors.New("its permission bits allow no writes")
+
+// writeError is the error of an Update whose write failed: ErrUnavailable
+// (HTTP 503), naming the file, the cause and what fixes it. rev is the
+// revision still in force.
+func writeError(path string, rev int64, err error) error {
+	cause, fix := "it cannot be written", "see the error, fix it, and retry"
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		cause, fix = "the disk is full", "free space on its file system, then retry"
+	case errors.Is(err, syscall.EROFS):
+		cause, fix = "the file system is read-only", "remount it read-write, or point --rules at a writable place, then retry"
+	case errors.Is(err, errReadOnlyFile):
+		cause, fix = "the rules file is read-only", "chmod u+w it to allow changes through the API (or edit it by hand)"
+	case errors.Is(err, fs.ErrPermission):
+		cause, fix = "permission denied", "give sluice's user write permission on the file and its directory, then retry"
+	}
+	return fmt.Errorf("%w: cannot write the rules file %s: %s (%w); %s; the rules in force (revision %d) are unchanged",
+		ErrUnavailable, path, cause, err, fix, rev)
 }
 
 // render is the file content for s: the explanatory header, then the set.
@@ -391,6 +420,23 @@ func (f *File) Close() error {
 	return nil
 }
 
+// writable reports whether the existing file at path, with permission
+// bits perm, may be written: the rename that replaces it needs only the
+// directory's permission, so the file's own is checked first. Root may
+// write any file, so a file no one may write (chmod a-w) is refused by its
+// bits; otherwise opening it for writing (without truncating) asks the
+// system.
+func writable(path string, perm fs.FileMode) error {
+	if perm&0o222 == 0 {
+		return fmt.Errorf("%s: mode %04o: %w", path, perm, errReadOnlyFile)
+	}
+	fl, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	return fl.Close()
+}
+
 func statFile(path string) (stamp, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -424,7 +470,8 @@ func readStamped(path string) (stamp, []byte, error) {
 // writeAtomic replaces the file at path (or, if path is a symlink, the file
 // it points to) with data, so that a reader sees the old content or the new,
 // never a mix, and the new content survives a crash once it returns. The
-// file keeps its permission bits; a new file gets 0644.
+// file keeps its permission bits; a new file gets 0644. A file that may not
+// be written (see writable) is refused before anything is written.
 func writeAtomic(path string, data []byte) (err error) {
 	if p, err := filepath.EvalSymlinks(path); err == nil {
 		path = p
@@ -432,6 +479,9 @@ func writeAtomic(path string, data []byte) (err error) {
 	perm := fs.FileMode(0o644)
 	if fi, err := os.Stat(path); err == nil {
 		perm = fi.Mode().Perm()
+		if err := writable(path, perm); err != nil {
+			return err
+		}
 	}
 	dir, base := filepath.Split(path)
 	if dir == "" {

@@ -361,7 +361,7 @@ func (p *Postgres) Update(ctx context.Context, ifRevision int64, fn func(*rules.
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, ErrConflict) {
 			return nil, cerr
 		}
-		if errors.Is(err, ErrUnavailable) {
+		if errors.Is(err, ErrUnavailable) && (isUnavailable(err) || isBadData(err)) {
 			p.mu.Lock()
 			p.noteLocked(err)
 			p.mu.Unlock()
@@ -437,19 +437,22 @@ func rollback(tx pgx.Tx) {
 	tx.Rollback(ctx)
 }
 
-// dbError describes a failed database step of an Update. An unreachable
-// database wraps ErrUnavailable; other failures (a server error that no
-// retry will cure) are internal errors.
+// dbError describes a failed database step of an Update. It wraps
+// ErrUnavailable and names the cause: the database is unreachable (worth a
+// retry later), or it refused the step with an error of its own (e.g. the
+// database does not exist, or a trigger refused the change), which the
+// message quotes.
 func (p *Postgres) dbError(step string, err error, atCommit bool) error {
-	if !isUnavailable(err) {
-		return fmt.Errorf("rulestore: postgres: %s: %w", step, err)
-	}
 	maybe := ""
 	if atCommit {
 		maybe = "; the change may or may not have been stored: GET /rules shows which"
 	}
-	return fmt.Errorf("%w: the rules database %s is unreachable (%s: %w)%s; every instance keeps serving the rules in force (revision %d)",
-		ErrUnavailable, p.loc, step, err, maybe, p.Current().Revision())
+	what := "is unreachable"
+	if !isUnavailable(err) {
+		what = "refused the change"
+	}
+	return fmt.Errorf("%w: the rules database %s %s (%s: %w)%s; every instance keeps serving the rules in force (revision %d)",
+		ErrUnavailable, p.loc, what, step, err, maybe, p.Current().Revision())
 }
 
 // isUnavailable tells an error of an unreachable, restarting or overloaded

@@ -29,8 +29,10 @@ var (
 	ErrInvalid = errors.New("rulestore: invalid rule set")
 	// ErrUnavailable: the store cannot take changes now, e.g. the rules file
 	// holds a hand edit that does not load (overwriting it would lose the
-	// edit), or the rules database is unreachable. The last good rules stay
-	// in force.
+	// edit), it cannot be written (a full disk, a read-only file system or
+	// file, no permission), or the rules database is unreachable or refused
+	// the change. The error names the cause. Nothing was stored, and the
+	// last good rules stay in force.
 	ErrUnavailable = errors.New("rulestore: store cannot take changes now")
 	// ErrNotFound: a rule, client or revision that was asked for does not
 	// exist. Update does not return it itself (its callbacks may, to abort);
