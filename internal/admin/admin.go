@@ -38,7 +38,10 @@
 // Every response to a read carries the revision as ETag ("7"); every write
 // honours If-Match: "7" and answers 412 precondition_failed when the rules
 // moved on. Each write is one rulestore Update: validated whole, all or
-// nothing, one revision. Errors are {"error": code, "message": text}, the
+// nothing, one revision; a write that changes nothing answers 200 with the
+// revision it found, and stores nothing. A write the store cannot take (a
+// full disk, a read-only rules file, an unreachable database, ...) answers
+// 503 unavailable naming the cause. Errors are {"error": code, "message": text}, the
 // message naming the field that is wrong.
 package admin
 

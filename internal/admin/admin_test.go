@@ -372,10 +372,13 @@ func TestAuth(t *testing.T) {
 		{"right", "Bearer s3cret", 200},
 		{"scheme case", "bearer s3cret", 200},
 	}
-	for _, tt := range tests {
+	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// Each case PUTs a limit of its own: the same rule again would
+			// store nothing.
+			put := `{"limit": ` + strconv.Itoa(i+1) + `, "window": "1m"}`
 			for _, target := range []struct{ method, path, body string }{
-				{"GET", "/rules", ""}, {"PUT", "/rules/a", ruleA}, {"GET", "/nowhere", ""},
+				{"GET", "/rules", ""}, {"PUT", "/rules/a", put}, {"GET", "/nowhere", ""},
 			} {
 				r := e.do(target.method, target.path, target.body, "Authorization", tt.auth)
 				want := tt.status
@@ -424,8 +427,8 @@ func TestIfMatch(t *testing.T) {
 		t.Fatalf("revision after 412s = %d, want 1", e.revision())
 	}
 	e.must(e.do("PUT", "/rules/a", ruleA, "If-Match", `"1"`), 200)
-	e.must(e.do("PUT", "/rules/a", ruleA, "If-Match", `*`), 200)
-	e.must(e.do("DELETE", "/rules/a", "", "If-Match", `"3"`), 200)
+	e.must(e.do("PUT", "/rules/a", `{"limit": 5, "window": "1m"}`, "If-Match", `*`), 200)
+	e.must(e.do("DELETE", "/rules/a", "", "If-Match", `"2"`), 200)
 }
 
 func TestMethodNotAllowed(t *testing.T) {

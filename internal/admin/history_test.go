@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -172,7 +173,9 @@ func TestPostgresIfMatchRace(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rs[i] = en.do("PUT", "/rules/r", `{"limit": `+string(rune('1'+i))+`, "window": "1m"}`, "If-Match", etag)
+				// A limit not stored yet: an unchanged PUT would store
+				// nothing and so win alongside.
+				rs[i] = en.do("PUT", "/rules/r", `{"limit": `+strconv.Itoa(2*round+i+1)+`, "window": "1m"}`, "If-Match", etag)
 			}()
 		}
 		wg.Wait()

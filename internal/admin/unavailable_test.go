@@ -45,7 +45,7 @@ func TestReadOnlyRulesFileIs503(t *testing.T) {
 	for _, w := range []struct{ method, path, body string }{
 		{"PUT", "/rules/b", `{"limit": 1, "window": "1m"}`},
 		{"DELETE", "/rules/a", ""},
-		{"PUT", "/default_plan", `{"plan": "free"}`},
+		{"PUT", "/default_plan", `{"plan": "partner"}`},
 		{"POST", "/apply", `{"rules": []}`},
 	} {
 		t.Run(w.method+" "+w.path, func(t *testing.T) {

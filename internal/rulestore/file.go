@@ -241,6 +241,9 @@ func (f *File) Update(ctx context.Context, ifRevision int64, fn func(*rules.Set)
 	if err := fn(next); err != nil {
 		return nil, err
 	}
+	if unchanged(cur.Set(), next) {
+		return cur, nil
+	}
 	next.Revision = cur.Revision() + 1
 	ix, err := rules.Compile(next)
 	if err != nil {

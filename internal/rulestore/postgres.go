@@ -405,11 +405,25 @@ func (p *Postgres) update(ctx context.Context, ifRevision int64, actor string, f
 		}
 	}
 	if old == nil {
-		old = &rules.Set{}
+		old = &rules.Set{Revision: head}
 	}
 	next := old.Clone()
 	if err := fn(next); err != nil {
 		return nil, err
+	}
+	if unchanged(old, next) {
+		// Nothing to store: the head stays, and the rollback leaves no
+		// revision, history row or notification. The head is returned
+		// (and put in force, if this instance had not loaded it yet).
+		if cur := p.cur.Load(); cur.fromDB && cur.ix.Revision() == head {
+			return cur.ix, nil
+		}
+		old.Revision = head
+		ix, err := rules.Compile(old)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w; fix the rows in the database before changing rules through the API", ErrUnavailable, badDataError{err})
+		}
+		return ix, nil
 	}
 	next.Revision = head + 1
 	ix, err := rules.Compile(next)

@@ -50,9 +50,12 @@ type Source interface {
 
 	// Update changes the rule set: fn edits a clone of the current set; the
 	// result is validated (rules.Compile), its Revision set to the current
-	// revision + 1, persisted, and only then put in force and returned. If
-	// fn or any step fails, nothing changes and the error is returned (fn's
-	// own error as is). ifRevision ≥ 0 must equal the current revision, else
+	// revision + 1, persisted, and only then put in force and returned. A
+	// result that encodes the same as the current set (rules.EncodeYAML,
+	// revision aside) changes nothing: no new revision, no write, no history,
+	// no subscriber call; the current rules are returned. If fn or any step
+	// fails, nothing changes and the error is returned (fn's own error as
+	// is). ifRevision ≥ 0 must equal the current revision, else
 	// the error wraps ErrConflict; -1 updates unconditionally. Concurrent
 	// calls are serialized. fn must not call the Source.
 	Update(ctx context.Context, ifRevision int64, fn func(*rules.Set) error) (*rules.Index, error)
