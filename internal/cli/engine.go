@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 // addEngineFlags registers on fl the flags serve and gateway share: the
@@ -29,6 +30,7 @@ func addEngineFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.redisTLSCA, "redis-tls-ca", "", "PEM file of the CA that signed the Redis server certificate (implies --redis-tls)")
 	fl.DurationVar(&f.storeTimeout, "store-timeout", 5*time.Millisecond, "deadline of every call to the shared store; past it the call is decided locally")
 	fl.DurationVar(&f.probeInterval, "probe-interval", 250*time.Millisecond, "how often a failing shared store is probed (and the Retry-After of fail-closed denials meanwhile)")
+	fl.IntVar(&f.memoryMax, "memory-max-buckets", memory.DefaultMaxBuckets, "most buckets the embedded in-memory store holds, each about 85 bytes of Go heap (the default: about 80 MiB of heap, 140 MiB of process memory); past it, the buckets closest to full are evicted")
 	fl.IntVar(&f.instances, "instances", 0, "number of sluice instances the local fallback divides limits by (0: count them in Redis)")
 	fl.IntVar(&f.ipv6Prefix, "ipv6-prefix", 64, "prefix length IPv6 callers are keyed by")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")

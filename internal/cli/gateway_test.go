@@ -64,6 +64,8 @@ func TestGatewayFlagErrors(t *testing.T) {
 		{"bad key file", []string{"--upstream", "http://127.0.0.1:1", "--jwt-public-keys", badKeys}, "--jwt-public-keys"},
 		{"missing key file", []string{"--upstream", "http://127.0.0.1:1", "--jwt-public-keys", filepath.Join(dir, "none")}, "no such file"},
 		{"public admin without token", []string{"--upstream", "http://127.0.0.1:1", "--admin-listen", "0.0.0.0:0"}, "admin"},
+		{"no memory ceiling", []string{"--upstream", "http://127.0.0.1:1", "--memory-max-buckets", "0"}, "--memory-max-buckets must be ≥ 1"},
+		{"memory ceiling below the shards", []string{"--upstream", "http://127.0.0.1:1", "--memory-max-buckets", "10"}, "--memory-max-buckets: memory: invalid config: max buckets = 10, want at least one per shard"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

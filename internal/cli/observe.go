@@ -59,6 +59,7 @@ func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store lim
 	case *memory.Store:
 		o.store = m.Store("memory", st)
 		m.WatchBuckets(st.Len)
+		m.WatchEvictions(st.Evictions)
 	case *failover.Store:
 		// The decision's time in the store layer (Redis or, while it
 		// fails, the local fallback) is store="failover"; the calls to

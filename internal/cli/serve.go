@@ -36,6 +36,7 @@ type serveFlags struct {
 	redisTLSCA    string
 	storeTimeout  time.Duration
 	probeInterval time.Duration
+	memoryMax     int // --memory-max-buckets
 	instances     int
 	ipv6Prefix    int
 	logLevel      string

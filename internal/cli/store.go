@@ -29,12 +29,18 @@ type closingStore interface {
 // /readyz.
 func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]any, error) {
 	if f.redis == "" {
-		st, err := memory.New(memory.DefaultConfig())
+		cfg := memory.DefaultConfig()
+		cfg.MaxBuckets, cfg.Logger = f.memoryMax, log
+		if f.memoryMax < 1 {
+			return nil, nil, fmt.Errorf("--memory-max-buckets must be ≥ 1, got %d", f.memoryMax)
+		}
+		st, err := memory.New(cfg)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("--memory-max-buckets: %w", err)
 		}
 		return st, func() map[string]any {
-			return map[string]any{"kind": "memory", "state": "ok", "buckets": st.Len()}
+			return map[string]any{"kind": "memory", "state": "ok", "buckets": st.Len(),
+				"max_buckets": st.MaxBuckets(), "evictions": st.Evictions()}
 		}, nil
 	}
 	cfg := sredis.DefaultConfig()

@@ -8,6 +8,7 @@
 //	sluice_store_duration_seconds{store}            one atomic take from the counter store (histogram)
 //	sluice_store_errors_total{store,kind}           failed takes, by kind of error
 //	sluice_store_buckets                            buckets held by the embedded store
+//	sluice_store_evictions_total                    buckets the embedded store evicted to stay under its ceiling
 //	sluice_store_local_denials_total                calls the Redis store's local denial cache denied without a round trip
 //	sluice_rules_revision                           revision of the rules in force
 //	sluice_rules_load_failing                       1 while the rules store holds a change that does not load

@@ -123,6 +123,15 @@ func (m *Metrics) WatchBuckets(n func() int) {
 	}, func() float64 { return float64(n()) }))
 }
 
+// WatchEvictions exports sluice_store_evictions_total, read from n at each
+// scrape (memory.Store.Evictions).
+func (m *Metrics) WatchEvictions(n func() uint64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_store_evictions_total",
+		Help: "Buckets the embedded in-memory store evicted to stay under its ceiling (--memory-max-buckets): those closest to full first.",
+	}, func() float64 { return float64(n()) }))
+}
+
 // WatchLocalDenials exports sluice_store_local_denials_total, read from n at
 // each scrape (redis.Store.LocalDenials).
 func (m *Metrics) WatchLocalDenials(n func() int64) {

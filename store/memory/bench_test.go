@@ -145,7 +145,8 @@ func measureHeap(b *testing.B, n int) (perBucket, total, sweepPerShard float64) 
 	b.StartTimer()
 
 	now := conformance.Base
-	s, err := New(Config{Clock: func() int64 { return now }, SweepInterval: -1})
+	// A ceiling well above n: this measures buckets, not evictions.
+	s, err := New(Config{Clock: func() int64 { return now }, SweepInterval: -1, MaxBuckets: 2 * n})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -181,4 +182,48 @@ func measureHeap(b *testing.B, n int) (perBucket, total, sweepPerShard float64) 
 	b.StartTimer()
 	total = float64(after.HeapAlloc) - float64(before.HeapAlloc)
 	return total / float64(n), total, sweepPerShard
+}
+
+// BenchmarkTakeAtCeiling decides calls of new clients on a default store
+// held at its ceiling (100k buckets here), so that every call evicts a
+// bucket to make room for its own: the cost of the ceiling under a flood of
+// distinct clients. The one allocation per call is the new bucket's copy
+// of its client id.
+func BenchmarkTakeAtCeiling(b *testing.B) {
+	const max = 100_000
+	clients := make([]string, 4*max) // recurring only after three ceilings' worth: evicted by then
+	for i := range clients {
+		clients[i] = fmt.Sprintf("ip:2001:db8:%x::/64", i)
+	}
+	now := conformance.Base
+	s, err := New(Config{Clock: func() int64 { now++; return now }, SweepInterval: -1, MaxBuckets: max})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 100, Window: conformance.Minute}
+	ops := []limiter.Op{{Rule: "per-ip", Params: p, Cost: 1}}
+	res := make([]algorithm.Result, 1)
+	ctx := context.Background()
+	for _, c := range clients[:2*max] {
+		ops[0].Client = c
+		s.Take(ctx, ops, res)
+	}
+	ev := s.Evictions()
+	i := 2 * max
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		ops[0].Client = clients[i%len(clients)]
+		i++
+		if _, err := s.Take(ctx, ops, res); err != nil || !res[0].Allowed {
+			b.Fatalf("Take = %v, allowed %v", err, res[0].Allowed)
+		}
+	}
+	b.StopTimer()
+	if s.Len() > max {
+		b.Fatalf("Len = %d, want ≤ %d", s.Len(), max)
+	}
+	b.ReportMetric(float64(s.Evictions()-ev)/float64(b.N), "evictions/op")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 }

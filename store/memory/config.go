@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"time"
 )
@@ -37,7 +38,28 @@ type Config struct {
 	// still be called). Idle buckets are treated as new whether or not they
 	// have been swept, so the interval never changes a decision.
 	SweepInterval time.Duration
+
+	// MaxBuckets is the most buckets the store holds: the ceiling on its
+	// memory, which distinct callers (an attacker with many IPv6 /64s, say)
+	// would otherwise grow at will. Default: DefaultMaxBuckets. A token
+	// bucket with a 16-byte client id takes about 85 bytes of Go heap
+	// (BenchmarkMemory), so the default is about 80 MiB of heap, some
+	// 140 MiB of process memory with the garbage collector's headroom. The
+	// ceiling holds per shard (each holds MaxBuckets/Shards, the remainder
+	// spread one each), so eviction may begin a little before the whole
+	// store is full; it must be at least Shards. When a new bucket would
+	// pass it, the store first makes room from the buckets whose loss
+	// matters least (see Store); a call is never denied because of the
+	// ceiling.
+	MaxBuckets int
+
+	// Logger receives one warning, the first time the ceiling makes the
+	// store evict. Default: slog.Default().
+	Logger *slog.Logger
 }
+
+// DefaultMaxBuckets is the default Config.MaxBuckets.
+const DefaultMaxBuckets = 1_000_000
 
 // DefaultConfig returns the default configuration.
 func DefaultConfig() Config {
@@ -45,6 +67,8 @@ func DefaultConfig() Config {
 		Shards:        defaultShards(),
 		Clock:         monotonicClock(),
 		SweepInterval: 10 * time.Second,
+		MaxBuckets:    DefaultMaxBuckets,
+		Logger:        slog.Default(),
 	}
 }
 
@@ -52,6 +76,9 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if c.Shards < 0 || c.Shards > MaxShards || c.Shards&(c.Shards-1) != 0 {
 		return fmt.Errorf("%w: shards = %d, want a power of two ≤ %d", ErrInvalidConfig, c.Shards, MaxShards)
+	}
+	if c.MaxBuckets < 0 {
+		return fmt.Errorf("%w: max buckets = %d, want ≥ 1 (0: the default %d)", ErrInvalidConfig, c.MaxBuckets, DefaultMaxBuckets)
 	}
 	return nil
 }
@@ -69,6 +96,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 10 * time.Second
+	}
+	if c.MaxBuckets == 0 {
+		c.MaxBuckets = DefaultMaxBuckets
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }

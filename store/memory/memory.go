@@ -13,9 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
@@ -53,6 +55,19 @@ const stackOps = 8
 // id's bytes; sliding-log buckets keep their log beside. A bucket whose rule
 // changed algorithm starts anew.
 //
+// The store holds at most Config.MaxBuckets buckets. A call that needs a
+// new bucket in a shard at its share of the ceiling first makes room: once
+// a second it drops every full bucket of the shard (idle: it carries no
+// state, as a sweep would), and when none is left it evicts one bucket,
+// the one closest to full among the next evictSample buckets of the shard
+// from where its last eviction stopped (a clock hand, so every bucket is
+// looked at in turn): the one that will be full soonest, which a denied
+// caller's empty bucket is not. The buckets of the call itself are never
+// evicted. Evictions are counted (Evictions) and the first one is logged; a
+// call is never denied because of the ceiling. Making room allocates
+// nothing; an eviction looks at a bounded number of buckets, and the drop
+// of full ones at each bucket of the shard, at most once a second.
+//
 // The zero value is not usable; use New. A Store is safe for concurrent use
 // by multiple goroutines.
 type Store struct {
@@ -62,17 +77,30 @@ type Store struct {
 	clock  func() int64
 	epoch  int64 // clock reading at New: the zero of expiry seconds
 
+	maxBuckets int          // Config.MaxBuckets
+	perShard   int          // the ceiling of each shard: maxBuckets/len(shards), rounded down,
+	extra      uint32       // plus one for the shards below extra (the remainder)
+	log        *slog.Logger // for the first eviction
+	warned     atomic.Bool  // the first eviction was logged
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
 }
 
-// shard is one lock's worth of buckets.
+// shard is one lock's worth of buckets. All fields are guarded by mu.
 type shard struct {
 	mu     sync.Mutex
-	tables map[string]*table // by rule id; guarded by mu
-	n      int               // buckets held; guarded by mu
-	_      [40]byte          // keep shards on separate cache lines
+	tables map[string]*table // by rule id
+	n      int               // buckets held
+	list   []*table          // the tables of tables, in the order the eviction hand visits them
+	handT  int32             // the eviction hand: list[handT].ents[handI] is the next entry it looks at
+	handI  int32
+	evicts uint64 // buckets evicted for the ceiling
+	// reclaimed is the second (after the epoch) of the last drop of idle
+	// buckets at the ceiling; one such pass per second.
+	reclaimed int64
+	_         [56]byte // keep shards on separate cache lines (128 bytes)
 }
 
 // slot is Take's bookkeeping for one op.
@@ -95,15 +123,23 @@ func New(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if cfg.MaxBuckets < cfg.Shards {
+		return nil, fmt.Errorf("%w: max buckets = %d, want at least one per shard (%d)", ErrInvalidConfig, cfg.MaxBuckets, cfg.Shards)
+	}
 	s := &Store{
-		shards: make([]shard, cfg.Shards),
-		mask:   uint64(cfg.Shards - 1),
-		seed:   maphash.MakeSeed(),
-		clock:  cfg.Clock,
-		epoch:  cfg.Clock(),
+		shards:     make([]shard, cfg.Shards),
+		mask:       uint64(cfg.Shards - 1),
+		seed:       maphash.MakeSeed(),
+		clock:      cfg.Clock,
+		epoch:      cfg.Clock(),
+		maxBuckets: cfg.MaxBuckets,
+		perShard:   cfg.MaxBuckets / cfg.Shards,
+		extra:      uint32(cfg.MaxBuckets % cfg.Shards),
+		log:        cfg.Logger,
 	}
 	for i := range s.shards {
 		s.shards[i].tables = make(map[string]*table)
+		s.shards[i].reclaimed = math.MinInt64
 	}
 	if cfg.SweepInterval > 0 {
 		s.stop = make(chan struct{})
@@ -170,6 +206,7 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 		}
 	}
 
+	evicted := false
 	for i := range ops {
 		op, sl, r := &ops[i], &slots[i], &res[i]
 		st := sl.st
@@ -183,11 +220,17 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 			// which it may have appended to beyond its length).
 			continue
 		}
-		s.store(op, sl, st, now)
+		if s.store(op, sl, st, now, sec, slots) {
+			evicted = true
+		}
 	}
 
 	for _, k := range locks {
 		s.shards[k].mu.Unlock()
+	}
+	if evicted && !s.warned.Load() && s.warned.CompareAndSwap(false, true) {
+		s.log.Warn("memory: the store reached its ceiling of buckets; evicting those closest to full (counted in sluice_store_evictions_total)",
+			"max_buckets", s.maxBuckets)
 	}
 	return limiter.TakeInfo{Now: now}, nil
 }
@@ -262,21 +305,33 @@ func (s *Store) load(op *limiter.Op, sl *slot, sec int64) algorithm.State {
 }
 
 // store writes st as the state of op's bucket, creating the bucket if load
-// found none. The caller holds the lock of op's shard.
-func (s *Store) store(op *limiter.Op, sl *slot, st algorithm.State, now int64) {
+// found none, after evicting one if the shard is at its ceiling (which it
+// reports). sec is now in epoch seconds; slots are the call's, whose
+// buckets are not evicted. The caller holds the lock of op's shard.
+func (s *Store) store(op *limiter.Op, sl *slot, st algorithm.State, now, sec int64, slots []slot) (evicted bool) {
 	exp := s.expiry(op.Params, st, now)
 	tab, idx := sl.tab, sl.idx
 	if idx < 0 {
-		sh := &s.shards[sl.shard(s.mask)]
+		k := sl.shard(s.mask)
+		sh := &s.shards[k]
+		lim := s.perShard
+		if k < s.extra {
+			lim++
+		}
+		if sh.n >= lim {
+			evicted = s.makeRoom(sh, lim, sec, slots)
+		}
 		if tab == nil {
 			// An earlier op of this call may have created it.
 			if tab = sh.tables[op.Rule]; tab == nil {
 				tab = newTable(strings.Clone(op.Rule))
 				sh.tables[tab.rule] = tab
+				sh.list = append(sh.list, tab)
 			}
 		}
 		idx = tab.insert(sl.h(), strings.Clone(op.Client))
 		sh.n++
+		sl.tab, sl.idx = tab, idx // not to be evicted by a later op of the call
 	}
 	e := &tab.ents[idx]
 	if op.Params.Kind != algorithm.SlidingLog {
@@ -284,7 +339,7 @@ func (s *Store) store(op *limiter.Op, sl *slot, st algorithm.State, now int64) {
 			delete(tab.logs, uint32(idx))
 		}
 		*e = entry{client: e.client, t: st.T, a: st.A, b: st.B, exp: exp, kind: op.Params.Kind}
-		return
+		return evicted
 	}
 	if l := sl.l; l != nil {
 		l.log = st.Log
@@ -298,6 +353,88 @@ func (s *Store) store(op *limiter.Op, sl *slot, st algorithm.State, now int64) {
 		tab.logs[uint32(idx)] = &logEntry{log: st.Log, buf: st.Log[:cap(st.Log)]}
 	}
 	*e = entry{client: e.client, exp: exp, kind: algorithm.SlidingLog}
+	return evicted
+}
+
+// makeRoom brings shard sh, at its ceiling lim, below it: it drops every
+// idle bucket of the shard (they carry no state) once per second, and when
+// that is not enough evicts one bucket (evict), which it reports. The
+// caller holds sh.mu.
+func (s *Store) makeRoom(sh *shard, lim int, sec int64, slots []slot) bool {
+	if sh.reclaimed != sec {
+		sh.reclaimed = sec
+		for _, t := range sh.list {
+			for idx := range t.ents {
+				if e := &t.ents[idx]; e.kind != freeKind && int64(e.exp) <= sec && !inCall(slots, t, idx) {
+					t.remove(uint32(maphash.String(s.seed, e.client)>>32), idx)
+					sh.n--
+				}
+			}
+		}
+		if sh.n < lim {
+			return false
+		}
+	}
+	return s.evict(sh, sec, slots)
+}
+
+// evictSample is how many buckets an eviction compares: more picks a
+// bucket closer to full, at the cost of a longer scan under the lock.
+const evictSample = 16
+
+// evict drops one bucket of sh to make room for a new one and reports
+// whether it did: from the eviction hand on, it looks at buckets until it
+// meets a full one (idle at sec: it carries no state) or has compared
+// evictSample, skipping those of the current call, and drops the one with
+// the earliest expiry, which is the one closest to full. It looks at each
+// entry of the shard at most once, so it finds nothing only when every
+// bucket is the call's own. The caller holds sh.mu.
+func (s *Store) evict(sh *shard, sec int64, slots []slot) bool {
+	total := 0
+	for _, t := range sh.list {
+		total += len(t.ents)
+	}
+	var best *table
+	bestIdx, seen := -1, 0
+	ti, i := int(sh.handT), int(sh.handI)
+	for range total {
+		for ti >= len(sh.list) || i >= len(sh.list[ti].ents) {
+			if ti++; ti >= len(sh.list) {
+				ti = 0
+			}
+			i = 0
+		}
+		t, idx := sh.list[ti], i
+		i++
+		e := &t.ents[idx]
+		if e.kind == freeKind || inCall(slots, t, idx) {
+			continue
+		}
+		if best == nil || e.exp < best.ents[bestIdx].exp {
+			best, bestIdx = t, idx
+		}
+		if seen++; int64(e.exp) <= sec || seen == evictSample {
+			break
+		}
+	}
+	sh.handT, sh.handI = int32(ti), int32(i)
+	if best == nil {
+		return false
+	}
+	best.remove(uint32(maphash.String(s.seed, best.ents[bestIdx].client)>>32), bestIdx)
+	sh.n--
+	sh.evicts++
+	return true
+}
+
+// inCall reports whether entry idx of t is the bucket of one of slots.
+func inCall(slots []slot, t *table, idx int) bool {
+	for j := range slots {
+		if slots[j].tab == t && slots[j].idx == idx {
+			return true
+		}
+	}
+	return false
 }
 
 // sameArray reports whether a and b are slices of one array that end at
@@ -343,6 +480,22 @@ func (s *Store) Len() int {
 	return n
 }
 
+// MaxBuckets returns the ceiling on the number of buckets (Config.MaxBuckets).
+func (s *Store) MaxBuckets() int { return s.maxBuckets }
+
+// Evictions returns the number of buckets evicted so far to keep the store
+// under its ceiling (idle buckets dropped by sweeps are not counted).
+func (s *Store) Evictions() uint64 {
+	var n uint64
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.evicts
+		sh.mu.Unlock()
+	}
+	return n
+}
+
 // Sweep drops the buckets idle at now (Unix µs) and returns how many it
 // dropped. It holds a shard's lock for at most sweepChunk buckets at a time.
 // The background sweeper does the same on a slice of the shards every
@@ -379,6 +532,7 @@ func (s *Store) sweep(lo, hi int, now int64) int {
 					// already (another sweep dropped it, empty).
 					if t.n == 0 && sh.tables[t.rule] == t {
 						delete(sh.tables, t.rule)
+						sh.dropList(t)
 					} else {
 						t.shrink()
 					}
@@ -399,6 +553,18 @@ func (s *Store) sweep(lo, hi int, now int64) int {
 		}
 	}
 	return total
+}
+
+// dropList removes t from sh.list. The caller holds sh.mu.
+func (sh *shard) dropList(t *table) {
+	for i, u := range sh.list {
+		if u == t {
+			last := len(sh.list) - 1
+			sh.list[i], sh.list[last] = sh.list[last], nil
+			sh.list = sh.list[:last]
+			return
+		}
+	}
 }
 
 // sweeper sweeps one slice of the shards every interval/sweepSlices, so

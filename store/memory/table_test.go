@@ -68,7 +68,7 @@ func TestSizes(t *testing.T) {
 	if got, want := unsafe.Sizeof(entry{}), uintptr(48); got != want {
 		t.Errorf("entry is %d bytes, want %d", got, want)
 	}
-	if got, want := unsafe.Sizeof(shard{}), uintptr(64); got != want {
-		t.Errorf("shard is %d bytes, want %d (a cache line)", got, want)
+	if got, want := unsafe.Sizeof(shard{}), uintptr(128); got != want {
+		t.Errorf("shard is %d bytes, want %d (two cache lines)", got, want)
 	}
 }
