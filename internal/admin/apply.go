@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -129,8 +128,10 @@ var errNoChange = errors.New("admin: no change")
 // leaves it alone otherwise ("rules": [] deletes every rule; a "revision" is
 // ignored, use If-Match). The document is validated whole, and the changes
 // are stored in one Update, all or nothing, one revision; a document that
-// changes nothing stores nothing. With ?dry_run=true nothing is stored. The
-// answer lists the changes: {"revision", "dry_run", "changes": [...]}.
+// changes nothing stores nothing. With ?dry_run=true the same Update runs
+// under rulestore.WithDryRun and nothing is stored: the answer, or the
+// error, is the one the apply would get, with the revision it would build
+// on. The answer lists the changes: {"revision", "dry_run", "changes": [...]}.
 func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
 	dryRun := false
 	if q := r.URL.Query(); q.Has("dry_run") {
@@ -177,42 +178,34 @@ func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 
-	var changes []Change
-	var rev int64
+	// A dry run is the same Update, which then stores nothing: it builds
+	// on the store's head, and fails as the apply would.
+	ctx := r.Context()
 	if dryRun {
-		cur := s.src.Current()
-		if ifRev >= 0 && ifRev != cur.Revision() {
-			return fmt.Errorf("%w: the revision is %d, not %d", rulestore.ErrConflict, cur.Revision(), ifRev)
+		ctx = rulestore.WithDryRun(ctx)
+	}
+	var changes []Change
+	var base, rev int64
+	ix, err := s.src.Update(ctx, ifRev, func(set *rules.Set) error {
+		base = set.Revision
+		old := set.Clone()
+		merge(set)
+		changes = DiffSets(old, set)
+		if len(changes) == 0 {
+			return errNoChange
 		}
-		next := cur.Set().Clone()
-		if next == nil {
-			next = &rules.Set{}
-		}
-		merge(next)
-		next.Revision = cur.Revision() + 1
-		if _, err := rules.Compile(next); err != nil {
-			return s.apiError(fmt.Errorf("%w: %w", rulestore.ErrInvalid, err))
-		}
-		changes, rev = DiffSets(cur.Set(), next), cur.Revision()
-	} else {
-		ix, err := s.src.Update(r.Context(), ifRev, func(set *rules.Set) error {
-			old := set.Clone()
-			merge(set)
-			changes = DiffSets(old, set)
-			if len(changes) == 0 {
-				return errNoChange
-			}
-			return nil
-		})
-		switch {
-		case errors.Is(err, errNoChange):
-			rev = s.src.Current().Revision()
-		case err != nil:
-			return err
-		default:
-			rev = ix.Revision()
-			s.log.Info("admin: rules applied", "changes", len(changes), "revision", rev)
-		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNoChange):
+		rev = base
+	case err != nil:
+		return err
+	case dryRun:
+		rev = base
+	default:
+		rev = ix.Revision()
+		s.log.Info("admin: rules applied", "changes", len(changes), "revision", rev)
 	}
 	setRevision(w, rev)
 	writeJSON(w, http.StatusOK, struct {

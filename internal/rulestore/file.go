@@ -253,6 +253,12 @@ func (f *File) Update(ctx context.Context, ifRevision int64, fn func(*rules.Set)
 	if err != nil {
 		return nil, err
 	}
+	if isDryRun(ctx) {
+		if err := tryWrite(f.path, data); err != nil {
+			return nil, writeError(f.path, cur.Revision(), err)
+		}
+		return ix, nil
+	}
 	if err := f.writeFile(f.path, data); err != nil {
 		return nil, writeError(f.path, cur.Revision(), err)
 	}
@@ -431,7 +437,7 @@ func (f *File) Close() error {
 // system.
 func writable(path string, perm fs.FileMode) error {
 	if perm&0o222 == 0 {
-		return fmt.Errorf("%s: mode %04o: %w", path, perm, errReadOnlyFile)
+		return fmt.Errorf("mode %04o: %w", perm, errReadOnlyFile)
 	}
 	fl, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
@@ -475,7 +481,17 @@ func readStamped(path string) (stamp, []byte, error) {
 // never a mix, and the new content survives a crash once it returns. The
 // file keeps its permission bits; a new file gets 0644. A file that may not
 // be written (see writable) is refused before anything is written.
-func writeAtomic(path string, data []byte) (err error) {
+func writeAtomic(path string, data []byte) error { return replaceFile(path, data, true) }
+
+// tryWrite is writeAtomic up to the rename: it writes data to the
+// temporary file and removes it, so that a dry run meets the failures a
+// write would (a full disk, a read-only file system or file, no
+// permission) and changes nothing.
+func tryWrite(path string, data []byte) error { return replaceFile(path, data, false) }
+
+// replaceFile is writeAtomic, renaming the temporary file over path only
+// when commit is set.
+func replaceFile(path string, data []byte, commit bool) (err error) {
 	if p, err := filepath.EvalSymlinks(path); err == nil {
 		path = p
 	}
@@ -512,6 +528,9 @@ func writeAtomic(path string, data []byte) (err error) {
 	}
 	if err := tmp.Close(); err != nil {
 		return err
+	}
+	if !commit {
+		return nil // the deferred removal drops the temporary file
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err

@@ -368,6 +368,9 @@ func (p *Postgres) Update(ctx context.Context, ifRevision int64, fn func(*rules.
 		}
 		return nil, err
 	}
+	if isDryRun(ctx) {
+		return ix, nil
+	}
 	p.mu.Lock()
 	if ix.Revision() > p.cur.Load().ix.Revision() {
 		p.installLocked(ix, true)
@@ -436,6 +439,9 @@ func (p *Postgres) update(ctx context.Context, ifRevision int64, actor string, f
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, p.dbError("write the change", err, false)
+	}
+	if isDryRun(ctx) {
+		return ix, nil // the deferred rollback undoes it, notification included
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, p.dbError("commit", err, true)

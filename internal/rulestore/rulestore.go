@@ -55,7 +55,9 @@ type Source interface {
 	// revision aside) changes nothing: no new revision, no write, no history,
 	// no subscriber call; the current rules are returned. If fn or any step
 	// fails, nothing changes and the error is returned (fn's own error as
-	// is). ifRevision ≥ 0 must equal the current revision, else
+	// is). Under a context from WithDryRun, Update does all of this but
+	// store and put in force: it returns what the change would put in
+	// force, or the error it would get. ifRevision ≥ 0 must equal the current revision, else
 	// the error wraps ErrConflict; -1 updates unconditionally. Concurrent
 	// calls are serialized. fn must not call the Source.
 	Update(ctx context.Context, ifRevision int64, fn func(*rules.Set) error) (*rules.Index, error)
