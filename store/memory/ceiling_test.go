@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -225,4 +227,92 @@ func TestCeilingBoundsHeap(t *testing.T) {
 		t.Errorf("heap after 4× the ceiling in clients = %d bytes, want ≤ 1.5 × %d (its size at the ceiling)", after, atMax)
 	}
 	t.Logf("heap at the ceiling (%d buckets): %d bytes (%d/bucket); after %d clients: %d bytes", max, atMax, atMax/max, 4*max, after)
+}
+
+// checkShards fails unless every shard's count is the sum of its tables',
+// every live entry is found by its own client, every sliding-log entry has
+// its log, and every table is in the eviction list exactly once.
+func checkShards(t *testing.T, s *Store) {
+	t.Helper()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n := 0
+		if len(sh.list) != len(sh.tables) {
+			t.Errorf("shard %d: %d tables listed, %d held", i, len(sh.list), len(sh.tables))
+		}
+		for _, tab := range sh.list {
+			if sh.tables[tab.rule] != tab {
+				t.Errorf("shard %d: listed table %q is not the one held", i, tab.rule)
+			}
+			live := 0
+			for idx := range tab.ents {
+				e := &tab.ents[idx]
+				if e.kind == freeKind {
+					continue
+				}
+				live++
+				if got := tab.find(uint32(maphash.String(s.seed, e.client)>>32), e.client); got != idx {
+					t.Errorf("shard %d table %q: find(%q) = %d, want %d", i, tab.rule, e.client, got, idx)
+				}
+				if _, ok := tab.logs[uint32(idx)]; ok != (e.kind == algorithm.SlidingLog) {
+					t.Errorf("shard %d table %q: entry %d of kind %v has a log: %v", i, tab.rule, idx, e.kind, ok)
+				}
+			}
+			if live != tab.n {
+				t.Errorf("shard %d table %q: %d live entries, n = %d", i, tab.rule, live, tab.n)
+			}
+			n += live
+		}
+		if n != sh.n {
+			t.Errorf("shard %d: %d buckets in its tables, n = %d", i, n, sh.n)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// TestCeilingWithSweeps: random calls of one to three ops, of every
+// algorithm, on a store at its ceiling while sweeps (which drop idle
+// buckets, empty tables, and compact) run alongside and the clock moves
+// keep the store's books straight and under its ceiling.
+func TestCeilingWithSweeps(t *testing.T) {
+	const max = 64
+	clock := newClock(1_700_000_000_000_000)
+	s := ceilingStore(t, clock, max, &bytes.Buffer{})
+	kinds := []algorithm.Kind{algorithm.TokenBucket, algorithm.LeakyBucket, algorithm.FixedWindow, algorithm.SlidingWindow, algorithm.SlidingLog}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				s.Sweep(clock.Now())
+			}
+		}
+	})
+	rng := rand.New(rand.NewPCG(1, 2))
+	res := make([]algorithm.Result, 3)
+	for step := range 20_000 {
+		c := fmt.Sprintf("user:%d", rng.IntN(500))
+		n := 1 + rng.IntN(3)
+		ops := make([]limiter.Op, n)
+		for j := range ops {
+			k := kinds[rng.IntN(len(kinds))]
+			ops[j] = op(c, fmt.Sprintf("r%d-%v", j, k), params(k, 1+int64(rng.IntN(5)), int64(1+rng.IntN(3))*second, 0), 1)
+		}
+		if _, err := s.Take(context.Background(), ops, res); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if rng.IntN(50) == 0 {
+			clock.Add(int64(rng.IntN(2000)) * 1000)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if n := s.Len(); n > max {
+		t.Errorf("Len = %d, want ≤ %d", n, max)
+	}
+	checkShards(t, s)
 }
