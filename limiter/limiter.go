@@ -32,8 +32,10 @@ var (
 )
 
 // Request is one call to decide. User, APIKey and IP identify the caller (at
-// least one should be set); Method and Path name the endpoint; Plan, when
-// empty, comes from the client registry or the default plan; Cost 0 means 1.
+// least one should be set); Method and Path name the endpoint; Plan is the
+// call's plan when the rules name it (a rule, a client or the default plan),
+// else — empty, or a plan nobody defined — the plan comes from the client
+// registry or the default plan (rules.Index.Plan); Cost 0 means 1.
 type Request struct {
 	User, APIKey, IP string
 	Plan             string
@@ -56,7 +58,7 @@ type Decision struct {
 
 	Rule   *rules.Compiled // most restrictive rule, nil when none matched
 	Client rules.By        // which identity its bucket is keyed by: user, api_key or ip
-	Plan   string          // plan the call was matched under
+	Plan   string          // the effective plan the call was matched under (rules.Index.Plan)
 
 	Matched      int    // rules applied
 	ShadowDenied string // id of a shadow rule that would have denied, if any
@@ -147,10 +149,7 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 		ip = bytesString(buf[start:])
 	}
 
-	plan := req.Plan
-	if plan == "" {
-		plan = ix.PlanFor(user, apiKey, ip)
-	}
+	plan := ix.Plan(req.Plan, user, apiKey, ip)
 	matched := ix.Match(plan, req.Method, req.Path, sc.matched[:0])
 	if len(matched) > MaxRulesPerCall {
 		return Decision{}, ErrTooManyRules

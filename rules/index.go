@@ -48,6 +48,9 @@ type Index struct {
 	// in that Index.
 	domains map[string]*Index
 	root    *Index
+	// plans holds every plan the Set names: in a rule's match (enabled or
+	// not, any domain), in the client registry, and the default plan.
+	plans map[string]struct{}
 
 	anyPath []*Compiled            // no plan, any path
 	planAny map[string][]*Compiled // by plan, any path
@@ -85,6 +88,7 @@ func Compile(s *Set) (*Index, error) {
 		set:   s,
 		rules: make([]*Compiled, len(s.Rules)),
 		byID:  make(map[string]*Compiled, len(s.Rules)),
+		plans: namedPlans(s),
 	}
 	all := make([]Compiled, len(s.Rules))
 	for i := range s.Rules {
@@ -114,7 +118,7 @@ func Compile(s *Set) (*Index, error) {
 	}
 	ix.finish()
 	for d := range ix.domains {
-		v := &Index{set: ix.set, rules: ix.rules, byID: ix.byID, root: ix}
+		v := &Index{set: ix.set, rules: ix.rules, byID: ix.byID, root: ix, plans: ix.plans}
 		for _, c := range ix.rules {
 			if c.IsEnabled() && (c.Match.Domain == "" || c.Match.Domain == d) {
 				v.add(c)
@@ -364,4 +368,48 @@ func (ix *Index) PlanFor(user, apiKey, ip string) string {
 		}
 	}
 	return ix.set.DefaultPlan
+}
+
+// Plan returns the plan a call is decided under, its effective plan:
+// requested when the Set names that plan (a rule's match, enabled or not,
+// a client of the registry, or the default plan), else PlanFor(user,
+// apiKey, ip). A plan nobody defined — "zzz", "FREE" where only "free" is
+// named, "free." — is thus the plan the caller would have without one, so
+// that it cannot skip the rules of its plan. Plan names compare exactly.
+// Plan does not allocate.
+func (ix *Index) Plan(requested, user, apiKey, ip string) string {
+	if requested != "" && ix.KnownPlan(requested) {
+		return requested
+	}
+	return ix.PlanFor(user, apiKey, ip)
+}
+
+// KnownPlan reports whether the Set names plan p: in a rule's match
+// (enabled or not, any domain), in the client registry, or as the default
+// plan. "" is never a known plan.
+func (ix *Index) KnownPlan(p string) bool {
+	if ix == nil || p == "" {
+		return false
+	}
+	_, ok := ix.plans[p]
+	return ok
+}
+
+// namedPlans returns the plans s names (see KnownPlan).
+func namedPlans(s *Set) map[string]struct{} {
+	m := make(map[string]struct{})
+	for i := range s.Rules {
+		if p := s.Rules[i].Match.Plan; p != "" {
+			m[p] = struct{}{}
+		}
+	}
+	for _, c := range s.Clients {
+		if c.Plan != "" {
+			m[c.Plan] = struct{}{}
+		}
+	}
+	if s.DefaultPlan != "" {
+		m[s.DefaultPlan] = struct{}{}
+	}
+	return m
 }
