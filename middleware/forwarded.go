@@ -138,117 +138,114 @@ func clientFromXFF(values []string, proxies []netip.Prefix, peer netip.Addr, pee
 }
 
 // clientFromForwarded is clientFromXFF for RFC 7239 Forwarded headers: the
-// chain is the for= parameter of each element, in order. An element
-// without for=, or whose for= is "unknown", an obfuscated name or not an
-// address, ends the walk as an invalid entry does.
+// chain is the for= parameter of each element. Elements are read from the
+// right, each on its own, split at the commas between them: what a
+// trusted proxy appended (", for=<client>") is read whatever the client
+// wrote to its left, so a malformed header — an unterminated quote that
+// would swallow the rest of the line, junk, a stray quote — is ignored as a
+// whole except for the well-formed elements trusted proxies appended to
+// it. An element that does not parse (see forwardedFor), has no for=, or
+// whose for= is "unknown", an obfuscated name ("_hidden") or not an
+// address, ends the walk as an invalid entry does. No for= value that
+// names an address holds a comma, so splitting at commas never cuts one.
 func clientFromForwarded(values []string, proxies []netip.Prefix, peer netip.Addr, peerHost string) (netip.Addr, string) {
-	var buf [16]string // for= values; more spill to the heap
-	chain := buf[:0]
-	for _, v := range values {
-		chain = appendForwardedFor(chain, v)
-		if len(chain) > 2*maxHops {
-			// Only the right-most maxHops entries can matter.
-			chain = append(chain[:0], chain[len(chain)-maxHops:]...)
-		}
-	}
 	last, lastHost := peer, peerHost
-	for i, hops := len(chain)-1, 0; i >= 0; i-- {
-		if hops++; hops > maxHops {
-			break
+	hops := 0
+	for v := len(values) - 1; v >= 0; v-- {
+		s := values[v]
+		for end := len(s); end >= 0; {
+			start := strings.LastIndexByte(s[:end], ',') + 1
+			elem := strings.Trim(s[start:end], " \t")
+			end = start - 1
+			if elem == "" {
+				continue // "a, , b" and trailing commas: nothing written there
+			}
+			if hops++; hops > maxHops {
+				return last, lastHost
+			}
+			val, ok := forwardedFor(elem)
+			if !ok {
+				return last, lastHost
+			}
+			a, host, ok := hostOf(val)
+			if !ok {
+				return last, lastHost
+			}
+			if !trusted(proxies, a) {
+				return a, host
+			}
+			last, lastHost = a, host
 		}
-		a, host, ok := hostOf(chain[i])
-		if !ok {
-			break
-		}
-		if !trusted(proxies, a) {
-			return a, host
-		}
-		last, lastHost = a, host
 	}
 	return last, lastHost
 }
 
-// appendForwardedFor appends the for= value of each element of one
-// Forwarded header value to dst ("" for an element without one or with a
-// malformed one; nothing for an empty element, as in "a, , b"). Quoted values are returned without their quotes; a
-// quoted value holding a backslash escape is returned as "" (no address
-// needs one).
-func appendForwardedFor(dst []string, s string) []string {
-	i := 0
-	for {
-		// One element: pairs separated by ';', ended by ',' or the end.
-		forValue, bad, empty := "", false, true
-		for {
-			for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-				i++
+// forwardedFor returns the for= value of one Forwarded element (the text
+// between two commas), without quotes. ok is false when the element does
+// not parse: a pair without "=" or with an empty name, a quoted value that
+// is not closed, holds a backslash escape (no address needs one) or is
+// followed by anything but ";", a '"' inside an unquoted value, for= twice,
+// or no for= at all. Unquoted values are read leniently (up to the next
+// ";" or whitespace), since proxies write addresses with ports or brackets
+// unquoted.
+func forwardedFor(elem string) (val string, ok bool) {
+	found := false
+	for i := 0; i <= len(elem); {
+		for i < len(elem) && (elem[i] == ' ' || elem[i] == '\t') {
+			i++
+		}
+		if i == len(elem) {
+			break
+		}
+		if elem[i] == ';' { // an empty pair
+			i++
+			continue
+		}
+		start := i
+		for i < len(elem) && elem[i] != '=' && elem[i] != ';' && elem[i] != '"' && elem[i] != ' ' && elem[i] != '\t' {
+			i++
+		}
+		name := elem[start:i]
+		if name == "" || i == len(elem) || elem[i] != '=' {
+			return "", false // no name, or a name without "="
+		}
+		i++ // '='
+		var v string
+		if i < len(elem) && elem[i] == '"' {
+			end := strings.IndexByte(elem[i+1:], '"')
+			if end < 0 {
+				return "", false // unterminated quote
 			}
-			start := i
-			for i < len(s) && s[i] != '=' && s[i] != ';' && s[i] != ',' {
-				i++
+			v = elem[i+1 : i+1+end]
+			if strings.IndexByte(v, '\\') >= 0 {
+				return "", false
 			}
-			name := strings.TrimSpace(s[start:i])
-			if name != "" || (i < len(s) && s[i] == '=') {
-				empty = false
-			}
-			var val string
-			if i < len(s) && s[i] == '=' {
-				i++
-				if i < len(s) && s[i] == '"' {
-					i++
-					vs := i
-					for i < len(s) && s[i] != '"' {
-						if s[i] == '\\' {
-							bad = true
-							if i+1 < len(s) {
-								i++
-							}
-						}
-						i++
-					}
-					if i >= len(s) {
-						bad = true // unterminated quote
-					}
-					val = s[vs:min(i, len(s))]
-					if i < len(s) {
-						i++ // closing quote
-					}
-				} else {
-					vs := i
-					for i < len(s) && s[i] != ';' && s[i] != ',' {
-						i++
-					}
-					val = strings.TrimSpace(s[vs:i])
-				}
-			} else if name != "" {
-				bad = true // a parameter without a value
-			}
-			if strings.EqualFold(name, "for") {
-				if forValue != "" {
-					bad = true // repeated for=
-				}
-				forValue = val
-			}
-			// Skip anything up to the next separator (junk after a quoted value).
-			for i < len(s) && s[i] != ';' && s[i] != ',' {
-				if s[i] != ' ' && s[i] != '\t' {
-					bad = true
+			i += end + 2
+		} else {
+			vs := i
+			for i < len(elem) && elem[i] != ';' && elem[i] != ' ' && elem[i] != '\t' {
+				if elem[i] == '"' {
+					return "", false // a quote inside an unquoted value
 				}
 				i++
 			}
-			if i >= len(s) || s[i] == ',' {
-				break
+			v = elem[vs:i]
+		}
+		for i < len(elem) && (elem[i] == ' ' || elem[i] == '\t') {
+			i++
+		}
+		if i < len(elem) {
+			if elem[i] != ';' {
+				return "", false // junk after the value
 			}
-			i++ // ';'
+			i++
 		}
-		if bad {
-			forValue = ""
+		if strings.EqualFold(name, "for") {
+			if found {
+				return "", false // for= twice
+			}
+			val, found = v, true
 		}
-		if !empty {
-			dst = append(dst, forValue)
-		}
-		if i >= len(s) {
-			return dst
-		}
-		i++ // ','
 	}
+	return val, found
 }

@@ -80,33 +80,74 @@ func TestParseTrustedProxies(t *testing.T) {
 	}
 }
 
-func TestAppendForwardedFor(t *testing.T) {
+func TestForwardedFor(t *testing.T) {
 	tests := []struct {
-		in   string
-		want []string
+		in     string
+		want   string
+		wantOK bool
 	}{
-		{`for=192.0.2.60;proto=http;by=203.0.113.43`, []string{"192.0.2.60"}},
-		{`for=192.0.2.43, for=198.51.100.17`, []string{"192.0.2.43", "198.51.100.17"}},
-		{`For="[2001:db8:cafe::17]:4711"`, []string{"[2001:db8:cafe::17]:4711"}},
-		{`proto=https;for="192.0.2.1"`, []string{"192.0.2.1"}},
-		{`for=unknown, for=192.0.2.1`, []string{"unknown", "192.0.2.1"}},
-		{`proto=https, for=192.0.2.1`, []string{"", "192.0.2.1"}},               // an element without for=
-		{`for=192.0.2.1;for=192.0.2.2`, []string{""}},                           // repeated for=
-		{`for="192.0.2.1`, []string{""}},                                        // unterminated quote
-		{`for="192.0.2.1\"x"`, []string{""}},                                    // escape: no address has one
-		{`for="192.0.2.1" junk`, []string{""}},                                  // junk after a quoted value
-		{`for`, []string{""}},                                                   // a parameter without a value
-		{`for=192.0.2.1, , for=192.0.2.2,`, []string{"192.0.2.1", "192.0.2.2"}}, // empty elements
-		{``, nil},
-		{`for="a,b;c", for=192.0.2.2`, []string{"a,b;c", "192.0.2.2"}},
+		{`for=192.0.2.60;proto=http;by=203.0.113.43`, "192.0.2.60", true},
+		{`For="[2001:db8:cafe::17]:4711"`, "[2001:db8:cafe::17]:4711", true},
+		{`proto=https;for="192.0.2.1"`, "192.0.2.1", true},
+		{` for=192.0.2.1 ; proto=https `, "192.0.2.1", true},
+		{`for=192.0.2.1;;proto=https;`, "192.0.2.1", true},
+		{`for=[2001:db8::1]:80`, "[2001:db8::1]:80", true}, // unquoted, as sloppy proxies write it
+		{`for=unknown`, "unknown", true},
+		{`for="_hidden"`, "_hidden", true},
+		{`proto=https`, "", false},                 // no for=
+		{`for=192.0.2.1;for=192.0.2.2`, "", false}, // repeated for=
+		{`for="192.0.2.1`, "", false},              // unterminated quote
+		{`for="192.0.2.1\"x"`, "", false},          // escape: no address has one
+		{`for="192.0.2.1" junk`, "", false},        // junk after a quoted value
+		{`for="192.0.2.1"x`, "", false},            // junk after a quoted value
+		{`for=192.0.2.1"`, "", false},              // a quote in an unquoted value
+		{`for=192.0.2.1 x`, "", false},             // junk after a value
+		{`for`, "", false},                         // a parameter without a value
+		{`=192.0.2.1`, "", false},                  // a value without a name
+		{`proto=https;for`, "", false},             // a parameter without a value
+		{`b;c", for=192.0.2.2`, "", false},         // a cut quoted value
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got := appendForwardedFor(nil, tt.in)
-			if strings.Join(got, "|") != strings.Join(tt.want, "|") || len(got) != len(tt.want) {
-				t.Errorf("appendForwardedFor(%q) = %q, want %q", tt.in, got, tt.want)
+			got, ok := forwardedFor(tt.in)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("forwardedFor(%q) = %q, %v, want %q, %v", tt.in, got, ok, tt.want, tt.wantOK)
 			}
 		})
+	}
+}
+
+// A malformed Forwarded or X-Forwarded-For header from a client never
+// names the trusted proxy: the element the proxy appended decides.
+func TestMalformedForwardingHeader(t *testing.T) {
+	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	const client = "198.51.100.23"
+	fwd := []string{
+		`for="1.2.3.4`, `for="1.2.3.4;proto=https`, `for=1.2.3.4"`, `for="[2001:db8::1]`,
+		`for=1.2.3.4;for=5.6.7.8`, `for`, `;;;=`, `"`, `for="\"`, `for="a,b`, `unknown`, `for=_hidden`,
+		`for=10.0.0.7`, `for="1.2.3.4" junk`, `proto=https`, "for=1.2.3.4\x00",
+	}
+	for _, h := range fwd {
+		for _, values := range [][]string{
+			{h + ", for=" + client}, // the proxy appended to the line
+			{h + ",for=" + client + ";proto=http"},
+			{h, "for=" + client},                       // the proxy added a line
+			{h + ", for=" + client + ", for=10.0.0.3"}, // two trusted proxies
+		} {
+			a, host := clientFromForwarded(values, proxies, netip.MustParseAddr("10.0.0.2"), "10.0.0.2")
+			if host != client || a != netip.MustParseAddr(client) {
+				t.Errorf("Forwarded %q from a trusted proxy: caller %q, want %q", values, host, client)
+			}
+		}
+	}
+	xff := []string{`"1.2.3.4`, `[2001:db8::1`, `1.2.3.4:99999`, `unknown`, `_hidden`, `1.2.3.4]`, `,,,`, `10.0.0.7`, "x\x00y", `for=1.2.3.4`}
+	for _, h := range xff {
+		for _, values := range [][]string{{h + ", " + client}, {h + "," + client + ":5123"}, {h, client}, {h + ", " + client + ", 10.0.0.3"}} {
+			a, host := clientFromXFF(values, proxies, netip.MustParseAddr("10.0.0.2"), "10.0.0.2")
+			if host != client || a != netip.MustParseAddr(client) {
+				t.Errorf("X-Forwarded-For %q from a trusted proxy: caller %q, want %q", values, host, client)
+			}
+		}
 	}
 }
 
@@ -123,6 +164,8 @@ func FuzzForwardedFor(f *testing.F) {
 		{"[2001:db8::7]:1234,, ,10.0.0.1", `for="[2001:db8::7]:1234"`},
 		{"::ffff:10.0.0.1, ::ffff:198.51.100.9", `for="_hidden";by=x, for=10.1.1.1`},
 		{",,,", `for="\"", ;;;,,=`},
+		{`"1.2.3.4, [::1`, `for="1.2.3.4`},
+		{"unknown, _hidden", `for="1.2.3.4;proto=https, for=_hidden`},
 		{strings.Repeat("10.0.0.1, ", 100) + "198.51.100.3", strings.Repeat("for=10.0.0.1,", 200)},
 	}
 	for _, s := range seeds {
@@ -142,9 +185,11 @@ func FuzzForwardedFor(f *testing.F) {
 				chain[h] = true
 			}
 		}
-		for _, e := range appendForwardedFor(nil, fwd) {
-			if _, h, ok := hostOf(e); ok {
-				chain[h] = true
+		for e := range strings.SplitSeq(fwd, ",") {
+			if v, ok := forwardedFor(strings.TrimSpace(e)); ok {
+				if _, h, ok := hostOf(v); ok {
+					chain[h] = true
+				}
 			}
 		}
 		for name, fn := range map[string]func([]string, []netip.Prefix, netip.Addr, string) (netip.Addr, string){
@@ -160,6 +205,16 @@ func FuzzForwardedFor(f *testing.F) {
 			}
 			if pa, err := netip.ParseAddr(host); err != nil || pa != a {
 				t.Fatalf("%s %q from %s: host %q does not parse to %v (%v)", name, in, remote, host, a, err)
+			}
+			// Whatever the client wrote, the untrusted address a trusted
+			// proxy appends after it is the caller.
+			const client = "198.51.100.77"
+			appended := in + ", " + client
+			if name == "Forwarded" {
+				appended = in + ", for=" + client
+			}
+			if got, h := fn([]string{appended}, proxies, netip.MustParseAddr("10.0.0.2"), "10.0.0.2"); h != client || got != netip.MustParseAddr(client) {
+				t.Fatalf("%s %q appended to by a trusted proxy: got %q, want %q", name, appended, h, client)
 			}
 			id := &Identifier{TrustedProxies: proxies, ForwardedHeader: name}
 			if !trusted(proxies, peer) {
