@@ -19,15 +19,18 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-// MaxRulesPerCall bounds the rules one call is checked against; more
-// matching rules than this is a configuration error reported by Check.
-const MaxRulesPerCall = 32
+// MaxRulesPerCall bounds the rules one call is checked against. Compile
+// refuses a rule set in which a call could match more (see
+// rules.MaxRulesPerCall), so Check never meets one with such rules.
+const MaxRulesPerCall = rules.MaxRulesPerCall
 
 // Errors returned by Check.
 var (
 	// ErrNoRules: the limiter has no rule set yet (SetRules not called).
 	ErrNoRules = errors.New("limiter: no rules loaded")
-	// ErrTooManyRules: a call matched more than MaxRulesPerCall rules.
+	// ErrTooManyRules: a call matched more than MaxRulesPerCall rules, or
+	// a Store was given more ops than that. An Index from rules.Compile
+	// never makes Check return it.
 	ErrTooManyRules = errors.New("limiter: call matches too many rules")
 )
 

@@ -30,10 +30,7 @@ func TestDomainAgainstBruteForce(t *testing.T) {
 		for i := range s.Rules {
 			s.Rules[i].Match.Domain = testDomains[r.IntN(len(testDomains))]
 		}
-		ix, err := Compile(s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ix := compileAny(t, s)
 		var dst []*Compiled
 		for range 200 {
 			domain := testDomains[r.IntN(len(testDomains))]

@@ -80,9 +80,18 @@ const manyPlans = 8
 // Compile validates s (returning Validate's error) and builds its Index.
 // The Index keeps its own deep copy of s.
 func Compile(s *Set) (*Index, error) {
-	if err := s.Validate(); err != nil {
+	if err := s.validateFields(); err != nil {
 		return nil, err
 	}
+	ix := build(s)
+	if err := ix.checkOverlap(); err != nil {
+		return nil, err
+	}
+	return ix, nil
+}
+
+// build makes the Index of s, a Set whose fields are valid.
+func build(s *Set) *Index {
 	s = s.Clone()
 	ix := &Index{
 		set:   s,
@@ -127,7 +136,7 @@ func Compile(s *Set) (*Index, error) {
 		v.finish()
 		ix.domains[d] = v
 	}
-	return ix, nil
+	return ix
 }
 
 // finish builds the plan maps of paths with many plans, once every rule is

@@ -87,10 +87,7 @@ func TestMatchAgainstBruteForce(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for round := range 50 {
 		s := randSet(r, 1+r.IntN(200))
-		ix, err := Compile(s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ix := compileAny(t, s)
 		var dst []*Compiled
 		for range 200 {
 			plan := testPlans[r.IntN(len(testPlans))]

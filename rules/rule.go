@@ -216,10 +216,20 @@ type Set struct {
 	Clients     map[string]Client `json:"clients,omitempty" yaml:"clients,omitempty"`
 }
 
-// Validate checks every rule and client, and that rule ids are unique. The
-// error is a *FieldError whose Field is the full path, e.g.
-// `rules[2] (id "free-per-user").limit`.
+// Validate checks every rule and client, that rule ids are unique, and
+// that no call matches more than MaxRulesPerCall enabled rules. The error
+// is a *FieldError whose Field is the full path, e.g.
+// `rules[2] (id "free-per-user").limit`, or "rules" for rules that overlap
+// too much.
 func (s *Set) Validate() error {
+	if err := s.validateFields(); err != nil {
+		return err
+	}
+	return build(s).checkOverlap()
+}
+
+// validateFields is Validate without the overlap check.
+func (s *Set) validateFields() error {
 	if s.Revision < 0 {
 		return fieldErr(fmt.Sprintf("must be ≥ 0, got %d", s.Revision), "revision")
 	}

@@ -1,0 +1,141 @@
+package rules
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// MaxRulesPerCall is the most enabled rules one call may match: the rules
+// one decision applies, each a bucket taken in one atomic store operation.
+// Compile and Set.Validate refuse a Set in which some call could match
+// more, so that no rule set in force can make a decision fail.
+const MaxRulesPerCall = 32
+
+// checkOverlap returns a *FieldError for the field "rules" when some call
+// matches more than MaxRulesPerCall enabled rules, naming the rules one
+// such call matches; else nil.
+//
+// The count is what Match returns, before a rule is skipped for a call
+// that lacks its identity: a rule keyed by user and one keyed by ip both
+// apply to a call that has both. It is exact: every call matches a subset
+// of the rules matched by one of a finite set of calls made from the
+// rules themselves. For each view (no domain, and each domain) and each
+// plan a rule names (and no plan, which a plan no rule names gets), the
+// calls are every method a rule names (and GET, standing for any other,
+// and HEAD) on every path a rule names — the path of an exact pattern, the
+// base of a prefix one ("/api" for "/api/*", "/" for "/*"). A call on a
+// path no rule names matches only prefix rules, and those all match the
+// deepest prefix base above it; a method no rule names matches only "*"
+// rules, as GET does at least. A plan whose rules plus the most any call
+// matches without a plan stay within the bound is not searched.
+func (ix *Index) checkOverlap() error {
+	if o := ix.findOverlap(); o != nil {
+		return o.err()
+	}
+	return nil
+}
+
+// overlap is a call that matches more than MaxRulesPerCall rules.
+type overlap struct {
+	domain, plan, method, path string
+	matched                    []*Compiled
+}
+
+// findOverlap returns a call that matches more than MaxRulesPerCall
+// enabled rules, or nil when there is none (see checkOverlap).
+func (ix *Index) findOverlap() *overlap {
+	domains := append([]string{""}, sortedKeys(ix.domains)...)
+	for _, domain := range domains {
+		v := ix.Domain(domain)
+		byPlan := make(map[string][]*Compiled)
+		for _, c := range v.rules {
+			if c.IsEnabled() && (c.Match.Domain == "" || c.Match.Domain == domain) {
+				byPlan[c.Match.Plan] = append(byPlan[c.Match.Plan], c)
+			}
+		}
+		most := len(byPlan[""]) // the most rules without a plan one call matches
+		if most > MaxRulesPerCall {
+			n, o := v.mostMatched(domain, "", byPlan[""])
+			if o != nil {
+				return o
+			}
+			most = n
+		}
+		for _, p := range sortedKeys(byPlan) {
+			if p == "" || most+len(byPlan[p]) <= MaxRulesPerCall {
+				continue
+			}
+			cands := append(append([]*Compiled(nil), byPlan[""]...), byPlan[p]...)
+			if _, o := v.mostMatched(domain, p, cands); o != nil {
+				return o
+			}
+		}
+	}
+	return nil
+}
+
+// mostMatched returns the most rules Match finds for a call on plan in v,
+// trying the calls made from the methods and paths of rules (see
+// checkOverlap), or a call that matches more than MaxRulesPerCall.
+func (v *Index) mostMatched(domain, plan string, rules []*Compiled) (int, *overlap) {
+	methods := []string{"GET", "HEAD"}
+	paths := []string{}
+	seenM := map[string]bool{"GET": true, "HEAD": true, "*": true}
+	seenP := map[string]bool{}
+	for _, c := range rules {
+		e := Endpoint{Method: "*", Prefix: true}
+		if c.Match.Endpoint != "" {
+			e, _ = ParseEndpoint(c.Match.Endpoint) // valid: the Set was validated
+		}
+		if !seenM[e.Method] {
+			seenM[e.Method] = true
+			methods = append(methods, e.Method)
+		}
+		p := e.Path
+		if p == "" {
+			p = "/"
+		}
+		if !seenP[p] {
+			seenP[p] = true
+			paths = append(paths, p)
+		}
+	}
+	most := 0
+	var buf []*Compiled
+	for _, p := range paths {
+		for _, m := range methods {
+			buf = v.Match(plan, m, p, buf[:0])
+			if len(buf) > MaxRulesPerCall {
+				return 0, &overlap{domain: domain, plan: plan, method: m, path: p, matched: buf}
+			}
+			most = max(most, len(buf))
+		}
+	}
+	return most, nil
+}
+
+// err is the *FieldError for the field "rules" that names o's rules, the
+// limit and the fix.
+func (o *overlap) err() *FieldError {
+	var b strings.Builder
+	b.WriteString("a call such as ")
+	b.WriteString(o.method + " " + o.path)
+	if o.plan == "" {
+		b.WriteString(" on any plan")
+	} else {
+		b.WriteString(" on plan " + strconv.Quote(o.plan))
+	}
+	if o.domain != "" {
+		b.WriteString(" in the Envoy domain " + strconv.Quote(o.domain))
+	}
+	fmt.Fprintf(&b, " matches %d enabled rules, more than the %d one decision applies: ", len(o.matched), MaxRulesPerCall)
+	for i, c := range o.matched {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(c.ID))
+	}
+	fmt.Fprintf(&b, "; give some of them a narrower match (plan, endpoint or domain), disable them, or merge rules that limit the same calls, so that no call matches more than %d", MaxRulesPerCall)
+	return fieldErr(b.String(), "rules")
+}
