@@ -38,7 +38,9 @@
 // decision. When they disagree, each descriptor is decided as its own check
 // and all of their rules are taken from the store in one atomic operation
 // (a bucket two descriptors name is charged for both); each status is that
-// descriptor's decision.
+// descriptor's decision. Beyond 32 buckets (limiter.MaxRulesPerCall) they
+// are taken in atomic steps of 32: an OVER_LIMIT answer then consumed
+// nothing in the step that denied, but keeps what the other steps took.
 //
 // # Answer
 //
@@ -308,17 +310,19 @@ func (s *Server) decideEach(ctx context.Context, v *view, calls []call) ([]limit
 			return nil, s.unavailable(ctx, err)
 		}
 	}
-	if len(b.ops) > limiter.MaxRulesPerCall {
-		return nil, status.Errorf(codes.InvalidArgument,
-			"rls: the descriptors together match %d rules, more than the %d one call may be checked against", len(b.ops), limiter.MaxRulesPerCall)
-	}
-	if len(b.ops) > 0 {
-		b.res = make([]algorithm.Result, len(b.ops))
-		info, err := s.store.Take(ctx, b.ops, b.res)
+	// One call matches at most limiter.MaxRulesPerCall rules (Compile
+	// refuses more), but several together can name more buckets than one
+	// store operation takes: then they are taken in atomic steps of that
+	// many, and a denial in one step gives back nothing another took.
+	b.res = make([]algorithm.Result, len(b.ops))
+	for start := 0; start < len(b.ops); start += limiter.MaxRulesPerCall {
+		end := min(start+limiter.MaxRulesPerCall, len(b.ops))
+		info, err := s.store.Take(ctx, b.ops[start:end], b.res[start:end])
 		if err != nil {
 			return nil, s.unavailable(ctx, err)
 		}
-		b.info = info
+		b.info.Now = max(b.info.Now, info.Now)
+		b.info.Source = max(b.info.Source, info.Source) // the most degraded
 	}
 	b.replay = true
 	ds := make([]limiter.Decision, len(calls))
@@ -338,8 +342,6 @@ func (s *Server) unavailable(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
-	case errors.Is(err, limiter.ErrTooManyRules):
-		return status.Error(codes.InvalidArgument, "rls: "+err.Error())
 	}
 	now := time.Now().UnixNano()
 	if last := s.lastLog.Load(); now-last >= int64(time.Second) && s.lastLog.CompareAndSwap(last, now) {
