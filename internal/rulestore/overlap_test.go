@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -65,5 +67,40 @@ func TestFileRefusesOverlappingRules(t *testing.T) {
 	fx2.write(t, catchAllYAML(40))
 	if _, err := OpenFile(fx2.cfg); err == nil || !strings.Contains(err.Error(), "more than the 32") {
 		t.Errorf("OpenFile of 40 catch-all rules: %v, want it refused", err)
+	}
+}
+
+// PostgreSQL: an update that would make one call match more than 32 rules
+// is refused, and rows that do (a hand edit) do not load: the last good
+// rules stay in force and Status names the rules.
+func TestPostgresRefusesOverlappingRules(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	fx := newPGFixture(t, url)
+	p := fx.open(t)
+	if _, err := p.Update(context.Background(), -1, func(s *rules.Set) error {
+		for i := range 32 {
+			s.Rules = append(s.Rules, rule(fmt.Sprintf("all-%02d", i), 100))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Update(context.Background(), -1, addRule(rule("all-32", 1)))
+	var fe *rules.FieldError
+	if !errors.Is(err, ErrInvalid) || !errors.As(err, &fe) || fe.Field != "rules" || !strings.Contains(fe.Message, `"all-32"`) {
+		t.Errorf("Update adding a 33rd catch-all rule: %v, want ErrInvalid naming the rules", err)
+	}
+	run(t, p)
+	if err := pgtest.Exec(url, `INSERT INTO sluice_rules (id, position, body) VALUES ('all-32', 32, '{"id": "all-32", "limit": 100, "window": "1m"}'); UPDATE sluice_state SET revision = 2`); err != nil {
+		t.Fatal(err)
+	}
+	fx.tick <- time.Now()
+	fx.tick <- time.Now()
+	st := p.Status()
+	if !strings.Contains(st.Error, "matches 33 enabled rules, more than the 32") || !strings.Contains(st.Error, `"all-32"`) || st.Revision != 1 {
+		t.Errorf("Status() = %+v, want the overlapping rules named and revision 1 kept", st)
+	}
+	if n := len(p.Current().Rules()); n != 32 {
+		t.Errorf("%d rules in force, want the last good 32", n)
 	}
 }
