@@ -1,6 +1,7 @@
 package rls_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,7 +9,9 @@ import (
 )
 
 // A plan entry nobody defined is decided as the default plan: 5 calls with
-// plan "zzz" where the default plan allows 3 get 3 OKs.
+// plan "zzz" where the default plan allows 3 get 3 OKs. A value that is not
+// a plan name at all is one nobody defined, never InvalidArgument (which
+// Envoy turns into "allow").
 func TestUndefinedPlanIsTheDefaultPlan(t *testing.T) {
 	set := &rules.Set{
 		DefaultPlan: "free",
@@ -16,7 +19,7 @@ func TestUndefinedPlanIsTheDefaultPlan(t *testing.T) {
 			{ID: "free-per-user", Match: rules.Match{Plan: "free"}, By: rules.ByUser, Limit: 3, Window: rules.Duration(time.Hour)},
 		},
 	}
-	for _, plan := range []string{"zzz", "FREE", "free."} {
+	for _, plan := range []string{"zzz", "FREE", "free.", "free!", "fr ee", ".free", strings.Repeat("f", 65)} {
 		t.Run(plan, func(t *testing.T) {
 			e := newEnv(t, set)
 			allowed := 0

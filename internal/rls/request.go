@@ -161,10 +161,10 @@ func parseDescriptor(d *ratelimitv3.RateLimitDescriptor, hits uint32, c *call) e
 			}
 			val = strings.TrimSuffix(strings.TrimPrefix(val, "["), "]")
 		case KeyPlan:
+			// Any value decides: one that is not a plan name is a plan no
+			// rule names, which the limiter decides as the caller's
+			// registry or default plan (rules.Index.Plan).
 			f = fPlan
-			if !validPlan(val) {
-				return at("must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got " + quote(val))
-			}
 		case KeyMethod:
 			f = fMethod
 			if !validMethod(val) {
@@ -239,18 +239,6 @@ func pathProblem(s string) string {
 		return "must not contain whitespace or control characters, got " + quote(s)
 	}
 	return ""
-}
-
-func validPlan(p string) bool {
-	if p == "" || len(p) > server.MaxPlan || !isAlnum(p[0]) {
-		return false
-	}
-	for i := 1; i < len(p); i++ {
-		if c := p[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
 }
 
 func validMethod(m string) bool {

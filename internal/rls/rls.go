@@ -13,7 +13,8 @@
 //	user            → user
 //	api_key         → api_key
 //	remote_address  → ip (also accepted as "ip"; IPv6 keyed by its /64)
-//	plan            → plan (else the client registry, else default_plan)
+//	plan            → plan (else the client registry, else default_plan; any
+//	                  value the rules never name as a plan counts as absent)
 //	method, path    → endpoint "METHOD /path" (the query string is dropped)
 //
 // Other entry keys (generic_key, header_match, destination_cluster, ...)
