@@ -167,7 +167,7 @@ func clientFromForwarded(values []string, proxies []netip.Prefix, peer netip.Add
 			if !ok {
 				return last, lastHost
 			}
-			a, host, ok := hostOf(val)
+			a, host, ok := hostOf(withoutObfuscatedPort(val))
 			if !ok {
 				return last, lastHost
 			}
@@ -178,6 +178,20 @@ func clientFromForwarded(values []string, proxies []netip.Prefix, peer netip.Add
 		}
 	}
 	return last, lastHost
+}
+
+// withoutObfuscatedPort drops an obfuscated port (RFC 7239 obfport, ":_"
+// and a name) from a for= value: "192.0.2.43:_p1" is 192.0.2.43,
+// "[2001:db8::1]:_p1" is [2001:db8::1].
+func withoutObfuscatedPort(v string) string {
+	i := strings.LastIndex(v, ":_")
+	if i < 0 {
+		return v
+	}
+	if strings.HasPrefix(v, "[") && i > 0 && v[i-1] == ']' || !strings.HasPrefix(v, "[") && strings.IndexByte(v, ':') == i {
+		return v[:i]
+	}
+	return v
 }
 
 // forwardedFor returns the for= value of one Forwarded element (the text

@@ -80,6 +80,17 @@ func TestParseTrustedProxies(t *testing.T) {
 	}
 }
 
+func TestWithoutObfuscatedPort(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.43:_p1": "192.0.2.43", "[2001:db8::1]:_p1": "[2001:db8::1]", "192.0.2.43:80": "192.0.2.43:80",
+		"2001:db8::1": "2001:db8::1", "_hidden": "_hidden", "2001:db8::_1": "2001:db8::_1", "[::1]:_": "[::1]",
+	} {
+		if got := withoutObfuscatedPort(in); got != want {
+			t.Errorf("withoutObfuscatedPort(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestForwardedFor(t *testing.T) {
 	tests := []struct {
 		in     string
@@ -129,7 +140,8 @@ func TestMalformedForwardingHeader(t *testing.T) {
 	}
 	for _, h := range fwd {
 		for _, values := range [][]string{
-			{h + ", for=" + client}, // the proxy appended to the line
+			{h + ", for=" + client},            // the proxy appended to the line
+			{h + `, for="` + client + `:_p1"`}, // an obfuscated port
 			{h + ",for=" + client + ";proto=http"},
 			{h, "for=" + client},                       // the proxy added a line
 			{h + ", for=" + client + ", for=10.0.0.3"}, // two trusted proxies
@@ -187,7 +199,7 @@ func FuzzForwardedFor(f *testing.F) {
 		}
 		for e := range strings.SplitSeq(fwd, ",") {
 			if v, ok := forwardedFor(strings.TrimSpace(e)); ok {
-				if _, h, ok := hostOf(v); ok {
+				if _, h, ok := hostOf(withoutObfuscatedPort(v)); ok {
 					chain[h] = true
 				}
 			}
