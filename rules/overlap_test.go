@@ -140,7 +140,7 @@ func TestOverlap(t *testing.T) {
 func TestOverlapAgainstBruteForce(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	accepted, refused := 0, 0
-	for round := range 200 {
+	for round := range 100 {
 		s := randSet(r, 100+r.IntN(200))
 		for i := range s.Rules {
 			s.Rules[i].Match.Domain = testDomains[r.IntN(len(testDomains))]
@@ -151,7 +151,7 @@ func TestOverlapAgainstBruteForce(t *testing.T) {
 			continue
 		}
 		accepted++
-		for range 500 {
+		for range 200 {
 			domain := testDomains[r.IntN(len(testDomains))]
 			plan := testPlans[r.IntN(len(testPlans))]
 			method := testMethods[r.IntN(len(testMethods))]
