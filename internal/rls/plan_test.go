@@ -35,6 +35,10 @@ func TestUndefinedPlanIsTheDefaultPlan(t *testing.T) {
 			if allowed != 3 {
 				t.Errorf("plan %q: %d of 5 OK, want 3 (the default plan's limit)", plan, allowed)
 			}
+			// The access log names the effective plan.
+			if log := e.log.String(); strings.Count(log, `"plan":"free"`) != 5 {
+				t.Errorf("plan %q: access log %s, want the effective plan free on each of 5 lines", plan, log)
+			}
 		})
 	}
 }

@@ -372,7 +372,7 @@ func (s *Server) accessLog(ctx context.Context, req *rlsv3.RateLimitRequest, cal
 	if err != nil {
 		attrs = append(attrs, slog.String("error", status.Convert(err).Message()))
 	} else {
-		attrs = append(attrs, slog.String("rule", d.RuleID()))
+		attrs = append(attrs, slog.String("rule", d.RuleID()), slog.String("plan", d.Plan)) // the effective plan
 		if d.Rule != nil {
 			attrs = append(attrs,
 				slog.String("client", clientOf(d.Client, calls, s.cfg.Limiter.IPv6Prefix)),
