@@ -21,6 +21,7 @@ type Compiled struct {
 	WindowSeconds int64
 
 	method string // the endpoint's method, "*" for any
+	path   string // the key it is indexed under in paths: the exact path or prefix base; "" for any path
 }
 
 // Index is a compiled Set: it finds the rules that apply to a call in time
@@ -190,6 +191,7 @@ func (ix *Index) add(c *Compiled) {
 		e, _ = ParseEndpoint(c.Match.Endpoint) // valid: the Set was validated
 	}
 	c.method = e.Method
+	c.path = e.Path
 	if e.Prefix && e.Path == "" {
 		if c.Match.Plan == "" {
 			ix.anyPath = append(ix.anyPath, c)

@@ -84,15 +84,12 @@ func (v *Index) mostMatched(domain, plan string, rules []*Compiled) (int, *overl
 	seenM := map[string]bool{"GET": true, "HEAD": true, "*": true}
 	seenP := map[string]bool{}
 	for _, c := range rules {
-		e := Endpoint{Method: "*", Prefix: true}
-		if c.Match.Endpoint != "" {
-			e, _ = ParseEndpoint(c.Match.Endpoint) // valid: the Set was validated
+		// The method and path key the index holds the rule under (add).
+		if !seenM[c.method] {
+			seenM[c.method] = true
+			methods = append(methods, c.method)
 		}
-		if !seenM[e.Method] {
-			seenM[e.Method] = true
-			methods = append(methods, e.Method)
-		}
-		p := e.Path
+		p := c.path
 		if p == "" {
 			p = "/"
 		}
