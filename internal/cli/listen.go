@@ -2,10 +2,12 @@ package cli
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -78,4 +80,39 @@ func listenOn(addr string, t *listen.TLS) (net.Listener, error) {
 		return ln, err
 	}
 	return tls.NewListener(ln, t.Config()), nil
+}
+
+// clientTLS returns the TLS configuration of a client of a sluice
+// listener: the CA file its certificate is checked against (else the
+// system's), and a client certificate for mutual TLS. It is nil when no
+// file is given. The flag names are for errors.
+func clientTLS(ca, cert, key, caFlag, certFlag, keyFlag string) (*tls.Config, error) {
+	if ca == "" && cert == "" && key == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", caFlag, err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s %s: no PEM certificate in it", caFlag, ca)
+		}
+	}
+	switch {
+	case cert == "" && key == "":
+	case cert == "":
+		return nil, fmt.Errorf("%s needs %s, the certificate of that key", keyFlag, certFlag)
+	case key == "":
+		return nil, fmt.Errorf("%s needs %s, the private key of that certificate", certFlag, keyFlag)
+	default:
+		kp, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("%s, %s: %w", certFlag, keyFlag, err)
+		}
+		cfg.Certificates = []tls.Certificate{kp}
+	}
+	return cfg, nil
 }

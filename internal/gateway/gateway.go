@@ -240,20 +240,21 @@ func forwardedElement(addr, proto string) string {
 	return "for=" + addr + ";proto=" + proto
 }
 
-// upstreamError answers a call the upstream failed: 504 when it did not
-// answer in time, else 502, each with a JSON error. Details go to the log,
-// not to the client.
+// upstreamError answers a call the upstream failed: 408 when the failure
+// was the client's, whose body arrived too slowly (listen.MinBodyRate);
+// 504 when the upstream did not answer in time, else 502, each with a
+// JSON error. Details go to the log, not to the client.
 func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
-		// The client went away; nobody reads an answer.
-		w.WriteHeader(http.StatusBadGateway)
-		return
-	}
-	if errors.Is(err, listen.ErrSlowBody) {
+	if errors.Is(err, listen.ErrSlowBody) || listen.BodyTooSlow(r) {
 		// The client's fault, not the upstream's: say so, and close the
 		// connection (the rest of the body is not worth waiting for).
 		w.Header().Set("Connection", "close")
 		middleware.WriteError(w, http.StatusRequestTimeout, CodeSlowBody, "the request body arrived slower than the gateway's --min-body-rate allows")
+		return
+	}
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		// The client went away; nobody reads an answer.
+		w.WriteHeader(http.StatusBadGateway)
 		return
 	}
 	status, code, msg := http.StatusBadGateway, CodeBadGateway, "the upstream could not be reached or failed"

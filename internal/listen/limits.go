@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -172,9 +173,9 @@ func MinBodyRate(h http.Handler, rate int64, grace time.Duration) http.Handler {
 		// Bounds what the server drains of a body nobody reads.
 		rc.SetReadDeadline(time.Now().Add(grace)) //nolint:errcheck // not every connection has deadlines
 		body := &rateReader{r: r.Body, rc: rc, rate: rate, grace: grace}
-		r2 := *r // the server keeps r: its Body must stay the server's
+		r2 := r.WithContext(context.WithValue(r.Context(), rateReaderKey{}, body)) // the server keeps r: its Body must stay the server's
 		r2.Body = body
-		h.ServeHTTP(w, &r2)
+		h.ServeHTTP(w, r2)
 	})
 }
 
@@ -187,7 +188,21 @@ type rateReader struct {
 	read   int64         // bytes read so far
 	waited time.Duration // time spent in Read so far
 	err    error         // the sticky ErrSlowBody
+	slowed atomic.Bool   // err is set (for BodyTooSlow, on another goroutine)
 }
+
+// BodyTooSlow reports whether r's body, read through MinBodyRate, failed
+// for arriving too slowly. A proxy whose upstream call failed asks it to
+// tell the client's fault (408) from the upstream's: the failed read
+// also cancels the request's context, which can reach the proxy first.
+func BodyTooSlow(r *http.Request) bool {
+	b, ok := r.Context().Value(rateReaderKey{}).(*rateReader)
+	return ok && b.slowed.Load()
+}
+
+// rateReaderKey keys a request's rateReader in its context, where it
+// survives the copies a proxy makes of the request (and of its body).
+type rateReaderKey struct{}
 
 func (b *rateReader) Read(p []byte) (int, error) {
 	if b.err != nil {
@@ -218,6 +233,7 @@ func (b *rateReader) Read(p []byte) (int, error) {
 func (b *rateReader) slow() error {
 	b.err = fmt.Errorf("%w: %d bytes in %s, under the %d bytes/s after %s the server requires",
 		ErrSlowBody, b.read, b.waited.Round(time.Millisecond), b.rate, b.grace)
+	b.slowed.Store(true)
 	return b.err
 }
 
