@@ -420,7 +420,7 @@ func firstLine(s string) string {
 // passed; a call made meanwhile is proxied.
 func TestGatewaySlowBodies(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body) //nolint:errcheck
+		io.Copy(io.Discard, r.Body)   //nolint:errcheck
 		io.WriteString(w, "upstream") //nolint:errcheck
 	}))
 	defer up.Close()
