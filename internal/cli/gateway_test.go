@@ -35,7 +35,7 @@ func TestEngineFlagsMatchServe(t *testing.T) {
 		}
 	})
 	// And every serve flag that is not serve's own is shared.
-	serveOnly := map[string]bool{"listen": true, "admin-listen": true, "admin-token": true, "grpc-listen": true, "help": true,
+	serveOnly := map[string]bool{"listen": true, "admin-listen": true, "admin-token": true, "grpc-listen": true, "data-token": true, "help": true,
 		"admin-allowed-host": true, "admin-allowed-origin": true, "pprof": true} // the admin listener's: adminflags.go
 	serve.VisitAll(func(f *pflag.Flag) {
 		if !serveOnly[f.Name] && shared.Lookup(f.Name) == nil {

@@ -40,12 +40,13 @@ func freePort(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// perUser is a rules file: 1000 calls a minute per user.
+// perUser is a rules file: 1000 calls a day per user (a token back
+// every 86 s: none comes back during a test).
 const perUser = `rules:
   - id: per-user
     by: user
     limit: 1000
-    window: 1m
+    window: 24h
 `
 
 // started is a sluice command running in the test's process.
