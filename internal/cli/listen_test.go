@@ -464,3 +464,39 @@ func TestGatewaySlowBodies(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchReachesAProtectedServe: sluice bench, over HTTP and gRPC,
+// decides calls on a serve with --data-token and mutual TLS when given
+// the token, the CA and a client certificate; without the token every
+// call fails.
+func TestBenchReachesAProtectedServe(t *testing.T) {
+	dir := t.TempDir()
+	ca, clients := listentest.NewCA(t, "server CA"), listentest.NewCA(t, "client CA")
+	cert, key := ca.Server(t).Files(t, dir, "data")
+	clientCert, clientKey := clients.Client(t, "bench").Files(t, dir, "bench")
+	rules := writeFile(t, dir, "rules.yaml", perUser)
+	data, grpcAddr, admin := freePort(t), freePort(t), freePort(t)
+	s := start(t, "serve", "--rules", rules, "--listen", data, "--grpc-listen", grpcAddr, "--admin-listen", admin,
+		"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clients.File(t), "--data-token", "s3cret")
+	s.waitUp(t, &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: ca.Pool(), Certificates: []tls.Certificate{clients.Client(t, "probe").TLS(t)}}}}, "https://"+data+"/healthz")
+
+	creds := []string{"--data-ca", ca.File(t), "--data-client-cert", clientCert, "--data-client-key", clientKey}
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"http", []string{"--target", "https://" + data}},
+		{"grpc", []string{"--grpc", "--target", grpcAddr}},
+	} {
+		args := append([]string{"bench", "--requests", "50", "--concurrency", "2", "--duration", "10s", "--json"}, tt.args...)
+		args = append(args, creds...)
+		code, out, stderr := sluice(t, "", append(args, "--data-token", "s3cret")...)
+		if code != 0 || !strings.Contains(out, `"errors": 0`) || !strings.Contains(out, `"requests": 50`) {
+			t.Errorf("%s: sluice bench with the token = %d, %s %s; want 50 calls, no error", tt.name, code, out, stderr)
+		}
+		if code, _, stderr := sluice(t, "", args...); code != 1 || !strings.Contains(stderr, "does not answer") {
+			t.Errorf("%s: sluice bench without the token = %d, %s; want its first call refused", tt.name, code, stderr)
+		}
+	}
+}
