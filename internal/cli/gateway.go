@@ -156,6 +156,9 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 	if f.minBodyRate < 1 {
 		return fmt.Errorf("gateway: --min-body-rate must be at least 1 (bytes a second), got %d", f.minBodyRate)
 	}
+	if f.adminListen == "" && f.engine.net.adminTLS.Enabled() {
+		return errors.New("gateway: --admin-tls-cert, --admin-tls-key and --admin-tls-client-ca need --admin-listen, the admin API they would serve")
+	}
 	if f.bodyRateGrace < time.Millisecond {
 		return fmt.Errorf("gateway: --body-rate-grace must be at least 1ms, got %s", f.bodyRateGrace)
 	}

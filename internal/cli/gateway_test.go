@@ -66,6 +66,8 @@ func TestGatewayFlagErrors(t *testing.T) {
 		{"public admin without token", []string{"--upstream", "http://127.0.0.1:1", "--admin-listen", "0.0.0.0:0"}, "admin"},
 		{"no memory ceiling", []string{"--upstream", "http://127.0.0.1:1", "--memory-max-buckets", "0"}, "--memory-max-buckets must be ≥ 1"},
 		{"memory ceiling below the shards", []string{"--upstream", "http://127.0.0.1:1", "--memory-max-buckets", "10"}, "--memory-max-buckets: memory: invalid config: max buckets = 10, want at least one per shard"},
+		{"admin TLS without admin listener", []string{"--upstream", "http://127.0.0.1:1", "--admin-tls-cert", "c.pem", "--admin-tls-key", "k.pem"}, "need --admin-listen"},
+		{"no body rate", []string{"--upstream", "http://127.0.0.1:1", "--min-body-rate", "0"}, "--min-body-rate must be at least 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
