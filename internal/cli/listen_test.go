@@ -52,24 +52,26 @@ const perUser = `rules:
 // started is a sluice command running in the test's process.
 type started struct {
 	stderr *lockedBuffer
-	exit   chan int
+	done   chan struct{} // closed when the command returned
+	code   int           // its exit code, once done
 }
 
 // start runs the sluice command args until the test ends.
 func start(t *testing.T, args ...string) *started {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &started{stderr: &lockedBuffer{}, exit: make(chan int, 1)}
+	s := &started{stderr: &lockedBuffer{}, done: make(chan struct{})}
 	go func() {
+		defer close(s.done)
 		root := NewRoot()
 		root.SetOut(io.Discard)
 		root.SetErr(s.stderr)
-		s.exit <- run(ctx, root, args, s.stderr)
+		s.code = run(ctx, root, args, s.stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-s.exit:
+		case <-s.done:
 		case <-time.After(20 * time.Second):
 			t.Errorf("sluice %v did not stop within 20 s of its context", args)
 		}
@@ -83,8 +85,8 @@ func (s *started) waitUp(t *testing.T, c *http.Client, url string) {
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		select {
-		case code := <-s.exit:
-			t.Fatalf("sluice exited %d before serving: %s", code, s.stderr)
+		case <-s.done:
+			t.Fatalf("sluice exited %d before serving: %s", s.code, s.stderr)
 		default:
 		}
 		resp, err := c.Get(url)
