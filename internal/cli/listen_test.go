@@ -502,3 +502,56 @@ func TestBenchReachesAProtectedServe(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRefusesBlankDataTokenFromEnv: SLUICE_DATA_TOKEN is checked as
+// --data-token is.
+func TestServeRefusesBlankDataTokenFromEnv(t *testing.T) {
+	rules := writeFile(t, t.TempDir(), "rules.yaml", perUser)
+	t.Setenv("SLUICE_DATA_TOKEN", " , ")
+	code, _, stderr := sluice(t, "", "serve", "--rules", rules, "--listen", "127.0.0.1:0", "--grpc-listen", "", "--admin-listen", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(stderr, "--data-token") || !strings.Contains(stderr, "blank") {
+		t.Errorf("serve with SLUICE_DATA_TOKEN=' , ' = %d, %q; want exit 1 naming --data-token as blank", code, stderr)
+	}
+}
+
+// TestGatewayTLS: the gateway's proxy and its admin listener speak TLS
+// with their own certificates; the proxy with a client CA refuses a client
+// without a certificate.
+func TestGatewayTLS(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "upstream") //nolint:errcheck
+	}))
+	defer up.Close()
+	dir := t.TempDir()
+	ca, clients := listentest.NewCA(t, "server CA"), listentest.NewCA(t, "client CA")
+	cert, key := ca.Server(t).Files(t, dir, "proxy")
+	adminCert, adminKey := ca.Server(t).Files(t, dir, "admin")
+	rules := writeFile(t, dir, "rules.yaml", perUser)
+	proxy, admin := freePort(t), freePort(t)
+	s := start(t, "gateway", "--upstream", up.URL, "--rules", rules, "--listen", proxy, "--admin-listen", admin,
+		"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clients.File(t),
+		"--admin-tls-cert", adminCert, "--admin-tls-key", adminKey)
+	trusting := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
+	s.waitUp(t, trusting, "https://"+admin+"/healthz")
+
+	withCert := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: ca.Pool(), Certificates: []tls.Certificate{clients.Client(t, "app").TLS(t)}}}}
+	resp, err := withCert.Get("https://" + proxy + "/api")
+	if err != nil {
+		t.Fatalf("GET through the TLS proxy: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "upstream" {
+		t.Errorf("GET through the TLS proxy = %d %q, want 200 from the upstream", resp.StatusCode, b)
+	}
+	if resp, err := trusting.Get("https://" + proxy + "/api"); err == nil {
+		resp.Body.Close()
+		t.Errorf("a client without a certificate got %d through the proxy, want the handshake refused", resp.StatusCode)
+	}
+	if resp, err := trusting.Get("https://" + admin + "/rules"); err != nil || resp.StatusCode != 200 {
+		t.Errorf("GET /rules on the TLS admin listener = %v, %v; want 200", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
