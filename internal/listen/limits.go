@@ -46,8 +46,9 @@ type Limits struct {
 	// Default 120 s.
 	IdleTimeout time.Duration
 	// MaxHeaderBytes caps the size of a request's headers (the request
-	// line included); a larger request is answered 431. For gRPC, the
-	// size of a call's metadata. Default 64 KiB.
+	// line included); net/http adds 4 KiB of slack, past which a request
+	// is answered 431. For gRPC, the size of a call's metadata. Default
+	// 64 KiB.
 	MaxHeaderBytes int
 }
 
