@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/listen/listentest"
 )
 
@@ -172,6 +173,14 @@ func TestServeDataToken(t *testing.T) {
 	resp, err := rls.ShouldRateLimit(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer new-token"), aliceRLS)
 	if err != nil || resp.Statuses[0].LimitRemaining != 997 {
 		t.Errorf("ShouldRateLimit with the token = %v, %v; want OK with 997 left", resp, err)
+	}
+	// The Go client, with and without the token.
+	if d, err := client.New(base, client.WithToken("old-token")).Check(ctx, client.CheckRequest{User: "alice"}); err != nil || d.Remaining != 996 {
+		t.Errorf("client.Check with the token = %+v, %v; want 996 left", d, err)
+	}
+	var ce *client.Error
+	if _, err := client.New(base).Check(ctx, client.CheckRequest{User: "alice"}); !errors.As(err, &ce) || ce.Status != 401 || ce.Code != "unauthorized" {
+		t.Errorf("client.Check without the token = %v, want a 401 unauthorized *client.Error", err)
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
 		r, err := http.Get(base + path)
