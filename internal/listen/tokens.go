@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode"
 	"unsafe"
 )
 
@@ -34,7 +35,7 @@ func ParseTokens(flag, s string) (Tokens, error) {
 		if e == "" {
 			return Tokens{}, fmt.Errorf("listen: %s: entry %d is blank; give one or more tokens separated by commas, e.g. %s 'old-token,new-token'", flag, i+1, flag)
 		}
-		if strings.ContainsFunc(e, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		if strings.ContainsFunc(e, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 			return Tokens{}, fmt.Errorf("listen: %s: entry %d holds a space or control character; a bearer token is one word", flag, i+1)
 		}
 		t.hashes = append(t.hashes, sha256.Sum256([]byte(e)))
