@@ -39,11 +39,16 @@ type Client struct {
 type Option func(*Client)
 
 // WithToken sends "Authorization: Bearer <token>" with every request, as the
-// admin API requires when sluice runs with --admin-token.
+// admin API requires when sluice runs with --admin-token, and the decision
+// API with --data-token.
 func WithToken(token string) Option { return func(c *Client) { c.token = token } }
 
 // WithHTTPClient makes the Client send its requests with hc (for timeouts,
-// TLS, proxies). The default is http.DefaultClient.
+// TLS, proxies): for a sluice served with --tls-cert (or --admin-tls-cert),
+// an https:// base URL and, unless a CA the system trusts signed its
+// certificate, a Transport whose TLSClientConfig holds that CA in RootCAs
+// (and a client certificate for mutual TLS). The default is
+// http.DefaultClient.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
 // New returns a Client of the service at baseURL, e.g.

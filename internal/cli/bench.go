@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +36,22 @@ type benchFlags struct {
 	domain      string // with grpc: the request's domain
 	conns       int    // with grpc: HTTP/2 connections
 	health      bool   // with grpc: grpc.health.v1 Check instead of ShouldRateLimit
+	token       string // --data-token
+	ca          string // --data-ca
+	clientCert  string // --data-client-cert
+	clientKey   string // --data-client-key
+}
+
+// auth is how the load reaches a sluice with --data-token or TLS.
+func (f *benchFlags) auth() (loadgen.Auth, error) {
+	tc, err := clientTLS(f.ca, f.clientCert, f.clientKey, "--data-ca", "--data-client-cert", "--data-client-key")
+	if err != nil {
+		return loadgen.Auth{}, fmt.Errorf("bench: %w", err)
+	}
+	if strings.Contains(f.token, ",") {
+		return loadgen.Auth{}, errors.New("bench: --data-token: give one token, not a comma-separated list")
+	}
+	return loadgen.Auth{TLS: tc, Token: strings.TrimSpace(f.token)}, nil
 }
 
 func newBenchCmd() *cobra.Command {
@@ -98,6 +115,10 @@ service it takes capacity from real callers.`,
 	fl.StringVar(&f.domain, "domain", "sluice", "with --grpc: the domain of the requests")
 	fl.IntVar(&f.conns, "grpc-conns", 4, "with --grpc: HTTP/2 connections the workers share (at most --concurrency)")
 	fl.BoolVar(&f.health, "grpc-health", false, "with --grpc: call grpc.health.v1.Health/Check instead, the floor of a gRPC call on the same server")
+	fl.StringVar(&f.token, "data-token", "", "bearer token sent with every call: one of sluice serve --data-token's")
+	fl.StringVar(&f.ca, "data-ca", "", "PEM CA certificate(s) the server's TLS certificate is checked against; with --grpc, also turns TLS on (HTTP: an https:// --target)")
+	fl.StringVar(&f.clientCert, "data-client-cert", "", "PEM client certificate, for a server with --tls-client-ca (with --grpc, also turns TLS on)")
+	fl.StringVar(&f.clientKey, "data-client-key", "", "PEM private key of --data-client-cert")
 	return cmd
 }
 
@@ -135,11 +156,15 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 	if f.grpc {
 		return runBenchGRPC(ctx, f, mode, stdout, stderr)
 	}
+	auth, err := f.auth()
+	if err != nil {
+		return err
+	}
 	bodies, err := loadgen.CheckBodies(f.clients, mode, f.endpoint)
 	if err != nil {
 		return fmt.Errorf("bench: --clients: %w", err)
 	}
-	h, err := loadgen.NewHTTPCheck(f.target, f.concurrency, f.timeout, bodies)
+	h, err := loadgen.NewHTTPCheck(f.target, f.concurrency, f.timeout, bodies, auth)
 	if err != nil {
 		return fmt.Errorf("bench: --target: %w", err)
 	}

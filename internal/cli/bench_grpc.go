@@ -29,12 +29,16 @@ type grpcLoad interface {
 // the same machine (as bench/baseline is for HTTP).
 func runBenchGRPC(ctx context.Context, f benchFlags, mode string, stdout, stderr io.Writer) error {
 	conns := min(f.conns, f.concurrency)
+	auth, err := f.auth()
+	if err != nil {
+		return err
+	}
 	var (
 		g    grpcLoad
 		what string
 	)
 	if f.health {
-		h, err := loadgen.NewGRPCHealth(f.target, conns, f.timeout)
+		h, err := loadgen.NewGRPCHealth(f.target, conns, f.timeout, auth)
 		if err != nil {
 			return fmt.Errorf("bench: --target: %w", err)
 		}
@@ -44,7 +48,7 @@ func runBenchGRPC(ctx context.Context, f benchFlags, mode string, stdout, stderr
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
-		c, err := loadgen.NewGRPCCheck(f.target, conns, f.timeout, load)
+		c, err := loadgen.NewGRPCCheck(f.target, conns, f.timeout, load, auth)
 		if err != nil {
 			return fmt.Errorf("bench: --target: %w", err)
 		}

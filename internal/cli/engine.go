@@ -16,7 +16,8 @@ import (
 )
 
 // addEngineFlags registers on fl the flags serve and gateway share: the
-// rules store, the counter store, IPv6 keying, logging and shutdown. They
+// rules store, the counter store, IPv6 keying, logging, shutdown, and
+// their listeners' TLS and limits (listen.go). They
 // are serve's flags, with the same names, defaults and help (serve still
 // registers its own; TestEngineFlagsMatchServe keeps the two in step).
 func addEngineFlags(fl *pflag.FlagSet, f *serveFlags) {
@@ -38,6 +39,7 @@ func addEngineFlags(fl *pflag.FlagSet, f *serveFlags) {
 	addAccessLogFlags(fl, &f.obs)
 	fl.IntVar(&f.gcFloorMiB, "gc-floor-mib", 64, "heap size (MiB) below which the garbage collector is not run more often (0: Go's default pacing; GOGC or GOMEMLIMIT in the environment win)")
 	fl.DurationVar(&f.shutdown, "shutdown-timeout", 10*time.Second, "how long to let in-flight calls finish on SIGTERM")
+	addListenFlags(fl, &f.net)
 }
 
 // checkSecrets refuses a blank or malformed value of the secret flags

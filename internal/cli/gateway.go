@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/middleware"
 )
 
@@ -33,6 +34,8 @@ type gatewayFlags struct {
 	upstream        string
 	dialTimeout     time.Duration
 	responseTimeout time.Duration
+	minBodyRate     int64         // --min-body-rate, bytes/s
+	bodyRateGrace   time.Duration // --body-rate-grace
 
 	jwtSecret     string
 	jwtKeys       string
@@ -73,6 +76,8 @@ SLUICE_JWT_HS256_SECRET.`,
 	fl.StringVar(&f.upstream, "upstream", "", "URL calls are proxied to, e.g. http://127.0.0.1:3000 (required)")
 	fl.DurationVar(&f.dialTimeout, "upstream-dial-timeout", 5*time.Second, "how long connecting to the upstream may take (then 504)")
 	fl.DurationVar(&f.responseTimeout, "upstream-timeout", 30*time.Second, "how long the upstream may take to send its response headers (then 504); bodies stream without limit")
+	fl.Int64Var(&f.minBodyRate, "min-body-rate", 1024, "bytes a second a request body must arrive at, on average, once --body-rate-grace has passed (then 408 and the connection is closed)")
+	fl.DurationVar(&f.bodyRateGrace, "body-rate-grace", 10*time.Second, "how long a request body may take before --min-body-rate applies")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "admin API address (and /healthz, /readyz); empty: no admin API; a non-loopback address requires --admin-token")
 	addAdminGuardFlags(fl, &f.adminGuard)
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token(s) the admin API requires, comma-separated; \"name:secret\" records changes as name's (empty: none, loopback only)")
@@ -145,6 +150,18 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 	} else if err := admin.ParseTokens(f.adminToken).Err(); err != nil {
 		return fmt.Errorf("gateway: --admin-token (SLUICE_ADMIN_TOKEN): %w", err) // unused without --admin-listen, but wrong
 	}
+	if err := f.engine.net.validate(); err != nil {
+		return err
+	}
+	if f.minBodyRate < 1 {
+		return fmt.Errorf("gateway: --min-body-rate must be at least 1 (bytes a second), got %d", f.minBodyRate)
+	}
+	if f.adminListen == "" && f.engine.net.adminTLS.Enabled() {
+		return errors.New("gateway: --admin-tls-cert, --admin-tls-key and --admin-tls-client-ca need --admin-listen, the admin API they would serve")
+	}
+	if f.bodyRateGrace < time.Millisecond {
+		return fmt.Errorf("gateway: --body-rate-grace must be at least 1ms, got %s", f.bodyRateGrace)
+	}
 	eng, err := openEngine(ctx, f.engine, nil)
 	if err != nil {
 		return err
@@ -168,11 +185,17 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 	if f.engine.obs.accessLog {
 		handler = accessLog(log, gw)
 	}
-	servers := []*http.Server{
-		// No ReadTimeout or WriteTimeout: bodies stream both ways for as
-		// long as they take.
-		{Addr: f.listen, Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second},
+	handler = listen.MinBodyRate(handler, f.minBodyRate, f.bodyRateGrace)
+	proxyTLS, err := httpTLS(f.engine.net.tls, "--tls", log)
+	if err != nil {
+		return err
 	}
+	servers := []*http.Server{
+		// No body deadline, no response deadline: bodies stream both ways
+		// for as long as they take, at --min-body-rate at least.
+		f.engine.net.server(f.listen, handler, true, log),
+	}
+	tlss := []*listen.TLS{proxyTLS}
 	names := []string{"gateway"}
 	if f.adminListen != "" {
 		mux := http.NewServeMux()
@@ -189,12 +212,17 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 		})
 		acfg := f.adminGuard.config(f.adminListen, f.adminToken, log)
 		mux.Handle("/", admin.New(eng.src, acfg))
-		servers = append(servers, &http.Server{Addr: f.adminListen, Handler: admin.Guard(acfg, mux), ReadHeaderTimeout: 10 * time.Second})
+		adminTLS, err := httpTLS(f.engine.net.adminTLS, "--admin-tls", log)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, f.engine.net.server(f.adminListen, admin.Guard(acfg, mux), false, log))
+		tlss = append(tlss, adminTLS)
 		names = append(names, "admin API")
 	}
 	listeners := make([]net.Listener, len(servers))
 	for i, s := range servers {
-		ln, err := net.Listen("tcp", s.Addr)
+		ln, err := listenOn(s.Addr, tlss[i])
 		if err != nil {
 			for _, l := range listeners[:i] {
 				l.Close()
@@ -209,7 +237,7 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 	errc := make(chan error, len(servers)+1)
 	go func() { errc <- eng.src.Run(ctx) }()
 	for i, s := range servers {
-		log.Info("listening", "what", names[i], "addr", listeners[i].Addr().String())
+		log.Info("listening", "what", names[i], "addr", listeners[i].Addr().String(), "tls", tlss[i] != nil)
 		go func() {
 			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("gateway: %s: %w", names[i], err)

@@ -35,7 +35,7 @@ func TestEngineFlagsMatchServe(t *testing.T) {
 		}
 	})
 	// And every serve flag that is not serve's own is shared.
-	serveOnly := map[string]bool{"listen": true, "admin-listen": true, "admin-token": true, "grpc-listen": true, "help": true,
+	serveOnly := map[string]bool{"listen": true, "admin-listen": true, "admin-token": true, "grpc-listen": true, "data-token": true, "help": true,
 		"admin-allowed-host": true, "admin-allowed-origin": true, "pprof": true} // the admin listener's: adminflags.go
 	serve.VisitAll(func(f *pflag.Flag) {
 		if !serveOnly[f.Name] && shared.Lookup(f.Name) == nil {
@@ -66,6 +66,8 @@ func TestGatewayFlagErrors(t *testing.T) {
 		{"public admin without token", []string{"--upstream", "http://127.0.0.1:1", "--admin-listen", "0.0.0.0:0"}, "admin"},
 		{"no memory ceiling", []string{"--upstream", "http://127.0.0.1:1", "--memory-max-buckets", "0"}, "--memory-max-buckets must be ≥ 1"},
 		{"memory ceiling below the shards", []string{"--upstream", "http://127.0.0.1:1", "--memory-max-buckets", "10"}, "--memory-max-buckets: memory: invalid config: max buckets = 10, want at least one per shard"},
+		{"admin TLS without admin listener", []string{"--upstream", "http://127.0.0.1:1", "--admin-tls-cert", "c.pem", "--admin-tls-key", "k.pem"}, "need --admin-listen"},
+		{"no body rate", []string{"--upstream", "http://127.0.0.1:1", "--min-body-rate", "0"}, "--min-body-rate must be at least 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

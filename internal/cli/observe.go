@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/rulestore"
@@ -49,6 +50,8 @@ type observer struct {
 	rls     *rls.Server
 	grpc    *grpc.Server
 	ln      net.Listener
+	opts    []grpc.ServerOption // TLS, token and limits of the gRPC listener (secure)
+	tls     bool
 }
 
 // newObserver instruments store and follows the rules of src.
@@ -147,6 +150,18 @@ func (w *statusWriter) WriteHeader(code int) {
 // connection of a WebSocket upgrade through it.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// secure sets the gRPC listener's limits, tokens and TLS: the data
+// plane's (--tls-cert, --data-token), with "h2" as its protocol.
+func (o *observer) secure(f listenFlags, tokens listen.Tokens) error {
+	t, err := listen.NewTLS(f.tls, []string{"h2"}, "--tls", o.log)
+	if err != nil {
+		return err
+	}
+	o.opts = listen.GRPCOptions(f.limits, tokens, t)
+	o.tls = t != nil
+	return nil
+}
+
 // listen opens the gRPC listener, unless --grpc-listen is "".
 func (o *observer) listen() error {
 	if o.f.grpcListen == "" {
@@ -173,9 +188,9 @@ func (o *observer) serve(errc chan<- error) {
 	if o.ln == nil {
 		return
 	}
-	o.grpc = grpc.NewServer(rls.ServerOptions()...)
+	o.grpc = grpc.NewServer(append(rls.ServerOptions(), o.opts...)...)
 	o.rls.Register(o.grpc)
-	o.log.Info("listening", "what", "Envoy rate limit service (gRPC)", "addr", o.ln.Addr().String())
+	o.log.Info("listening", "what", "Envoy rate limit service (gRPC)", "addr", o.ln.Addr().String(), "tls", o.tls)
 	go func() {
 		if err := o.grpc.Serve(o.ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			errc <- fmt.Errorf("serve: Envoy rate limit service (gRPC): %w", err)

@@ -23,9 +23,12 @@ import (
 
 // adminFlags are the flags every `sluice rules` subcommand shares.
 type adminFlags struct {
-	url     string
-	token   string
-	timeout time.Duration
+	url        string
+	token      string
+	timeout    time.Duration
+	ca         string // --admin-ca
+	clientCert string // --admin-client-cert
+	clientKey  string // --admin-client-key
 }
 
 // client returns an admin API client for the flags. An --admin without a
@@ -41,7 +44,18 @@ func (f *adminFlags) client() (*client.Client, error) {
 	if !strings.Contains(u, "://") {
 		u = "http://" + u
 	}
-	return client.New(u, client.WithToken(strings.TrimSpace(f.token)), client.WithHTTPClient(&http.Client{Timeout: f.timeout})), nil
+	tc, err := clientTLS(f.ca, f.clientCert, f.clientKey, "--admin-ca", "--admin-client-cert", "--admin-client-key")
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: f.timeout}
+	if tc != nil {
+		if strings.HasPrefix(u, "http://") {
+			return nil, fmt.Errorf("--admin %s: TLS flags given, want an https:// URL", f.url)
+		}
+		hc.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
+	}
+	return client.New(u, client.WithToken(strings.TrimSpace(f.token)), client.WithHTTPClient(hc)), nil
 }
 
 func newRulesCmd() *cobra.Command {
@@ -58,12 +72,17 @@ func newRulesCmd() *cobra.Command {
   sluice rules delete ID
 
 --admin and --admin-token are also read from SLUICE_ADMIN and
-SLUICE_ADMIN_TOKEN.`,
+SLUICE_ADMIN_TOKEN. For an admin API served with TLS, give an https://
+--admin and, unless its certificate is signed by a CA the system trusts,
+--admin-ca; for mutual TLS, --admin-client-cert and --admin-client-key.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.url, "admin", "http://127.0.0.1:9090", "admin API base URL")
 	pf.StringVar(&f.token, "admin-token", "", "bearer token of the admin API: one of sluice serve --admin-token's, e.g. \"alice:s3cret\" (prefer SLUICE_ADMIN_TOKEN)")
 	pf.DurationVar(&f.timeout, "timeout", 10*time.Second, "timeout of each admin API call")
+	pf.StringVar(&f.ca, "admin-ca", "", "PEM CA certificate(s) the admin API's TLS certificate is checked against (default: the system's)")
+	pf.StringVar(&f.clientCert, "admin-client-cert", "", "PEM client certificate for an admin API with mutual TLS (--admin-tls-client-ca)")
+	pf.StringVar(&f.clientKey, "admin-client-key", "", "PEM private key of --admin-client-cert")
 	cmd.AddCommand(newRulesListCmd(f), newRulesGetCmd(f), newRulesApplyCmd(f), newRulesDeleteCmd(f))
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
@@ -44,6 +45,8 @@ type serveFlags struct {
 	gcFloorMiB    int
 	shutdown      time.Duration
 	obs           observeFlags // --grpc-listen, --access-log (observe.go)
+	net           listenFlags  // TLS, timeouts and header limits (listen.go)
+	dataToken     string
 }
 
 func newServeCmd() *cobra.Command {
@@ -69,6 +72,7 @@ if missing). Every flag also reads SLUICE_<FLAG>, e.g. SLUICE_ADMIN_TOKEN.`,
 	fl.StringVar(&f.adminListen, "admin-listen", "127.0.0.1:9090", "admin API address; a non-loopback address requires --admin-token")
 	addAdminGuardFlags(fl, &f.adminGuard)
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token(s) the admin API requires, comma-separated; \"name:secret\" records changes as name's (empty: none, loopback only)")
+	fl.StringVar(&f.dataToken, "data-token", "", "bearer token(s) the decision API (--listen) and the Envoy API (--grpc-listen) require, comma-separated (empty: none; /healthz, /readyz and gRPC health stay open)")
 	addEngineFlags(fl, &f)
 	return cmd
 }
@@ -78,6 +82,13 @@ func runServe(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	if err := f.checkSecrets(); err != nil {
+		return err
+	}
+	dataTokens, err := listen.ParseTokens("--data-token", f.dataToken)
+	if err != nil {
+		return err
+	}
+	if err := f.net.validate(); err != nil {
 		return err
 	}
 	var obs *observer
@@ -99,14 +110,26 @@ func runServe(ctx context.Context, f serveFlags) error {
 	})
 	adm := admin.New(src, f.adminGuard.config(f.adminListen, f.adminToken, log))
 
-	servers := []*http.Server{
-		{Addr: f.listen, Handler: obs.data(data), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second},
-		{Addr: f.adminListen, Handler: adm, ReadHeaderTimeout: 10 * time.Second},
+	dataTLS, err := httpTLS(f.net.tls, "--tls", log)
+	if err != nil {
+		return err
 	}
+	adminTLS, err := httpTLS(f.net.adminTLS, "--admin-tls", log)
+	if err != nil {
+		return err
+	}
+	if err := obs.secure(f.net, dataTokens); err != nil {
+		return err
+	}
+	servers := []*http.Server{
+		f.net.server(f.listen, dataTokens.HTTP(obs.data(data), "/healthz", "/readyz"), false, log),
+		f.net.server(f.adminListen, adm, false, log),
+	}
+	tlss := []*listen.TLS{dataTLS, adminTLS}
 	names := []string{"data plane", "admin API"}
 	listeners := make([]net.Listener, len(servers))
 	for i, s := range servers {
-		ln, err := net.Listen("tcp", s.Addr)
+		ln, err := listenOn(s.Addr, tlss[i])
 		if err != nil {
 			for _, l := range listeners[:i] {
 				l.Close()
@@ -128,7 +151,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	errc := make(chan error, len(servers)+1)
 	go func() { errc <- src.Run(ctx) }()
 	for i, s := range servers {
-		log.Info("listening", "what", names[i], "addr", listeners[i].Addr().String())
+		log.Info("listening", "what", names[i], "addr", listeners[i].Addr().String(), "tls", tlss[i] != nil)
 		go func() {
 			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("serve: %s: %w", names[i], err)

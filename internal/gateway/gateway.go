@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/headers"
+	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/middleware"
 )
@@ -33,6 +34,7 @@ const (
 	CodeBadGateway     = "bad_gateway"     // 502: the upstream could not be reached or broke off
 	CodeGatewayTimeout = "gateway_timeout" // 504: the upstream did not answer in time
 	CodeUnavailable    = "unavailable"     // 503: the limiter could not decide
+	CodeSlowBody       = "request_timeout" // 408: the request body arrived too slowly (listen.MinBodyRate)
 )
 
 // Config configures a Gateway. Zero durations take their default.
@@ -238,10 +240,18 @@ func forwardedElement(addr, proto string) string {
 	return "for=" + addr + ";proto=" + proto
 }
 
-// upstreamError answers a call the upstream failed: 504 when it did not
-// answer in time, else 502, each with a JSON error. Details go to the log,
-// not to the client.
+// upstreamError answers a call the upstream failed: 408 when the failure
+// was the client's, whose body arrived too slowly (listen.MinBodyRate);
+// 504 when the upstream did not answer in time, else 502, each with a
+// JSON error. Details go to the log, not to the client.
 func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, listen.ErrSlowBody) || listen.BodyTooSlow(r) {
+		// The client's fault, not the upstream's: say so, and close the
+		// connection (the rest of the body is not worth waiting for).
+		w.Header().Set("Connection", "close")
+		middleware.WriteError(w, http.StatusRequestTimeout, CodeSlowBody, "the request body arrived slower than the gateway's --min-body-rate allows")
+		return
+	}
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		// The client went away; nobody reads an answer.
 		w.WriteHeader(http.StatusBadGateway)

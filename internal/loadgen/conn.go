@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 type Conn struct {
 	addr    string
 	timeout time.Duration
+	tls     *tls.Config // nil: plain TCP
 	c       net.Conn
 	br      *bufio.Reader
 	body    bytes.Buffer
@@ -48,6 +50,31 @@ func NewConn(target string, timeout time.Duration) (*Conn, error) {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
 	return &Conn{addr: addr, timeout: timeout}, nil
+}
+
+// NewConnTLS returns a Conn to the host of the https:// URL target, over
+// TLS with cfg (nil: the system's CAs, no client certificate).
+func NewConnTLS(target string, timeout time.Duration, cfg *tls.Config) (*Conn, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: target: %w", err)
+	}
+	if u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("loadgen: target must be an https://host:port URL, got %q", target)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "443")
+	}
+	if cfg == nil {
+		cfg = &tls.Config{}
+	}
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = u.Hostname()
+	}
+	cfg.NextProtos = []string{"http/1.1"}
+	return &Conn{addr: addr, timeout: timeout, tls: cfg}, nil
 }
 
 // Do writes req, a complete HTTP/1.1 request, and reads the answer. It
@@ -71,6 +98,14 @@ func (c *Conn) do(ctx context.Context, req []byte) (int, []byte, error) {
 		nc, err := d.DialContext(ctx, "tcp", c.addr)
 		if err != nil {
 			return 0, nil, err
+		}
+		if c.tls != nil {
+			tc := tls.Client(nc, c.tls)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				nc.Close()
+				return 0, nil, err
+			}
+			nc = tc
 		}
 		c.c = nc
 		if c.br == nil {

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -12,6 +13,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -86,7 +88,7 @@ type grpcConns struct {
 
 // dialGRPC opens conns connections to target ("host:port" or
 // "grpc://host:port"), each call bounded by timeout.
-func dialGRPC(target string, conns int, timeout time.Duration) (*grpcConns, error) {
+func dialGRPC(target string, conns int, timeout time.Duration, auth Auth) (*grpcConns, error) {
 	addr := strings.TrimPrefix(target, "grpc://")
 	if _, _, err := net.SplitHostPort(addr); err != nil || strings.Contains(addr, "/") {
 		return nil, fmt.Errorf("loadgen: target must be host:port or grpc://host:port, got %q", target)
@@ -95,7 +97,7 @@ func dialGRPC(target string, conns int, timeout time.Duration) (*grpcConns, erro
 	for range max(conns, 1) {
 		// Each connection its own: without an authority of its own, gRPC
 		// would still open one TCP connection per ClientConn.
-		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient("passthrough:///"+addr, auth.grpcOptions()...)
 		if err != nil {
 			g.Close()
 			return nil, fmt.Errorf("loadgen: %w", err)
@@ -133,11 +135,11 @@ type GRPCCheck struct {
 
 // NewGRPCCheck returns a GRPCCheck of load against target ("host:port",
 // or "grpc://host:port") with conns connections and a per-call timeout.
-func NewGRPCCheck(target string, conns int, timeout time.Duration, load *RLSLoad) (*GRPCCheck, error) {
+func NewGRPCCheck(target string, conns int, timeout time.Duration, load *RLSLoad, auth Auth) (*GRPCCheck, error) {
 	if load == nil || len(load.Values) == 0 {
 		return nil, fmt.Errorf("loadgen: no requests")
 	}
-	g, err := dialGRPC(target, conns, timeout)
+	g, err := dialGRPC(target, conns, timeout, auth)
 	if err != nil {
 		return nil, err
 	}
@@ -179,8 +181,8 @@ type GRPCHealth struct {
 
 // NewGRPCHealth returns a GRPCHealth against target ("host:port") with
 // conns connections and a per-call timeout.
-func NewGRPCHealth(target string, conns int, timeout time.Duration) (*GRPCHealth, error) {
-	g, err := dialGRPC(target, conns, timeout)
+func NewGRPCHealth(target string, conns int, timeout time.Duration, auth Auth) (*GRPCHealth, error) {
+	g, err := dialGRPC(target, conns, timeout, auth)
 	if err != nil {
 		return nil, err
 	}
@@ -202,3 +204,38 @@ func (h *GRPCHealth) NewCall(worker int) Call {
 		return resp.GetStatus() == healthpb.HealthCheckResponse_SERVING, nil
 	}
 }
+
+// Auth is how a load reaches a protected sluice: over TLS with TLS (nil:
+// plain TCP for gRPC; an https:// target with the system's CAs), and with
+// Token as "Authorization: Bearer <Token>" ("": none). The zero value is
+// neither.
+type Auth struct {
+	TLS   *tls.Config
+	Token string
+}
+
+// grpcOptions are the dial options of a.
+func (a Auth) grpcOptions() []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if a.TLS != nil {
+		creds = credentials.NewTLS(a.TLS)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if a.Token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer{md: map[string]string{"authorization": "Bearer " + a.Token}}))
+	}
+	return opts
+}
+
+// bearer sends the token with every call.
+type bearer struct {
+	md map[string]string
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return b.md, nil
+}
+
+// RequireTransportSecurity is false so that a token also reaches a
+// sluice on loopback without TLS.
+func (b bearer) RequireTransportSecurity() bool { return false }

@@ -64,7 +64,7 @@ func TestGRPCCheck(t *testing.T) {
 	defer g.Stop()
 
 	load, _ := NewRLSLoad(10, "user", "d", "GET /api/orders")
-	c, err := NewGRPCCheck("grpc://"+ln.Addr().String(), 2, 5*time.Second, load)
+	c, err := NewGRPCCheck("grpc://"+ln.Addr().String(), 2, 5*time.Second, load, Auth{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,13 +83,13 @@ func TestGRPCCheck(t *testing.T) {
 
 	// A malformed request is an error of the call.
 	bad := &RLSLoad{Domain: "d", Key: "user", Values: []string{""}, Method: "GET", Path: "/"}
-	c2, _ := NewGRPCCheck(ln.Addr().String(), 1, 5*time.Second, bad)
+	c2, _ := NewGRPCCheck(ln.Addr().String(), 1, 5*time.Second, bad, Auth{})
 	defer c2.Close()
 	if _, err := c2.NewCall(0)(context.Background()); err == nil || !strings.Contains(err.Error(), "InvalidArgument") {
 		t.Errorf("call with an empty user = %v, want InvalidArgument", err)
 	}
 	for _, target := range []string{"http://127.0.0.1:8081", "127.0.0.1", "grpc://127.0.0.1:8081/x"} {
-		if _, err := NewGRPCCheck(target, 1, time.Second, load); err == nil {
+		if _, err := NewGRPCCheck(target, 1, time.Second, load, Auth{}); err == nil {
 			t.Errorf("NewGRPCCheck(%q) = nil error, want one", target)
 		}
 	}

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -61,7 +62,8 @@ func CheckBodies(n int, mode, endpoint string) ([][]byte, error) {
 // concurrent use; each worker uses its own Call.
 type HTTPCheck struct {
 	url     string
-	head    []byte // the request up to "Content-Length: "
+	tls     *tls.Config // for an https:// URL
+	head    []byte      // the request up to "Content-Length: "
 	timeout time.Duration
 	bodies  [][]byte
 	seed    uint64
@@ -73,9 +75,12 @@ type HTTPCheck struct {
 // NewHTTPCheck returns an HTTPCheck against the service at baseURL (e.g.
 // http://127.0.0.1:8080) with a per-call timeout. concurrency is a hint
 // for how many workers will call it.
-func NewHTTPCheck(baseURL string, concurrency int, timeout time.Duration, bodies [][]byte) (*HTTPCheck, error) {
-	if !strings.HasPrefix(baseURL, "http://") {
-		return nil, fmt.Errorf("loadgen: target must be an http:// URL, got %q", baseURL)
+func NewHTTPCheck(baseURL string, concurrency int, timeout time.Duration, bodies [][]byte, auth Auth) (*HTTPCheck, error) {
+	if !strings.HasPrefix(baseURL, "http://") && !strings.HasPrefix(baseURL, "https://") {
+		return nil, fmt.Errorf("loadgen: target must be an http:// or https:// URL, got %q", baseURL)
+	}
+	if auth.TLS != nil && !strings.HasPrefix(baseURL, "https://") {
+		return nil, fmt.Errorf("loadgen: TLS settings given for %q; want an https:// URL", baseURL)
 	}
 	if len(bodies) == 0 {
 		return nil, fmt.Errorf("loadgen: no request bodies")
@@ -85,9 +90,17 @@ func NewHTTPCheck(baseURL string, concurrency int, timeout time.Duration, bodies
 		return nil, fmt.Errorf("loadgen: target: %w", err)
 	}
 	head := "POST " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host +
-		"\r\nUser-Agent: sluice-bench\r\nContent-Type: application/json\r\nContent-Length: "
+		"\r\nUser-Agent: sluice-bench\r\nContent-Type: application/json\r\n"
+	if auth.Token != "" {
+		if strings.ContainsAny(auth.Token, "\r\n") {
+			return nil, fmt.Errorf("loadgen: the token holds a line break")
+		}
+		head += "Authorization: Bearer " + auth.Token + "\r\n"
+	}
+	head += "Content-Length: "
 	return &HTTPCheck{
 		url:     u.String(),
+		tls:     auth.TLS,
 		head:    []byte(head),
 		timeout: timeout,
 		bodies:  bodies,
@@ -112,7 +125,13 @@ func (h *HTTPCheck) Close() {
 // request buffer.
 func (h *HTTPCheck) NewCall(worker int) Call {
 	rng := rand.New(rand.NewPCG(h.seed, uint64(worker)))
-	conn, err := NewConn(h.url, h.timeout)
+	var conn *Conn
+	var err error
+	if strings.HasPrefix(h.url, "https://") {
+		conn, err = NewConnTLS(h.url, h.timeout, h.tls)
+	} else {
+		conn, err = NewConn(h.url, h.timeout)
+	}
 	if err != nil { // NewHTTPCheck checked the URL
 		panic(err)
 	}

@@ -284,7 +284,7 @@ func TestHTTPCheck(t *testing.T) {
 	defer srv.Close()
 
 	bodies, _ := CheckBodies(10, "user", "GET /api/orders")
-	h, err := NewHTTPCheck(srv.URL+"/", 4, 5*time.Second, bodies)
+	h, err := NewHTTPCheck(srv.URL+"/", 4, 5*time.Second, bodies, Auth{})
 	if err != nil {
 		t.Fatalf("NewHTTPCheck: %v", err)
 	}
@@ -299,13 +299,13 @@ func TestHTTPCheck(t *testing.T) {
 	}
 
 	bad, _ := CheckBodies(14, "user", "GET /api/orders")
-	h2, _ := NewHTTPCheck(srv.URL, 1, 5*time.Second, bad[13:])
+	h2, _ := NewHTTPCheck(srv.URL, 1, 5*time.Second, bad[13:], Auth{})
 	defer h2.Close()
 	_, err = h2.NewCall(0)(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "500") || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("call answered 500 = %v, want an error with the status and message", err)
 	}
-	if _, err := NewHTTPCheck("127.0.0.1:8080", 1, time.Second, bodies); err == nil {
+	if _, err := NewHTTPCheck("127.0.0.1:8080", 1, time.Second, bodies, Auth{}); err == nil {
 		t.Error("NewHTTPCheck(no scheme) = nil error, want one")
 	}
 }
