@@ -29,7 +29,7 @@ import (
 func TestEnvoyRLS(t *testing.T) {
 	port := freePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	in := serve(t, filepath.Join(t.TempDir(), "rules.yaml"), "--grpc-listen", addr, "--access-log", "--log-format", "json")
+	in := serve(t, filepath.Join(t.TempDir(), "rules.yaml"), "--grpc-listen", addr, "--access-log", "--log-format", "json", "--pprof")
 	in.putRule(t, map[string]any{"id": "per-user", "by": "user", "limit": 3, "window": "1m"})
 	in.putRule(t, map[string]any{"id": "edge-login", "by": "ip", "limit": 1, "window": "1h",
 		"match": map[string]any{"domain": "edge", "endpoint": "POST /login"}})
@@ -133,7 +133,7 @@ func TestEnvoyRLS(t *testing.T) {
 		}
 	}
 
-	// pprof on the admin listener.
+	// pprof on the admin listener (asked for with --pprof).
 	if resp := do(t, "GET", in.admin+"/debug/pprof/", nil, nil); resp.StatusCode != 200 {
 		t.Errorf("GET /debug/pprof/ on the admin listener: %d, want 200", resp.StatusCode)
 	}
