@@ -37,3 +37,13 @@ func add64(a, b uint64) (sum, carry uint64) {
 	return bits.Add64(a, b, 0)
 }
 func div64(hi, lo, d uint64) (q, r uint64) { return bits.Div64(hi, lo, d) }
+
+// mulDivW returns q, r with m·w = q·l + r, 0 ≤ r < l, for m < 2^30 and
+// w, l < 2^45, exact. take.lua's mul_div_w computes the same by long
+// multiplication in base 64 (every partial value below 2^53).
+func mulDivW(m, w, l int64) (q, r int64) {
+	wq, wr := w/l, w%l
+	hi, lo := bits.Mul64(uint64(m), uint64(wr))
+	qq, rr := bits.Div64(hi, lo, uint64(l)) // m·wr/l < m: no overflow
+	return m*wq + int64(qq), int64(rr)
+}
