@@ -446,7 +446,7 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 			continue
 		}
 		var keys []string
-		args := []string{strconv.FormatInt(g.now, 10)}
+		args := []string{strconv.FormatInt(g.now-epoch, 10)}
 		for _, i := range g.ops {
 			if !res[i].Allowed {
 				continue
