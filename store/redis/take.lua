@@ -11,38 +11,45 @@
 -- from. A later call sees what an earlier one took.
 --
 -- KEYS[i]  rl:{<client>}:<rule-id>
--- ARGV[1]  now in µs, or "" to read the server clock (TIME)
+-- ARGV[1]  now in µs relative to EPOCH (codec.lua), or "" to read the
+--          server clock (TIME)
 -- ARGV[2]  per key, 34 bytes packed little-endian ('<BBdddd'): kind (1
 --          token_bucket, 2 leaky_bucket, 3 fixed_window, 4 sliding_window,
 --          5 sliding_log), flags (1 shadow, 2 the key starts a new call; the
 --          first key always does), limit, window (µs), burst, cost
--- returns  a string: now (µs, '<d'), then per key 26 bytes ('<BBddd'):
---          allowed (0|1), reason (0 none, 1 limited, 2 cost exceeds
---          capacity), remaining, reset_after µs, retry_after µs
+-- returns  a string: now (µs relative to EPOCH, '<d'), then per key 26
+--          bytes ('<BBddd'): allowed (0|1), reason (0 none, 1 limited, 2
+--          cost exceeds capacity), remaining, reset_after µs, retry_after µs
 --
 -- Packed arguments and reply keep the per-key cost low: one unpack instead
 -- of six tonumber calls, one reply string instead of five integers.
 --
--- State of buckets 1-4 is one string; sliding_log is a sorted set of call
--- times. A state that fits is stored as a decimal integer of at most 19
--- digits, which Redis keeps in the object itself (an "int" string: 16 bytes
--- instead of an embedded string of 32-64; see docs/redis.md):
--- token_bucket as 1<F µs - EPOCH, 15 digits><F ns part, 3 digits>, F the
--- instant it is full again in ns (unless F is after 2051); fixed_window as
--- 3<count, 3 digits><T - EPOCH, 15 digits> when the count is below 1000;
--- leaky_bucket as 2<TAT>. Otherwise, and sliding_window always, it is packed
--- with struct: the kind byte, then doubles (times are whole µs, exact in a
--- double). The first byte tells an algorithm's state from another's, left
--- by an edited rule: 1-5 packed, '1'-'5' decimal. Every write sets an
--- expiry a second past the moment the bucket is indistinguishable from a
--- new one.
+-- Every value is a whole number below 2^53, so exact in a double, for every
+-- rule that passes validation (algorithm.Params.Check) at every instant an
+-- int64 of ns can name; products that could pass 2^53 are split (mul_div).
+-- No loop runs a number of times that a time, a rule or a state decides,
+-- beyond fixed bounds: a script never holds Redis longer than a few reads
+-- and writes per key.
 --
--- A token bucket's F (ns since the epoch, ~1.7e18) does not fit a double;
--- it is kept as two exact parts, Fus = F div 1000 and Fns = F mod 1000
--- (Fus = 0: a new bucket), as the Go code computes them from its int64.
+-- State of buckets 1-4 is one string; sliding_log is a sorted set with one
+-- entry per admitted call. A state that fits is stored as a decimal integer
+-- of at most 19 digits, which Redis keeps in the object itself (an "int"
+-- string: 16 bytes instead of an embedded string of 32-64; see
+-- docs/redis.md): token_bucket as 1<F - EPOCH, 15 digits> when F, the
+-- instant it is full again, is a whole µs; fixed_window as 3<count, 3
+-- digits><T - EPOCH, 15 digits> when the count is below 1000; leaky_bucket
+-- as 2<TAT - EPOCH, 15 digits>; all until 2051. Otherwise, and
+-- sliding_window always, it is packed with struct: the kind byte + 16, then
+-- doubles (times relative to EPOCH; a token bucket's F as µs, remainder in
+-- 1/limit µs, and that limit). The first byte tells an algorithm's state
+-- from another's, left by an edited rule: 17-20 packed, '1'-'4' decimal
+-- (1-4: packed by an earlier version, with absolute times, read as
+-- such). Every write sets an expiry a second past the moment the bucket is
+-- indistinguishable from a new one.
 
--- The state codec (decode, encode, tb_parts, EPOCH) is codec.lua, which
--- redis.go puts in front of this file.
+-- The state codec and the exact arithmetic (decode, encode, mul_div,
+-- mul_div_w, wstart, EPOCH, NEW) are codec.lua, which redis.go puts in
+-- front of this file.
 
 local call, pcall_ = redis.call, redis.pcall
 local ceil, find = math.ceil, string.find
