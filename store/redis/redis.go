@@ -51,8 +51,9 @@ var (
 
 // Errors of the Redis store.
 var (
-	// ErrReply: Redis answered with a reply of the wrong shape.
-	ErrReply = errors.New("redis: unexpected reply")
+	// ErrReply: Redis answered with a reply of the wrong shape. It wraps
+	// limiter.ErrStoreReply: the call fails, not the store.
+	ErrReply = fmt.Errorf("redis: unexpected reply: %w", limiter.ErrStoreReply)
 )
 
 // Config configures a Store. Use DefaultConfig and set Addrs.
