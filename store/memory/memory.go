@@ -368,7 +368,7 @@ func (s *Store) makeRoom(sh *shard, lim int, sec int64, slots []slot) bool {
 		sh.reclaimed = sec
 		for _, t := range sh.list {
 			for idx := range t.ents {
-				if e := &t.ents[idx]; e.kind != freeKind && int64(e.exp) <= sec && !inCall(slots, t, idx) {
+				if e := &t.ents[idx]; e.kind != freeKind && expired(e.exp, sec) && !inCall(slots, t, idx) {
 					t.remove(uint32(maphash.String(s.seed, e.client)>>32), idx)
 					sh.n--
 				}
@@ -416,7 +416,7 @@ func (s *Store) evict(sh *shard, sec int64, slots []slot) bool {
 		if best == nil || e.exp < best.ents[bestIdx].exp {
 			best, bestIdx = t, idx
 		}
-		if seen++; int64(e.exp) <= sec || seen == evictSample {
+		if seen++; expired(e.exp, sec) || seen == evictSample {
 			break
 		}
 	}
