@@ -107,10 +107,9 @@ func tokenBucket(p Params, s State, now, cost int64) (Result, State) {
 	if r > 0 {
 		reset++
 	}
-	res := Result{Remaining: tbRemaining(p, q, r, capacity), ResetAfter: reset, Changed: clamped}
 	if cost > capacity {
-		res.Reason = ReasonCostExceedsCapacity
-		return res, base
+		return Result{Reason: ReasonCostExceedsCapacity, Remaining: tbRemaining(p, q, r, capacity),
+			ResetAfter: reset, Changed: clamped}, base
 	}
 	aq, ar := mulDiv(capacity-cost, p.Window, p.Limit) // the most debt the call may find
 	if lePair(q, r, aq, ar) {
@@ -136,7 +135,6 @@ func tokenBucket(p Params, s State, now, cost int64) (Result, State) {
 	if int64(base.A) > ar {
 		t++
 	}
-	res.Reason = ReasonLimited
-	res.RetryAfter = t - now
-	return res, base
+	return Result{Reason: ReasonLimited, Remaining: tbRemaining(p, q, r, capacity),
+		ResetAfter: reset, RetryAfter: t - now, Changed: clamped}, base
 }

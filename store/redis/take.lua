@@ -119,9 +119,8 @@ local function token_bucket(limit, window, burst, cost, T, r, den)
   end
   local reset = q
   if dr > 0 then reset = q + 1 end
-  local left = tb_left(q, dr, cap, limit, window)
   if cost > cap then
-    return 0, 2, left, reset, 0, clamped, T, r
+    return 0, 2, tb_left(q, dr, cap, limit, window), reset, 0, clamped, T, r
   end
   local aq, ar = mul_div(cap - cost, window, limit) -- the most debt the call may find
   if le(q, dr, aq, ar) then
@@ -135,7 +134,7 @@ local function token_bucket(limit, window, burst, cost, T, r, den)
   -- the first whole µs t with F - t <= (aq, ar)
   local t = T - aq
   if r > ar then t = t + 1 end
-  return 0, 1, left, reset, t - now, clamped, T, r
+  return 0, 1, tb_left(q, dr, cap, limit, window), reset, t - now, clamped, T, r
 end
 
 -- leaky bucket (GCRA) -----------------------------------------------------
