@@ -4,10 +4,14 @@
 //
 // Every algorithm has one definition here and a second execution in the Redis
 // Lua scripts; both give the same decision for the same sequence of (time,
-// cost). To keep them identical, times are integer microseconds (exact in a
-// Lua double up to 2^53 µs, year 2255) and the few floating-point steps are
-// written so that Go and Lua perform the same IEEE operations in the same
-// order (explicit float64 conversions keep the Go compiler from fusing them).
+// cost). To keep them identical, times are integer microseconds, which Lua
+// holds as doubles relative to 2020-09-13 (exact: every instant an int64 of
+// ns can name, 1677…2262, plus MaxRefill, stays below 2^53 µs from there),
+// the buckets are exact integer arithmetic (see token_bucket.go), and the
+// few floating-point steps of the sliding window are written so that Go and
+// Lua perform the same IEEE operations in the same order (explicit float64
+// conversions keep the Go compiler from fusing them). Params.Check holds the
+// bounds that keep every value exact; rules are validated with it.
 //
 // A state that is never written by an allowed call stays as it was: a denied
 // call consumes nothing. The exception is a clock that went backwards. The
@@ -22,6 +26,7 @@ package algorithm
 import (
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Kind names an algorithm. The zero value is TokenBucket, the default.
@@ -86,6 +91,64 @@ func (k *Kind) UnmarshalText(b []byte) error {
 // timestamp per admitted call in the window.
 const MaxLogLimit = 10000
 
+// Bounds of Params that keep every algorithm exact (see Check).
+const (
+	MaxLimit  = 1_000_000_000              // largest limit and burst
+	MinWindow = 1000                       // µs: 1 ms
+	MaxWindow = 366 * 24 * 3600 * 1000_000 // µs: 366 days
+	// MaxRefill is the longest an empty token bucket may take to refill
+	// (burst·window/limit), and an emptied leaky bucket to drain
+	// ((burst+1)·⌈window/limit⌉): 40 × 366 days, in µs. Longer would put a
+	// bucket's full-again instant past what take.lua's doubles hold exactly
+	// for instants up to 2262.
+	MaxRefill = 40 * MaxWindow
+)
+
+// Check reports what is wrong with p, if anything: the field ("limit",
+// "window", "burst") and a message that says how to fix it. A rule is
+// validated with it, so every accepted rule decides exactly at every
+// instant.
+func (p Params) Check() (field, msg string) {
+	switch {
+	case int(p.Kind) >= len(Kinds):
+		return "algorithm", fmt.Sprintf("unknown algorithm %s", p.Kind)
+	case p.Limit < 1:
+		return "limit", fmt.Sprintf("must be ≥ 1, got %d", p.Limit)
+	case p.Limit > MaxLimit:
+		return "limit", fmt.Sprintf("must be ≤ %d, got %d", MaxLimit, p.Limit)
+	case p.Kind == SlidingLog && p.Limit > MaxLogLimit:
+		return "limit", fmt.Sprintf("must be ≤ %d for sliding_log, which stores one timestamp per admitted call (use sliding_window for larger limits), got %d",
+			MaxLogLimit, p.Limit)
+	case p.Window < MinWindow:
+		return "window", fmt.Sprintf("must be ≥ 1ms, got %dµs", p.Window)
+	case p.Window > MaxWindow:
+		return "window", fmt.Sprintf("must be ≤ 366d, got %dµs", p.Window)
+	case p.Burst < 0:
+		return "burst", fmt.Sprintf("must be ≥ 0 (0 = default), got %d", p.Burst)
+	case p.Burst > MaxLimit:
+		return "burst", fmt.Sprintf("must be ≤ %d, got %d", MaxLimit, p.Burst)
+	}
+	const refill = "must be at most 14640d (40 × 366d); lower burst or window, or raise limit"
+	switch p.Kind {
+	case TokenBucket:
+		if overBound(p.Capacity(), p.Window, p.Limit, MaxRefill) {
+			return "burst", fmt.Sprintf("burst × window / limit, the time an empty bucket takes to refill, is %s: %s",
+				days(float64(p.Capacity())*float64(p.Window)/float64(p.Limit)), refill)
+		}
+	case LeakyBucket:
+		if p.Capacity() > MaxRefill/p.Interval() {
+			return "burst", fmt.Sprintf("(burst + 1) × window / limit, the time an emptied meter takes to drain, is %s: %s",
+				days(float64(p.Capacity())*float64(p.Interval())), refill)
+		}
+	}
+	return "", ""
+}
+
+// days renders µs as days, for Check's messages.
+func days(us float64) string {
+	return strconv.FormatFloat(us/(24*3600*1e6), 'f', 1, 64) + "d"
+}
+
 // Params are the parts of a rule an algorithm reads. Times are microseconds.
 type Params struct {
 	Kind   Kind
@@ -118,9 +181,10 @@ func (p Params) Capacity() int64 {
 // State is the stored state of one bucket. The zero value is a new bucket.
 // Field meaning depends on the algorithm:
 //
-//	TokenBucket    T = the instant the bucket is full again, in ns since the
-//	               Unix epoch (0 = new); A, B unused (see token_bucket.go)
-//	LeakyBucket    A = theoretical arrival time (µs, as a float)
+//	TokenBucket    T = the instant the bucket is full again (µs, 0 = new),
+//	               A = its part past T in 1/B µs, B = the limit A counts in
+//	               (see token_bucket.go)
+//	LeakyBucket    T = theoretical arrival time (µs)
 //	FixedWindow    T = window start (µs), A = count
 //	SlidingWindow  T = current window start (µs), A = current count, B = previous count
 //	SlidingLog     Log = admitted call times (µs), ascending
@@ -203,9 +267,12 @@ func Idle(p Params, s State, now int64) int64 {
 		if s.T == 0 {
 			return 0
 		}
-		until = ceilDiv(s.T, 1000) // full again, in µs rounded up
+		until = s.T // full again, rounded up to a whole µs
+		if s.A > 0 {
+			until++
+		}
 	case LeakyBucket:
-		until = int64(s.A)
+		until = s.T
 	case FixedWindow:
 		until = s.T + p.Window
 	case SlidingWindow:

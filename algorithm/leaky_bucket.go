@@ -4,12 +4,13 @@ package algorithm
 // limit per window, one every interval I; burst (default 1) extra calls are
 // tolerated, so an empty meter admits burst+1 calls at once.
 //
-// State: A = theoretical arrival time (TAT), the instant the meter is empty
+// State: T = theoretical arrival time (TAT), the instant the meter is empty
 // again, in whole µs. The interval is window/limit rounded up to a whole
-// microsecond, so all arithmetic is exact integers in Go and in Lua (a
-// fractional interval would be lost against absolute timestamps of 2^50 µs);
-// the cost is a rate at most 1 µs per call slower than limit/window, and at
-// most 1,000,000 calls a second per bucket.
+// microsecond, so all arithmetic is exact integers in Go and in Lua; the
+// cost is a rate at most 1 µs per call slower than limit/window, and at
+// most 1,000,000 calls a second per bucket. The rule's validation
+// (Params.Check) keeps (burst+1)·interval, the time an empty meter takes to
+// drain, at most MaxRefill.
 //
 // The debt TAT−now never exceeds (burst+1)·I: when it does — the rule was
 // edited to a higher rate or a smaller burst, or the clock went backwards —
@@ -21,7 +22,7 @@ func (p Params) Interval() int64 { return ceilDiv(p.Window, p.Limit) }
 
 // lbTAT is the meter's TAT at now, computed from the stored state alone.
 func lbTAT(s State, now, maxDebt int64) (tat int64, clamped bool) {
-	tat = int64(s.A)
+	tat = s.T
 	if tat < now {
 		tat = now
 	}
@@ -39,7 +40,7 @@ func leakyBucket(p Params, s State, now, cost int64) (Result, State) {
 
 	base := s
 	if clamped {
-		base = State{A: float64(tat)}
+		base = State{T: tat}
 	}
 	remaining := func(t int64) int64 {
 		if r := (maxDebt - (t - now)) / interval; r > 0 {
@@ -62,7 +63,7 @@ func leakyBucket(p Params, s State, now, cost int64) (Result, State) {
 			Remaining:  remaining(next),
 			ResetAfter: next - now,
 			Changed:    true,
-		}, State{A: float64(next)}
+		}, State{T: next}
 	}
 	// Denied: the first t with tat + cost·I − t ≤ maxDebt.
 	return Result{

@@ -1,6 +1,8 @@
 package algorithm_test
 
 import (
+	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 
@@ -183,4 +185,133 @@ func TestTokenBucketRemaining(t *testing.T) {
 		}
 	}
 	t.Logf("%d decisions checked", checked)
+}
+
+// extremeParams draws a valid rule from the whole accepted range: limits
+// 1…10^9, windows 1 ms…366 d, bursts up to 10^9, redrawn until Check
+// accepts it.
+func extremeParams(r *rand.Rand, k algorithm.Kind) algorithm.Params {
+	pick := func(xs ...int64) int64 { return xs[r.IntN(len(xs))] }
+	for {
+		p := algorithm.Params{Kind: k,
+			Limit:  pick(1, 2, 3, 7, 9, 997, 10000, 999_999_937, 1_000_000_000, 1+r.Int64N(1_000_000_000)),
+			Window: pick(algorithm.MinWindow, 7*conformance.Millisecond, 3810*conformance.Millisecond, conformance.Day, algorithm.MaxWindow, algorithm.MinWindow+r.Int64N(algorithm.MaxWindow)),
+		}
+		if k == algorithm.SlidingLog {
+			p.Limit = 1 + p.Limit%algorithm.MaxLogLimit
+		}
+		if k == algorithm.TokenBucket || k == algorithm.LeakyBucket {
+			p.Burst = pick(0, 1, 40, 1000, 300_000, 1_000_000_000, r.Int64N(1_000_000_000))
+		}
+		if f, _ := p.Check(); f == "" {
+			return p
+		}
+	}
+}
+
+// extremeInstant is an instant in µs from 1970 to the last one an int64 of
+// ns can name (2262-04-11).
+func extremeInstant(r *rand.Rand) int64 {
+	const last = math.MaxInt64 / 1000
+	switch r.IntN(4) {
+	case 0:
+		return 1 + r.Int64N(1000*conformance.Day)
+	case 1:
+		return last - r.Int64N(1000*conformance.Day)
+	}
+	return 1 + r.Int64N(last)
+}
+
+// TestExtremesNeverOverAdmit replays random traffic on rules from the whole
+// accepted range at instants from 1970 to 2262 and checks that no call is
+// admitted beyond what the rule allows, in exact arithmetic: a token bucket
+// at most capacity + elapsed·limit/window, a leaky bucket burst+1 +
+// elapsed/interval, a fixed window limit per window, a sliding log limit in
+// any window; and that a full token bucket admits exactly its capacity.
+func TestExtremesNeverOverAdmit(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for iter := 0; iter < 400; iter++ {
+		for _, k := range []algorithm.Kind{algorithm.TokenBucket, algorithm.LeakyBucket, algorithm.FixedWindow, algorithm.SlidingLog} {
+			p := extremeParams(r, k)
+			start := extremeInstant(r)
+			if start > math.MaxInt64/1000-p.Window*4 {
+				start = math.MaxInt64/1000 - p.Window*4
+			}
+			capacity := p.Capacity()
+			var s algorithm.State
+			if k == algorithm.TokenBucket {
+				// a full bucket: any split of its capacity passes, then nothing
+				left := capacity
+				for left > 0 {
+					c := 1 + r.Int64N(left)
+					if res, ns := algorithm.Apply(p, s, start, c); !res.Allowed {
+						t.Fatalf("%+v at %d: full bucket denied cost %d with %d of %d left: %+v", p, start, c, left, capacity, res)
+					} else {
+						s = ns
+					}
+					left -= c
+				}
+				if res, _ := algorithm.Apply(p, s, start, 1); res.Allowed || res.Remaining != 0 {
+					t.Fatalf("%+v at %d: a call past the capacity: %+v", p, start, res)
+				}
+				s = algorithm.State{}
+			}
+			now := start
+			var admitted []int64 // one entry per unit, up to 1000 per call
+			var n int64          // units admitted
+			for step := 0; step < 80 && now < math.MaxInt64/1000-p.Window; step++ {
+				now += r.Int64N(p.Window/int64(1+r.IntN(4)) + 1)
+				if now > math.MaxInt64/1000 {
+					now = math.MaxInt64 / 1000
+				}
+				cost := 1 + r.Int64N(min(capacity, 1+r.Int64N(5)*capacity/4))
+				res, ns := algorithm.Apply(p, s, now, cost)
+				if res.Changed {
+					s = ns
+				}
+				if !res.Allowed {
+					continue
+				}
+				for range min(cost, 1000) {
+					admitted = append(admitted, now)
+				}
+				n += cost
+				elapsed := big.NewRat(now-start, 1)
+				switch k {
+				case algorithm.TokenBucket:
+					bound := new(big.Rat).Mul(elapsed, big.NewRat(p.Limit, p.Window))
+					bound.Add(bound, big.NewRat(capacity, 1))
+					if big.NewRat(n, 1).Cmp(bound) > 0 {
+						t.Fatalf("%+v from %d: %d admitted by +%dµs, at most %s", p, start, n, now-start, bound.FloatString(3))
+					}
+				case algorithm.LeakyBucket:
+					if bound := capacity + (now-start)/p.Interval(); n > bound {
+						t.Fatalf("%+v from %d: %d admitted by +%dµs, at most %d", p, start, n, now-start, bound)
+					}
+				}
+			}
+			switch k {
+			case algorithm.FixedWindow:
+				per := map[int64]int64{}
+				for _, a := range admitted {
+					per[a-a%p.Window]++
+				}
+				for w, n := range per {
+					if n > p.Limit {
+						t.Fatalf("%+v: %d in window %d", p, n, w)
+					}
+				}
+			case algorithm.SlidingLog:
+				for i := range admitted {
+					n := 0
+					for j := i; j < len(admitted) && admitted[j] < admitted[i]+p.Window; j++ {
+						n++
+					}
+					if int64(n) > p.Limit {
+						t.Fatalf("%+v: %d in the window from %d", p, n, admitted[i])
+					}
+				}
+			}
+		}
+	}
 }

@@ -1,12 +1,17 @@
 package algorithm
 
 // Sliding log: the time of every admitted call (one entry per unit of cost);
-// a call passes when the calls in (now − window, now] plus its cost fit the
+// a call passes when the calls logged in the window plus its cost fit the
 // limit. Exact, never more than limit in any window, at the price of state
 // that grows with the limit (capped at MaxLogLimit).
 //
-// State: Log = admitted call times (µs), ascending. Entries later than now
-// (the clock went backwards) are moved back to now.
+// State: Log = admitted call times (µs), ascending. A call is logged at now,
+// or at the newest logged time if that is later (the clock went backwards),
+// so the log stays in order; an entry counts until its own time + window.
+// A skewed clock thus blocks for at most the skew, never admits a call more,
+// and a call never rewrites what is logged: take.lua keeps one sorted-set
+// entry per call (its time, its cost), so a call's work in Redis does not
+// grow with its cost.
 
 func slidingLog(p Params, s State, now, cost int64) (Result, State) {
 	log := s.Log
@@ -20,38 +25,33 @@ func slidingLog(p Params, s State, now, cost int64) (Result, State) {
 		log = log[cut:] // reslice, not copy: s stays valid for a caller that drops the result
 		changed = true
 	}
-	if len(log) > 0 && log[len(log)-1] > now {
-		log = append([]int64(nil), log...) // copy before rewriting: rare
-		for i := len(log) - 1; i >= 0 && log[i] > now; i-- {
-			log[i] = now
-		}
-		changed = true
-	}
 	count := int64(len(log))
 	base := State{Log: log}
-	resetAfter := func(l []int64) int64 {
-		if len(l) == 0 {
-			return 0
-		}
-		return l[len(l)-1] + p.Window - now
+	at := now
+	if count > 0 && log[count-1] > at {
+		at = log[count-1]
+	}
+	resetAfter := int64(0)
+	if count > 0 {
+		resetAfter = log[count-1] + p.Window - now
 	}
 	remaining := p.Limit - count
 	if remaining < 0 {
 		remaining = 0
 	}
-	r := Result{Remaining: remaining, ResetAfter: resetAfter(log), Changed: changed}
+	r := Result{Remaining: remaining, ResetAfter: resetAfter, Changed: changed}
 	if cost > p.Limit {
 		r.Reason = ReasonCostExceedsCapacity
 		return r, base
 	}
 	if count+cost <= p.Limit {
 		for i := int64(0); i < cost; i++ {
-			log = append(log, now)
+			log = append(log, at)
 		}
 		return Result{
 			Allowed:    true,
 			Remaining:  p.Limit - count - cost,
-			ResetAfter: p.Window,
+			ResetAfter: at + p.Window - now,
 			Changed:    true,
 		}, State{Log: log}
 	}

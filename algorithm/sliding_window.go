@@ -6,6 +6,10 @@ package algorithm
 // were spread evenly — but smooths the fixed window's boundary burst with
 // two counters of state.
 //
+// The estimate is compared in exact integers: a call of cost c passes when
+// cur + ⌈prev·(window − elapsed)/window⌉ + c ≤ limit, the same in Go and in
+// take.lua, and RetryAfter solves it for the first passing µs.
+//
 // State: T = start of the current window (µs), A = its count, B = the
 // previous window's count.
 
@@ -23,30 +27,44 @@ func swCounts(p Params, s State, now int64) (start int64, cur, prev float64, reb
 	return start, 0, 0, false
 }
 
-// swEstimate is prev*(window-elapsed)/window + cur. Lua: the same order.
-func swEstimate(p Params, start, now int64, cur, prev float64) float64 {
-	return float64(float64(prev*float64(p.Window-(now-start)))/float64(p.Window)) + cur
+// swOwed is ⌈prev·(window − elapsed)/window⌉, the previous window's calls
+// still counted at now, rounded up; exact.
+func swOwed(p Params, start, now int64, prev float64) int64 {
+	q, r := mulDivW(int64(prev), p.Window-(now-start), p.Window)
+	if r > 0 {
+		q++
+	}
+	return q
 }
 
-func swPasses(p Params, s State, at, cost int64) bool {
-	start, cur, prev, _ := swCounts(p, s, at)
-	return swEstimate(p, start, at, cur, prev)+float64(cost) <= float64(p.Limit)
+// swRemaining is ⌊limit − estimate⌋ at now, at least 0: the largest cost
+// that passes. Exact: limit − cur − ⌈prev·(window − elapsed)/window⌉.
+func swRemaining(p Params, start, now int64, cur, prev float64) int64 {
+	r := p.Limit - int64(cur) - swOwed(p, start, now, prev)
+	if r < 0 {
+		return 0
+	}
+	return r
+}
+
+// swAfter is the first instant at which k calls fit beside prev calls of
+// the window that started at start: prev·(window − elapsed) ≤ k·window,
+// elapsed = window − ⌊k·window/prev⌋. 0 ≤ k, prev ≥ 1.
+func swAfter(p Params, start, k int64, prev float64) int64 {
+	if k >= int64(prev) {
+		return start // they fit at once
+	}
+	q, _ := mulDiv(k, p.Window, int64(prev))
+	return start + p.Window - q
 }
 
 func slidingWindow(p Params, s State, now, cost int64) (Result, State) {
 	start, cur, prev, rebased := swCounts(p, s, now)
-	limit := float64(p.Limit)
 	base := s
 	if rebased {
 		base = State{T: start, A: cur, B: prev}
 	}
-	est := swEstimate(p, start, now, cur, prev)
-	remaining := func(e float64) int64 {
-		if e >= limit {
-			return 0
-		}
-		return floorI(limit - e)
-	}
+	left := swRemaining(p, start, now, cur, prev)
 	resetAfter := func(cur, prev float64) int64 {
 		switch {
 		case cur > 0:
@@ -56,44 +74,31 @@ func slidingWindow(p Params, s State, now, cost int64) (Result, State) {
 		}
 		return 0
 	}
-	r := Result{Remaining: remaining(est), ResetAfter: resetAfter(cur, prev), Changed: rebased}
+	r := Result{Remaining: left, ResetAfter: resetAfter(cur, prev), Changed: rebased}
 	if cost > p.Limit {
 		r.Reason = ReasonCostExceedsCapacity
 		return r, base
 	}
-	c := float64(cost)
-	if est+c <= limit {
-		cur += c
+	if cost <= left {
+		cur += float64(cost)
 		return Result{
 			Allowed:    true,
-			Remaining:  remaining(est + c),
+			Remaining:  left - cost,
 			ResetAfter: resetAfter(cur, prev),
 			Changed:    true,
 		}, State{T: start, A: cur, B: prev}
 	}
 
 	// Denied. Within the current window the estimate falls as prev's weight
-	// does; in the next one, cur becomes prev. Solve each for the earliest
-	// passing instant, then step past rounding with the real test.
-	bStart, bCur, bPrev, _ := swCounts(p, base, now)
-	w := float64(p.Window)
+	// does; in the next one, cur becomes prev. Both solve exactly.
 	var t int64
-	switch {
-	case bCur+c <= limit && bPrev > 0:
-		t = bStart + ceilF(w-float64(float64(limit-bCur-c)*w)/bPrev)
-	case bCur > 0 && c <= limit:
-		t = bStart + p.Window + ceilF(w-float64(float64(limit-c)*w)/bCur)
+	switch c := int64(cur); {
+	case c+cost <= p.Limit && prev > 0:
+		t = swAfter(p, start, p.Limit-c-cost, prev)
+	case c > 0:
+		t = swAfter(p, start+p.Window, p.Limit-cost, cur)
 	default:
-		t = bStart + p.Window
-	}
-	if t <= now {
-		t = now + 1
-	}
-	for !swPasses(p, base, t, cost) {
-		t++
-	}
-	for t > now+1 && swPasses(p, base, t-1, cost) {
-		t--
+		t = start + p.Window
 	}
 	r.Reason = ReasonLimited
 	r.RetryAfter = t - now

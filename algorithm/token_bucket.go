@@ -1,172 +1,140 @@
 package algorithm
 
-import "math"
-
 // Token bucket: capacity burst (default limit), refilled lazily at limit per
 // window; a new bucket starts full. A call of cost n takes n tokens or none.
 //
-// State: T = F, the instant the bucket is full again, in whole nanoseconds
-// since the Unix epoch (0 = a new bucket). This is the theoretical-arrival
-// (GCRA) form of a token bucket and says exactly what the contract's
-// (tokens, last refill) says: with x = window/limit, the time one token
-// takes to refill,
+// Exact. A token is window/limit µs of refill, a rational number: 3 a
+// second is 333,333⅓ µs. The state is F, the instant the bucket is full
+// again (the theoretical arrival time of the GCRA form of a token bucket),
+// held as whole µs plus a remainder in units of 1/limit µs:
 //
-//	tokens(now) = capacity − max(0, F − now)/x
+//	T = ⌊F⌋ in µs since the Unix epoch (0 = a new bucket)
+//	A = r, 0 ≤ r < B, the part of F past T, in 1/B µs
+//	B = the limit r is counted in (0 when r = 0)
 //
-// so the whole state is one integer (which Redis keeps inside its object:
-// see docs/redis.md). A decision works on the debt d = max(0, F − now), in
-// ns, which a bucket may hold up to tol = capacity·x (an empty bucket):
+// so that with debt d = max(0, F − now),
 //
-//	a call of cost n passes  ⇔  d + n·x ≤ tol;  then F' = now + floor(d + n·x)
+//	tokens(now) = capacity − d·limit/window
 //
-// The new debt is rounded DOWN to a whole nanosecond, so that a full bucket
-// admits exactly capacity unit calls even when x is not a whole number of ns
-// (3 a second: 333,333,333.3 ns): each allowed call is charged up to 1 ns
-// less than its exact cost, in the caller's favour. Over n calls that is at
-// most n ns of extra refill — a thousandth of the rule's rate for a bucket
-// that sees a million calls a second; a call worth less than 1 ns (a rule
-// faster than a billion a second) costs nothing.
+// and every step is integer arithmetic on (µs, remainder) pairs, the same in
+// Go (int64) and in take.lua (doubles, every value below 2^53):
 //
-// An edited rule reads the same debt at its own rate. A debt above tol — the
-// rule was edited to a smaller burst or a higher rate, or the clock went
-// backwards — is clamped to tol (rounded down to a whole ns) and the clamped
-// state written, so a raised limit takes effect at once and a skewed clock
-// costs at most one full refill. Otherwise only an allowed call writes state.
+//	a call of cost n passes  ⇔  n ≤ capacity and d ≤ (capacity − n)·window/limit
+//	then F' = now + d + n·window/limit
 //
-// tol is capped at tbMaxDebt (2^62 ns, 146 years), so that F stays an int64
-// and a double holds it to the µs in Lua: a rule whose full refill would take
-// longer (burst 1000 at one a year) behaves as if its burst were 146 years of
-// refill, never more, and a call costing more than that is denied as
-// cost_exceeds_capacity.
+// A full bucket therefore admits exactly its capacity, in any split of
+// costs, and Remaining is exactly the largest cost that would pass. The one
+// rounding is time itself: calls happen at whole microseconds, so a call
+// waits for the first whole µs at which its tokens are there (RetryAfter),
+// and ResetAfter is the debt rounded up to a whole µs.
 //
-// All floating-point steps are written as in take.lua, operation for
-// operation; times outside F are whole µs.
+// An edited rule reads the same debt at its own rate. A remainder counted in
+// another limit (the limit was edited) is rounded up to the next whole µs of
+// debt: the caller waits at most 1 µs more, never gets more. A debt above
+// the empty bucket's, capacity·window/limit — the rule was edited to a
+// smaller burst or a higher rate, or the clock went backwards — is clamped
+// to it and the clamped state written, so a raised limit takes effect at
+// once and a skewed clock costs at most one full refill. Otherwise only an
+// allowed call writes state.
+//
+// The rule's validation (Params.Check) keeps capacity·window/limit, the time
+// an empty bucket takes to refill, at most MaxRefill, so that F stays below
+// 2^53 µs past take.lua's origin for every instant an int64 of ns can name.
 
-// tbMaxDebt is the largest debt a token bucket holds: 2^62 ns.
-const tbMaxDebt = float64(1 << 62)
-
-// tbCost is the debt in ns that n tokens are: n·window·1000/limit.
-// Lua: n * window * 1000 / limit.
-func tbCost(p Params, n int64) float64 {
-	return float64(float64(float64(n)*float64(p.Window))*1000) / float64(p.Limit)
+// tbDebt is the debt at now of the stored state s, as whole µs q and a
+// remainder r in 1/limit µs; norm is s with a remainder counted in another
+// limit rounded up to the next µs (it reads the same at every instant).
+func tbDebt(p Params, s State, now int64) (q, r int64, norm State) {
+	norm = s
+	if s.A != 0 && int64(s.B) != p.Limit {
+		norm = State{T: s.T + 1}
+	}
+	if norm.T == 0 || norm.T < now {
+		return 0, 0, norm
+	}
+	return norm.T - now, int64(norm.A), norm
 }
 
-// tbTolerance is the debt of an empty bucket: capacity·window·1000/limit,
-// at most tbMaxDebt.
-func tbTolerance(p Params) float64 {
-	tol := tbCost(p, p.Capacity())
-	if tol > tbMaxDebt {
-		tol = tbMaxDebt
+// tbState is the state whose debt at now is (q, r).
+func tbState(p Params, now, q, r int64) State {
+	if r == 0 {
+		return State{T: now + q}
 	}
-	return tol
+	return State{T: now + q, A: float64(r), B: float64(p.Limit)}
 }
 
-// tbDebt is the debt in ns at now of the stored state s, computed from s
-// alone so that a later evaluation of the same state reproduces it exactly;
-// clamped reports a debt above tol, returned as floor(tol).
-// Lua: (Fus - now) * 1000 + Fns, from the stored µs and ns parts.
-func tbDebt(s State, now int64, tol float64) (d float64, clamped bool) {
-	if s.T == 0 {
-		return 0, false
+// lePair reports (q, r) ≤ (q2, r2), both remainders in the same 1/limit µs.
+func lePair(q, r, q2, r2 int64) bool { return q < q2 || q == q2 && r <= r2 }
+
+// tbRemaining is the largest cost m ≤ capacity that one call could take at
+// debt (q, r): capacity − ⌈(q·limit + r)/window⌉.
+func tbRemaining(p Params, q, r, capacity int64) int64 {
+	k := tbOwed(p, q, r)
+	if k >= capacity {
+		return 0
 	}
-	d = float64(float64(s.T/1000-now)*1000) + float64(s.T%1000)
-	if d < 0 {
-		return 0, false
-	}
-	if d > tol {
-		return math.Floor(tol), true
-	}
-	return d, false
+	return capacity - k
 }
 
-// tbState is the state whose debt at now is d, a whole number of ns ≥ 0:
-// F = now·1000 + d, with d split into µs and ns by the same float steps as
-// Lua, which keeps F as those two parts.
-func tbState(now int64, d float64) State {
-	q := math.Floor(d / 1000)
-	r := float64(d - float64(q*1000))
-	for r < 0 {
-		r, q = r+1000, q-1
+// tbOwed is ⌈(q·limit + r)/window⌉, the tokens a debt of (q, r) is, rounded
+// up: the least k with (q, r) ≤ k·window/limit. Exact; take.lua finds it
+// from an estimate checked by the same comparison.
+func tbOwed(p Params, q, r int64) int64 {
+	if q == 0 && r == 0 {
+		return 0
 	}
-	for r >= 1000 {
-		r, q = r-1000, q+1
+	// q·limit + r < 2^81: in two words.
+	hi, lo := mul64(uint64(q), uint64(p.Limit))
+	lo, c := add64(lo, uint64(r))
+	hi += c
+	k, rem := div64(hi, lo, uint64(p.Window))
+	if rem > 0 {
+		k++
 	}
-	return State{T: (now+int64(q))*1000 + int64(r)}
-}
-
-// tbRemaining is the largest cost r ≤ capacity that a single call could
-// take at debt d: d + r·x ≤ tol. Unit calls, each rounded down, pass at
-// least that many.
-func tbRemaining(p Params, d, tol float64, capacity int64) int64 {
-	r := floorI(float64(tol-d) / tbCost(p, 1))
-	if r < 0 {
-		r = 0
-	}
-	if r > capacity {
-		r = capacity
-	}
-	for r > 0 && d+tbCost(p, r) > tol {
-		r--
-	}
-	for r < capacity && d+tbCost(p, r+1) <= tol {
-		r++
-	}
-	return r
+	return int64(k)
 }
 
 func tokenBucket(p Params, s State, now, cost int64) (Result, State) {
 	capacity := p.Capacity()
-	tol := tbTolerance(p)
-	d, clamped := tbDebt(s, now, tol)
-
-	// The state a denied call leaves behind: unchanged unless clamped.
-	base := s
-	if clamped {
-		base = tbState(now, d)
+	tq, tr := mulDiv(capacity, p.Window, p.Limit) // an empty bucket's debt
+	q, r, base := tbDebt(p, s, now)
+	clamped := false
+	if !lePair(q, r, tq, tr) {
+		q, r, clamped = tq, tr, true
+		base = tbState(p, now, q, r)
 	}
-
-	inc := tbCost(p, cost)
-	if cost > capacity || inc > tol {
-		return Result{
-			Reason:     ReasonCostExceedsCapacity,
-			Remaining:  tbRemaining(p, d, tol, capacity),
-			ResetAfter: ceilF(d / 1000),
-			Changed:    clamped,
-		}, base
+	reset := q
+	if r > 0 {
+		reset++
 	}
-	if d+inc <= tol {
-		next := math.Floor(d + inc)
+	if cost > capacity {
+		return Result{Reason: ReasonCostExceedsCapacity, Remaining: tbRemaining(p, q, r, capacity),
+			ResetAfter: reset, Changed: clamped}, base
+	}
+	aq, ar := mulDiv(capacity-cost, p.Window, p.Limit) // the most debt the call may find
+	if lePair(q, r, aq, ar) {
+		cq, cr := mulDiv(cost, p.Window, p.Limit)
+		q, r = q+cq, r+cr
+		if r >= p.Limit {
+			q, r = q+1, r-p.Limit
+		}
+		reset = q
+		if r > 0 {
+			reset++
+		}
 		return Result{
 			Allowed:    true,
-			Remaining:  tbRemaining(p, next, tol, capacity),
-			ResetAfter: ceilF(next / 1000),
+			Remaining:  tbRemaining(p, q, r, capacity),
+			ResetAfter: reset,
 			Changed:    true,
-		}, tbState(now, next)
+		}, tbState(p, now, q, r)
 	}
-
-	// Denied: the first instant t at which the stored state passes the call,
-	// d(t) + inc ≤ tol. Estimate, then step past any rounding, both ways, so
-	// that the very evaluation a retry will run agrees: the answer is the
-	// exact first passing microsecond.
-	passes := func(t int64) bool {
-		dt, _ := tbDebt(base, t, tol)
-		return dt+inc <= tol
-	}
-	t := now + ceilF((d+inc-tol)/1000)
-	if t <= now {
-		t = now + 1
-	}
-	for !passes(t) {
+	// Denied: the first whole µs t at which the debt F − t ≤ (aq, ar):
+	// t = T − aq when the remainder fits, else one µs later.
+	t := base.T - aq
+	if int64(base.A) > ar {
 		t++
 	}
-	for t > now+1 && passes(t-1) {
-		t--
-	}
-	return Result{
-		Reason:     ReasonLimited,
-		Remaining:  tbRemaining(p, d, tol, capacity),
-		ResetAfter: ceilF(d / 1000),
-		RetryAfter: t - now,
-		Changed:    clamped,
-	}, base
+	return Result{Reason: ReasonLimited, Remaining: tbRemaining(p, q, r, capacity),
+		ResetAfter: reset, RetryAfter: t - now, Changed: clamped}, base
 }

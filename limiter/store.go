@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sluicehq/sluice/algorithm"
 )
@@ -56,6 +57,12 @@ type TakeInfo struct {
 	Now    int64  // the store's clock reading the decisions were made at (Unix µs)
 	Source Source // where the decisions came from
 }
+
+// ErrStoreReply is wrapped by a store's error when the store answered but
+// its answer for the call cannot be read: a fault of that call, not of the
+// store. A failover store decides such a call as while the store is
+// unavailable, without counting it toward opening its breaker.
+var ErrStoreReply = errors.New("limiter: the store's answer cannot be read")
 
 // Store holds bucket state. Implementations: store/memory (embedded) and
 // store/redis (shared).

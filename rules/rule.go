@@ -25,7 +25,7 @@ import (
 // store and keep every value exact in the microsecond arithmetic of the
 // algorithms.
 const (
-	MaxLimit         = 1_000_000_000        // largest limit and burst
+	MaxLimit         = algorithm.MaxLimit   // largest limit and burst
 	MinWindow        = time.Millisecond     // shortest window
 	MaxWindow        = 366 * 24 * time.Hour // longest window
 	MaxDescription   = 1024                 // bytes
@@ -180,6 +180,11 @@ func (r *Rule) Validate() error {
 		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d", MaxLimit, r.Burst), "burst")
 	case r.Burst > 0 && r.Algorithm != algorithm.TokenBucket && r.Algorithm != algorithm.LeakyBucket:
 		return fieldErr(fmt.Sprintf("only token_bucket and leaky_bucket take a burst; %s admits limit calls per window (remove burst or change the algorithm)", r.Algorithm), "burst")
+	}
+	// What keeps the algorithms exact: a bucket's full refill within
+	// algorithm.MaxRefill (see algorithm.Params.Check).
+	if field, msg := r.Params().Check(); field != "" {
+		return fieldErr(msg, field)
 	}
 	if !r.FailureMode.Valid() {
 		return fieldErr(fmt.Sprintf("must be open or closed, got %q", string(r.FailureMode)), "failure_mode")

@@ -61,6 +61,24 @@ func TestRuleValidate(t *testing.T) {
 		{"sliding_log at cap", func(r *Rule) { r.Algorithm, r.Limit = algorithm.SlidingLog, algorithm.MaxLogLimit }, "", ""},
 		{"sliding_log over cap", func(r *Rule) { r.Algorithm, r.Limit = algorithm.SlidingLog, algorithm.MaxLogLimit+1 }, "limit", "must be ≤ 10000 for sliding_log"},
 		{"failure_mode", func(r *Rule) { r.FailureMode = "half" }, "failure_mode", `must be open or closed, got "half"`},
+		// Issue 12 item 7: rules whose full refill outlasts what the
+		// algorithms keep exact are refused, naming the bound.
+		{"leaky refill 300000 years", func(r *Rule) {
+			r.Algorithm, r.Limit, r.Window, r.Burst = algorithm.LeakyBucket, 1, Duration(366*day), 300000
+		}, "burst", "(burst + 1) × window / limit, the time an emptied meter takes to drain, is 109800366.0d: must be at most 14640d (40 × 366d)"},
+		{"leaky burst 1e9", func(r *Rule) {
+			r.Algorithm, r.Limit, r.Window, r.Burst = algorithm.LeakyBucket, 1, Duration(day), 1e9
+		}, "burst", "must be at most 14640d"},
+		{"leaky refill 40 years", func(r *Rule) {
+			r.Algorithm, r.Limit, r.Window, r.Burst = algorithm.LeakyBucket, 1, Duration(366*day), 39
+		}, "", ""},
+		{"token refill 143 years", func(r *Rule) {
+			r.Limit, r.Window, r.Burst = 7, Duration(366*day), 1000
+		}, "burst", "burst × window / limit, the time an empty bucket takes to refill, is 52285.7d: must be at most 14640d (40 × 366d); lower burst or window, or raise limit"},
+		{"token refill 40 years", func(r *Rule) { r.Limit, r.Window, r.Burst = 1, Duration(366*day), 40 }, "", ""},
+		{"token refill 40 years and 1µs", func(r *Rule) { r.Limit, r.Window, r.Burst = 1_000_000_000, Duration(366*day), 1_000_000_000 }, "", ""},
+		{"token burst 1e9 a second", func(r *Rule) { r.Limit, r.Window, r.Burst = 1, Duration(time.Second), 1e9 }, "", ""}, // 11574 days
+		{"token burst 1e9 a day", func(r *Rule) { r.Limit, r.Window, r.Burst = 1, Duration(day), 1e9 }, "burst", "must be at most 14640d"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

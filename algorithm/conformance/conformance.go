@@ -111,7 +111,7 @@ func fmtResult(r algorithm.Result) string {
 func Cases(k algorithm.Kind) []Case {
 	switch k {
 	case algorithm.TokenBucket:
-		return tokenBucket
+		return append(append([]Case(nil), tokenBucket...), tokenBucketExact...)
 	case algorithm.LeakyBucket:
 		return leakyBucket
 	case algorithm.FixedWindow:

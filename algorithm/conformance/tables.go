@@ -207,6 +207,66 @@ var tokenBucket = []Case{
 	},
 }
 
+var tokenBucketExact = []Case{
+	{
+		// A token is 2,333⅓ µs. A full bucket admits its capacity in any
+		// split: 3 then 2 at one instant (a float debt refused the 2 by
+		// a rounding of 1 µs).
+		Name:   "a full bucket admits its capacity in any split",
+		Params: params(tb, 3, 7*Millisecond, 5),
+		Steps: []Step{
+			{At: 0, Cost: 3, Allowed: true, Remaining: 2, ResetAfter: 7000},
+			{At: 0, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 11667},
+			// full again at 11,666⅔ µs; a token back at 2,333⅓: the first
+			// whole µs is 2,334
+			{At: 0, Remaining: 0, RetryAfter: 2334, ResetAfter: 11667},
+			{At: 2333, Remaining: 0, RetryAfter: 1, ResetAfter: 9334},
+			{At: 2334, Allowed: true, Remaining: 0, ResetAfter: 11666},
+		},
+	},
+	{
+		// A token is 423,333⅓ µs; 12 taken leave exactly 7, and 7 unit
+		// calls pass (Remaining said 6 with a float debt).
+		Name:   "remaining is exact",
+		Params: params(tb, 9, 3810*Millisecond, 19),
+		Steps: []Step{
+			{At: 0, Cost: 12, Allowed: true, Remaining: 7, ResetAfter: 5_080_000},
+			{At: 0, Allowed: true, Remaining: 6, ResetAfter: 5_503_334},
+			{At: 0, Allowed: true, Remaining: 5, ResetAfter: 5_926_667},
+			{At: 0, Allowed: true, Remaining: 4, ResetAfter: 6_350_000},
+			{At: 0, Allowed: true, Remaining: 3, ResetAfter: 6_773_334},
+			{At: 0, Allowed: true, Remaining: 2, ResetAfter: 7_196_667},
+			{At: 0, Allowed: true, Remaining: 1, ResetAfter: 7_620_000},
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 8_043_334},
+			{At: 0, Remaining: 0, RetryAfter: 423_334, ResetAfter: 8_043_334},
+		},
+	},
+	{
+		// 10^9 a millisecond: a token is 10^-6 µs, and a unit call is not
+		// free (a debt in whole ns made calls under 1 ns cost nothing).
+		Name:   "a billion a millisecond",
+		Params: params(tb, 1_000_000_000, Millisecond, 0),
+		Steps: []Step{
+			{At: 0, Cost: 999_999_999, Allowed: true, Remaining: 1, ResetAfter: 1000},
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 1000},
+			{At: 0, Remaining: 0, RetryAfter: 1, ResetAfter: 1000},
+			{At: 1, Cost: 1_000_001, Remaining: 1_000_000, RetryAfter: 1, ResetAfter: 999},
+			{At: 1, Cost: 1_000_000, Allowed: true, Remaining: 0, ResetAfter: 1000},
+		},
+	},
+	{
+		// The longest refill a rule may have (MaxRefill, 40 × 366 days),
+		// emptied at an instant near the end of int64 ns (2262): exact.
+		Name:   "longest refill near 2262",
+		Params: params(tb, 1, 366*Day, 40),
+		Steps: []Step{
+			{At: 9_223_372_036_854_775 - Base - 41*366*Day, Cost: 40, Allowed: true, Remaining: 0, ResetAfter: 40 * 366 * Day},
+			{At: 9_223_372_036_854_775 - Base - 41*366*Day, Remaining: 0, RetryAfter: 366 * Day, ResetAfter: 40 * 366 * Day},
+			{At: 9_223_372_036_854_775 - Base - 40*366*Day, Allowed: true, Remaining: 0, ResetAfter: 40 * 366 * Day},
+		},
+	},
+}
+
 var leakyBucket = []Case{
 	{
 		// 1/s with the default burst of 1: two at once, then one a second.
@@ -478,12 +538,41 @@ var slidingLog = []Case{
 		},
 	},
 	{
+		// Calls logged at 5 s count until 6 s, whatever the clock says
+		// meanwhile: a skewed clock blocks for the skew, never admits more.
 		Name:   "clock jumps backwards",
 		Params: params(sl, 2, Second, 0),
 		Steps: []Step{
 			{At: 5 * Second, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
-			{At: 3 * Second, Remaining: 0, RetryAfter: 1 * Second, ResetAfter: 1 * Second},
-			{At: 4 * Second, Allowed: true, Remaining: 1, ResetAfter: 1 * Second},
+			{At: 3 * Second, Remaining: 0, RetryAfter: 3 * Second, ResetAfter: 3 * Second},
+			{At: 4 * Second, Remaining: 0, RetryAfter: 2 * Second, ResetAfter: 2 * Second},
+			{At: 6 * Second, Allowed: true, Remaining: 1, ResetAfter: 1 * Second},
+		},
+	},
+	{
+		// A call admitted while the clock reads earlier than the newest
+		// entry is logged at that entry's time, so the log stays in order.
+		Name:   "call during a backwards jump is logged at the newest time",
+		Params: params(sl, 3, Second, 0),
+		Steps: []Step{
+			{At: 5 * Second, Allowed: true, Remaining: 2, ResetAfter: 1 * Second},
+			{At: 3 * Second, Allowed: true, Remaining: 1, ResetAfter: 3 * Second},
+			{At: 5*Second + 999999, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 5*Second + 999999, Remaining: 0, RetryAfter: 1, ResetAfter: 1 * Second},
+			{At: 6 * Second, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+		},
+	},
+	{
+		// One call of cost 10,000 is one entry of the Redis log, not 10,000.
+		Name:   "cost at the largest limit",
+		Params: params(sl, algorithm.MaxLogLimit, Second, 0),
+		Steps: []Step{
+			{At: 0, Cost: 6000, Allowed: true, Remaining: 4000, ResetAfter: 1 * Second},
+			{At: 500 * Millisecond, Cost: 4000, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 600 * Millisecond, Cost: 10000, Remaining: 0, RetryAfter: 900 * Millisecond, ResetAfter: 900 * Millisecond},
+			{At: 1 * Second, Cost: 6001, Remaining: 6000, RetryAfter: 500 * Millisecond, ResetAfter: 500 * Millisecond},
+			{At: 1 * Second, Cost: 6000, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 1 * Second, Cost: 10001, Reason: capacity, Remaining: 0, ResetAfter: 1 * Second},
 		},
 	},
 	{

@@ -277,6 +277,13 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 			if errors.Is(err, limiter.ErrTooManyRules) {
 				return limiter.TakeInfo{}, err
 			}
+			if errors.Is(err, limiter.ErrStoreReply) {
+				// The store answered, but not readably for this call:
+				// decide it as if the store were unavailable, and leave
+				// the breaker to what the store's health says.
+				s.stats.Errors.Add(1)
+				return s.degraded(ctx, ops, res)
+			}
 			if errors.Is(err, context.DeadlineExceeded) {
 				s.stats.Timeouts.Add(1)
 			} else {

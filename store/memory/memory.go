@@ -250,6 +250,9 @@ func checkOp(op *limiter.Op) error {
 	case p.Kind == algorithm.SlidingLog && p.Limit > algorithm.MaxLogLimit:
 		return fmt.Errorf("sliding_log limit %d > %d", p.Limit, algorithm.MaxLogLimit)
 	}
+	// Not Params.Check: the failover store's local fallback divides a
+	// valid rule among instances, which may lengthen its refill a little
+	// past MaxRefill; Go's int64 arithmetic is exact far beyond it.
 	return nil
 }
 
@@ -290,7 +293,7 @@ func (s *Store) load(op *limiter.Op, sl *slot, sec int64) algorithm.State {
 		l := tab.logs[uint32(idx)]
 		sl.l = l
 		switch {
-		case int64(e.exp) <= sec:
+		case expired(e.exp, sec):
 			l.log = l.buf[:0] // idle: the same as empty
 		case cap(l.log)-len(l.log) < int(op.Cost) && cap(l.buf)-len(l.log) >= int(op.Cost):
 			// Appending would outgrow the array; move the log to its start.
@@ -298,7 +301,7 @@ func (s *Store) load(op *limiter.Op, sl *slot, sec int64) algorithm.State {
 		}
 		return algorithm.State{Log: l.log}
 	}
-	if int64(e.exp) <= sec {
+	if expired(e.exp, sec) {
 		return algorithm.State{}
 	}
 	return algorithm.State{T: e.t, A: e.a, B: e.b}
@@ -365,7 +368,7 @@ func (s *Store) makeRoom(sh *shard, lim int, sec int64, slots []slot) bool {
 		sh.reclaimed = sec
 		for _, t := range sh.list {
 			for idx := range t.ents {
-				if e := &t.ents[idx]; e.kind != freeKind && int64(e.exp) <= sec && !inCall(slots, t, idx) {
+				if e := &t.ents[idx]; e.kind != freeKind && expired(e.exp, sec) && !inCall(slots, t, idx) {
 					t.remove(uint32(maphash.String(s.seed, e.client)>>32), idx)
 					sh.n--
 				}
@@ -413,7 +416,7 @@ func (s *Store) evict(sh *shard, sec int64, slots []slot) bool {
 		if best == nil || e.exp < best.ents[bestIdx].exp {
 			best, bestIdx = t, idx
 		}
-		if seen++; int64(e.exp) <= sec || seen == evictSample {
+		if seen++; expired(e.exp, sec) || seen == evictSample {
 			break
 		}
 	}
@@ -453,9 +456,17 @@ func (s *Store) seconds(now int64) int64 {
 	return d / 1_000_000
 }
 
+// expired reports whether a bucket whose expiry is exp is idle at sec.
+// math.MaxUint32 is never: a bucket written at an instant more than 136
+// years past the epoch (a clock far in the future) keeps its state rather
+// than reading as new.
+func expired(exp uint32, sec int64) bool {
+	return exp != math.MaxUint32 && int64(exp) <= sec
+}
+
 // expiry is the first second after the epoch at which a bucket in state st
 // under p, written at now, is idle: algorithm.Idle rounded up, plus one
-// second of margin.
+// second of margin; math.MaxUint32 (never) past what a uint32 holds.
 func (s *Store) expiry(p algorithm.Params, st algorithm.State, now int64) uint32 {
 	d := now + algorithm.Idle(p, st, now) - s.epoch
 	if d <= 0 {
@@ -541,7 +552,7 @@ func (s *Store) sweep(lo, hi int, now int64) int {
 				}
 				dropped := 0
 				for idx := start; idx < min(start+sweepChunk, len(t.ents)); idx++ {
-					if e := &t.ents[idx]; e.kind != freeKind && int64(e.exp) <= sec {
+					if e := &t.ents[idx]; e.kind != freeKind && expired(e.exp, sec) {
 						t.remove(uint32(maphash.String(s.seed, e.client)>>32), idx)
 						dropped++
 					}

@@ -45,12 +45,17 @@ func appendParams(dst []byte, op *limiter.Op, first bool) []byte {
 func (s *Store) exec(ctx context.Context, keys []string, params []byte) (string, error) {
 	now := ""
 	if s.cfg.Clock != nil {
-		now = strconv.FormatInt(s.cfg.Clock(), 10)
+		now = strconv.FormatInt(s.cfg.Clock()-epoch, 10)
 	}
 	// A copy: when ctx ends first, Exec returns while the command may
 	// still wait to be written, and params is reused.
 	return s.take.Exec(ctx, s.client, keys, []string{now, string(params)}).ToString()
 }
+
+// epoch is the origin of the scripts' times: 2020-09-13T12:26:40Z in Unix
+// µs (codec.lua's EPOCH). The scripts count µs from it, so that every
+// instant up to 2262 is an exact integer in a Lua double.
+const epoch = 1_600_000_000_000_000
 
 // checkReply checks that reply has the size of n keys' answers and starts
 // with a time.
@@ -58,16 +63,16 @@ func checkReply(reply string, n int) error {
 	if len(reply) != 8+resultSize*n {
 		return fmt.Errorf("%w: take returned %d bytes for %d buckets", ErrReply, len(reply), n)
 	}
-	if now, ok := exactInt(reply); !ok || now <= 0 {
+	if now, ok := exactInt(reply); !ok || now+epoch <= 0 || now > math.MaxInt64/1000-epoch {
 		return fmt.Errorf("%w: take returned time %q", ErrReply, reply[:8])
 	}
 	return nil
 }
 
-// replyNow is the decision time at the head of a checked reply.
+// replyNow is the decision time (Unix µs) at the head of a checked reply.
 func replyNow(reply string) int64 {
 	v, _ := exactInt(reply)
-	return v
+	return v + epoch
 }
 
 // exactInt reads a little-endian double holding a whole number.

@@ -179,3 +179,39 @@ func TestMemoryPerMillionClients(t *testing.T) {
 		t.Logf("%-15s %12d %12d %14.1f %s  (%s)", k, keys, after-before, float64(after-before)/clients, one, time.Since(start).Round(time.Second))
 	}
 }
+
+// TestSlidingLogCallIsOneEntry: a sliding_log call of any cost is one entry
+// of the key's sorted set and one ZADD (issue 12 item 10: a call of cost
+// 10,000 wrote 10,000 entries, 1.3 MB, and ran past the store deadline),
+// and the decisions stay those of the Go function.
+func TestSlidingLogCallIsOneEntry(t *testing.T) {
+	srv := redistest.Start(t)
+	var clock atomic.Int64
+	s := newStore(t, &clock, srv.Addr())
+	p := paramsOf(algorithm.SlidingLog, algorithm.MaxLogLimit, conformance.Second)
+	var st algorithm.State
+	now := conformance.Base
+	key := s.Key("user:log", "r")
+	zadds := commandCalls(t, srv, "zadd")
+	st = compareDecision(t, s, &clock, "user:log", p, st, now, algorithm.MaxLogLimit, "cost 10000")
+	if n := do(t, srv, "zcard", key); n != "1" {
+		t.Fatalf("after one call of cost %d: %s entries, want 1", algorithm.MaxLogLimit, n)
+	}
+	if got := commandCalls(t, srv, "zadd") - zadds; got != 1 {
+		t.Fatalf("one call of cost %d ran ZADD %d times, want 1", algorithm.MaxLogLimit, got)
+	}
+	usage, err := strconv.ParseInt(do(t, srv, "memory", "usage", key), 10, 64)
+	if err != nil || usage > 200 {
+		t.Fatalf("MEMORY USAGE %d bytes (%v), want ≤ 200", usage, err)
+	}
+	// Denied calls, then calls as the window slides: 100 calls of 100.
+	st = compareDecision(t, s, &clock, "user:log", p, st, now+1, 1, "cost 1 over the limit")
+	for i := int64(1); i <= 100; i++ {
+		st = compareDecision(t, s, &clock, "user:log", p, st, now+conformance.Second+i*conformance.Millisecond, 100, fmt.Sprintf("call %d", i))
+	}
+	if n, _ := strconv.Atoi(do(t, srv, "zcard", key)); n > 100 {
+		t.Fatalf("%d entries after 100 calls, want ≤ 100", n)
+	}
+	st = compareDecision(t, s, &clock, "user:log", p, st, now+conformance.Second+100*conformance.Millisecond, 5000, "denied, retry in the log")
+	_ = st
+}

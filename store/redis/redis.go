@@ -51,8 +51,9 @@ var (
 
 // Errors of the Redis store.
 var (
-	// ErrReply: Redis answered with a reply of the wrong shape.
-	ErrReply = errors.New("redis: unexpected reply")
+	// ErrReply: Redis answered with a reply of the wrong shape. It wraps
+	// limiter.ErrStoreReply: the call fails, not the store.
+	ErrReply = fmt.Errorf("redis: unexpected reply: %w", limiter.ErrStoreReply)
 )
 
 // Config configures a Store. Use DefaultConfig and set Addrs.
@@ -446,7 +447,7 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 			continue
 		}
 		var keys []string
-		args := []string{strconv.FormatInt(g.now, 10)}
+		args := []string{strconv.FormatInt(g.now-epoch, 10)}
 		for _, i := range g.ops {
 			if !res[i].Allowed {
 				continue

@@ -3,10 +3,12 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/algorithm/conformance"
@@ -122,8 +124,10 @@ func compareDecision(t *testing.T, s *sredis.Store, clock *atomic.Int64, client 
 	want.Changed = false
 	clock.Store(now)
 	res := make([]algorithm.Result, 1)
-	if _, err := s.Take(context.Background(), []limiter.Op{{Client: client, Rule: "r", Params: p, Cost: cost}}, res); err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := s.Take(ctx, []limiter.Op{{Client: client, Rule: "r", Params: p, Cost: cost}}, res); err != nil {
+		t.Fatalf("%s %+v at %d cost %d: %v", where, p, now, cost, err)
 	}
 	got := res[0]
 	got.Changed = false
@@ -133,48 +137,101 @@ func compareDecision(t *testing.T, s *sredis.Store, clock *atomic.Int64, client 
 	return st
 }
 
+// extremeParams draws a valid rule of kind k from the whole accepted range
+// (limits 1…10^9, windows 1 ms…366 d, bursts up to 10^9), redrawn until
+// algorithm.Params.Check accepts it.
+func extremeParams(r *rand.Rand, k algorithm.Kind) algorithm.Params {
+	pick := func(xs ...int64) int64 { return xs[r.IntN(len(xs))] }
+	for {
+		p := algorithm.Params{Kind: k,
+			Limit:  pick(1, 2, 3, 7, 9, 997, 10000, 999_999_937, 1_000_000_000, 1+r.Int64N(1_000_000_000)),
+			Window: pick(algorithm.MinWindow, 7*conformance.Millisecond, 3810*conformance.Millisecond, conformance.Day, algorithm.MaxWindow, algorithm.MinWindow+r.Int64N(algorithm.MaxWindow)),
+		}
+		if k == algorithm.SlidingLog {
+			p.Limit = 1 + p.Limit%algorithm.MaxLogLimit
+		}
+		if k == algorithm.TokenBucket || k == algorithm.LeakyBucket {
+			p.Burst = pick(0, 1, 39, 40, 1000, 300_000, 1_000_000_000, r.Int64N(1_000_000_000))
+		}
+		if f, _ := p.Check(); f == "" {
+			return p
+		}
+	}
+}
+
 // TestDifferentialExtremes compares the Go functions and the Lua scripts on
-// token buckets at the edges of the rules' range: a full-again instant past
-// 2051 (stored packed, not as a decimal), a debt over the 2^62 ns cap, and
-// tokens much smaller than a nanosecond.
+// rules from the whole accepted range at instants from 1970 to the last an
+// int64 of ns can name (2262-04-11): the longest refills (40 × 366 days),
+// bursts of 10^9, tokens of 10^-6 µs, clocks that jump by years both ways,
+// rule edits. Every decision must be identical (the Go functions are
+// checked never to over-admit in package algorithm), and no script may run
+// long: each call has a deadline of a second, where a script that loops
+// would hold Redis BUSY.
 func TestDifferentialExtremes(t *testing.T) {
 	srv := redistest.Start(t)
 	var clock atomic.Int64
 	s := newStore(t, &clock, srv.Addr())
+	const last = math.MaxInt64 / 1000 // 2262-04-11T23:47:16.854775Z, in µs
 	year := 366 * conformance.Day
-	cases := []algorithm.Params{
-		{Kind: algorithm.TokenBucket, Limit: 1, Window: year, Burst: 40},            // F up to 40 years ahead
-		{Kind: algorithm.TokenBucket, Limit: 1, Window: year, Burst: 1_000_000_000}, // debt capped at 2^62 ns
-		{Kind: algorithm.TokenBucket, Limit: 1_000_000_000, Window: conformance.Millisecond},
-		{Kind: algorithm.TokenBucket, Limit: 997, Window: year, Burst: 1_000_000_000},
-	}
 	r := rand.New(rand.NewPCG(13, 17))
-	packed := 0
-	for i, p := range cases {
-		client := fmt.Sprintf("user:extreme-%d", i)
+	// The cases of issue 12, at the largest refill a rule may now have.
+	fixed := []struct {
+		p   algorithm.Params
+		now int64
+	}{
+		{algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1, Window: year, Burst: 40}, 4_979_347_200_000_000},  // 2127-10-13
+		{algorithm.Params{Kind: algorithm.TokenBucket, Limit: 7, Window: year, Burst: 280}, 5_048_956_800_000_000}, // 2129-12-31
+		{algorithm.Params{Kind: algorithm.LeakyBucket, Limit: 1, Window: year, Burst: 39}, last - 41*year},
+		{algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1_000_000_000, Window: year, Burst: 1_000_000_000}, last - 3*year},
+		{algorithm.Params{Kind: algorithm.LeakyBucket, Limit: 1, Window: conformance.Second, Burst: 1_000_000_000}, last - 40*year},
+	}
+	packed, compared := 0, 0
+	for seq := 0; seq < 200+len(fixed); seq++ {
+		var p algorithm.Params
+		var now int64
+		if seq < len(fixed) {
+			p, now = fixed[seq].p, fixed[seq].now
+		} else {
+			p = extremeParams(r, algorithm.Kinds[seq%len(algorithm.Kinds)])
+			switch r.IntN(3) {
+			case 0:
+				now = 1 + r.Int64N(year)
+			case 1:
+				now = last - r.Int64N(45*year)
+			default:
+				now = 1 + r.Int64N(last)
+			}
+		}
+		client := fmt.Sprintf("user:extreme-%d", seq)
 		var st algorithm.State
-		now := conformance.Base
 		for step := 0; step < 40; step++ {
-			switch x := r.IntN(10); {
-			case x == 0:
-				now -= r.Int64N(conformance.Day)
-			case x < 5:
-				now += r.Int64N(conformance.Day)
+			switch x := r.IntN(20); {
+			case x == 0 && seq >= len(fixed):
+				p = extremeParams(r, p.Kind) // the rule is edited
+			case x == 1:
+				now -= r.Int64N(max(p.Window, conformance.Day)) // the clock jumps back
+			case x < 4:
+				now += r.Int64N(algorithm.MaxRefill)
+			default:
+				now += r.Int64N(p.Window/int64(1+r.IntN(8)) + 1)
 			}
-			cost := 1 + r.Int64N(min(p.Capacity(), 60))
+			now = max(1, min(now, last))
+			cost := 1 + r.Int64N(min(p.Capacity(), 1+r.Int64N(3)*p.Capacity()/2))
 			if r.IntN(8) == 0 {
-				cost = p.Capacity()
+				cost = p.Capacity() + r.Int64N(2)
 			}
-			st = compareDecision(t, s, &clock, client, p, st, now, cost, fmt.Sprintf("step %d", step))
-			if v := do(t, srv, "get", s.Key(client, "r")); len(v) > 0 && v[0] == 1 {
+			st = compareDecision(t, s, &clock, client, p, st, now, cost, fmt.Sprintf("seq %d step %d", seq, step))
+			compared++
+			c := s.Client()
+			if v, err := c.Do(context.Background(), c.B().Get().Key(s.Key(client, "r")).Build()).ToString(); err == nil && len(v) > 0 && v[0] >= 17 && v[0] <= 20 {
 				packed++
 			}
 		}
 	}
 	if packed == 0 {
-		t.Fatal("no state stored packed: the far-future fallback was not exercised")
+		t.Fatal("no state stored packed: the far-from-2020 encoding was not exercised")
 	}
-	t.Logf("%d decisions identical, %d with the state packed", 40*len(cases), packed)
+	t.Logf("%d decisions identical, %d with the state packed", compared, packed)
 }
 
 // TestAdvice: the store reads the server's settings and names the ones that

@@ -2,7 +2,7 @@
 -- the same call denied (cross-shard all-or-nothing on a Redis Cluster).
 --
 -- KEYS[i]  the buckets that took (same {hash tag})
--- ARGV[1]  the now (µs) the take ran at
+-- ARGV[1]  the now the take ran at (µs relative to EPOCH, as take.lua's)
 -- ARGV[2 + 5(i-1) ...] per key: kind, limit, window (µs), burst, cost
 -- returns  the number of buckets given back to
 --
@@ -10,10 +10,10 @@
 -- step where the state still shows it: the token bucket's full-again
 -- instant F moved back by the cost (not before the take: a full bucket
 -- stays full), the TAT moved back, the count of the same window lowered,
--- the calls of that instant removed from the log.
+-- the log's newest entry removed if it is the take's.
 
--- The state codec (decode, encode, tb_parts) is codec.lua, which redis.go
--- puts in front of this file.
+-- The state codec (decode, encode, mul_div, EPOCH) is codec.lua, which
+-- redis.go puts in front of this file.
 
 local call = redis.call
 local took = tonumber(ARGV[1])
@@ -25,36 +25,41 @@ for i = 1, #KEYS do
   local kind, limit, window = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local burst, cost = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   if kind == 5 then
-    local members = call('ZRANGEBYSCORE', key, took, took, 'LIMIT', 0, cost)
-    if #members > 0 then
-      for j = 1, #members do call('ZREM', key, members[j]) end
-      done = done + 1
+    local last = redis.pcall('ZRANGE', key, -1, -1, 'WITHSCORES')
+    if type(last) == 'table' and #last == 2 and tonumber(last[2]) >= took then
+      local c = string.find(last[1], ':', 1, true)
+      if c and tonumber(string.sub(last[1], c + 1)) == cost then
+        call('ZREM', key, last[1])
+        done = done + 1
+      end
     end
   else
     local v = redis.pcall('GET', key)
     local T, A, B
     if type(v) == 'string' then T, A, B = decode(v, kind) end
     local val
-    if T then
+    if T and T ~= NEW then
       if kind == 1 then
-        -- T, A: F's µs and ns parts. The take set F = took + floor(d + inc)
-        -- ns, so F - floor(inc) is the F it found (or took, if full then).
-        if T > 0 then
-          local d = (T - took) * 1000 + A - floor(cost * window * 1000 / limit)
-          if d < 0 then d = 0 end
-          val = encode(1, tb_parts(took, d))
-        end
+        -- T, A, B: F's µs, its remainder and the limit it counts in. The
+        -- take added cost·window/limit to the debt; F goes back by as much,
+        -- not before took.
+        if A ~= 0 and B ~= limit then T, A = T + 1, 0 end
+        local cq, cr = mul_div(cost, window, limit)
+        T, A = T - cq, A - cr
+        if A < 0 then T, A = T - 1, A + limit end
+        if T < took then T, A = took, 0 end
+        val = encode(1, T, A, limit)
       elseif kind == 2 then
         local interval = floor((window + limit - 1) / limit)
         val = encode(2, T - cost * interval)
       elseif kind == 3 then
-        if T == took - took % window then
+        if T == wstart(took, window) then
           A = A - cost
           if A < 0 then A = 0 end
           val = encode(3, T, A)
         end
       else
-        local start = took - took % window
+        local start = wstart(took, window)
         if T == start then
           A = A - cost
           if A < 0 then A = 0 end

@@ -11,48 +11,56 @@
 -- from. A later call sees what an earlier one took.
 --
 -- KEYS[i]  rl:{<client>}:<rule-id>
--- ARGV[1]  now in µs, or "" to read the server clock (TIME)
+-- ARGV[1]  now in µs relative to EPOCH (codec.lua), or "" to read the
+--          server clock (TIME)
 -- ARGV[2]  per key, 34 bytes packed little-endian ('<BBdddd'): kind (1
 --          token_bucket, 2 leaky_bucket, 3 fixed_window, 4 sliding_window,
 --          5 sliding_log), flags (1 shadow, 2 the key starts a new call; the
 --          first key always does), limit, window (µs), burst, cost
--- returns  a string: now (µs, '<d'), then per key 26 bytes ('<BBddd'):
---          allowed (0|1), reason (0 none, 1 limited, 2 cost exceeds
---          capacity), remaining, reset_after µs, retry_after µs
+-- returns  a string: now (µs relative to EPOCH, '<d'), then per key 26
+--          bytes ('<BBddd'): allowed (0|1), reason (0 none, 1 limited, 2
+--          cost exceeds capacity), remaining, reset_after µs, retry_after µs
 --
 -- Packed arguments and reply keep the per-key cost low: one unpack instead
 -- of six tonumber calls, one reply string instead of five integers.
 --
--- State of buckets 1-4 is one string; sliding_log is a sorted set of call
--- times. A state that fits is stored as a decimal integer of at most 19
--- digits, which Redis keeps in the object itself (an "int" string: 16 bytes
--- instead of an embedded string of 32-64; see docs/redis.md):
--- token_bucket as 1<F µs - EPOCH, 15 digits><F ns part, 3 digits>, F the
--- instant it is full again in ns (unless F is after 2051); fixed_window as
--- 3<count, 3 digits><T - EPOCH, 15 digits> when the count is below 1000;
--- leaky_bucket as 2<TAT>. Otherwise, and sliding_window always, it is packed
--- with struct: the kind byte, then doubles (times are whole µs, exact in a
--- double). The first byte tells an algorithm's state from another's, left
--- by an edited rule: 1-5 packed, '1'-'5' decimal. Every write sets an
--- expiry a second past the moment the bucket is indistinguishable from a
--- new one.
+-- Every value is a whole number below 2^53, so exact in a double, for every
+-- rule that passes validation (algorithm.Params.Check) at every instant an
+-- int64 of ns can name; products that could pass 2^53 are split (mul_div).
+-- No loop runs a number of times that a time, a rule or a state decides,
+-- beyond fixed bounds: a script never holds Redis longer than a few reads
+-- and writes per key.
 --
--- A token bucket's F (ns since the epoch, ~1.7e18) does not fit a double;
--- it is kept as two exact parts, Fus = F div 1000 and Fns = F mod 1000
--- (Fus = 0: a new bucket), as the Go code computes them from its int64.
+-- State of buckets 1-4 is one string; sliding_log is a sorted set with one
+-- entry per admitted call. A state that fits is stored as a decimal integer
+-- of at most 19 digits, which Redis keeps in the object itself (an "int"
+-- string: 16 bytes instead of an embedded string of 32-64; see
+-- docs/redis.md): token_bucket as 1<F - EPOCH, 15 digits> when F, the
+-- instant it is full again, is a whole µs; fixed_window as 3<count, 3
+-- digits><T - EPOCH, 15 digits> when the count is below 1000; leaky_bucket
+-- as 2<TAT - EPOCH, 15 digits>; all until 2051. Otherwise, and
+-- sliding_window always, it is packed with struct: the kind byte + 16, then
+-- doubles (times relative to EPOCH; a token bucket's F as µs, remainder in
+-- 1/limit µs, and that limit). The first byte tells an algorithm's state
+-- from another's, left by an edited rule: 17-20 packed, '1'-'4' decimal
+-- (1-4: packed by an earlier version, with absolute times, read as
+-- such). Every write sets an expiry a second past the moment the bucket is
+-- indistinguishable from a new one.
 
--- The state codec (decode, encode, tb_parts, EPOCH) is codec.lua, which
--- redis.go puts in front of this file.
+-- The state codec and the exact arithmetic (decode, encode, mul_div,
+-- mul_div_w, wstart, EPOCH, NEW) are codec.lua, which redis.go puts in
+-- front of this file.
 
 local call, pcall_ = redis.call, redis.pcall
-local ceil = math.ceil
+local ceil, find = math.ceil, string.find
 
+-- now, in µs relative to EPOCH (see codec.lua)
 local now
 if ARGV[1] ~= '' then
   now = tonumber(ARGV[1])
 else
   local t = call('TIME')
-  now = t[1] * 1000000 + t[2]
+  now = (t[1] - EPOCH / 1000000) * 1000000 + t[2]
 end
 
 local function capacity(kind, limit, burst)
@@ -68,60 +76,65 @@ end
 
 -- token bucket ------------------------------------------------------------
 
--- The state is F, the instant the bucket is full again; a call works on the
--- debt F - now in ns, at most tol (an empty bucket). See token_bucket.go.
-local TB_MAX_DEBT = 4611686018427387904 -- 2^62 ns, the largest tol
+-- Exact. The state is F, the instant the bucket is full again: whole µs T
+-- and a remainder r in 1/limit µs (counted in the limit den). A call works
+-- on the debt F - now as the pair (µs, remainder); see token_bucket.go.
 
--- the debt in ns that n tokens are
-local function tb_cost(n, limit, window)
-  return n * window * 1000 / limit
+-- (q, r) <= (q2, r2), remainders in the same unit
+local function le(q, r, q2, r2)
+  return q < q2 or (q == q2 and r <= r2)
 end
 
--- the debt at `at` of the state (Fus, Fns); true when above tol (clamped)
-local function tb_debt(Fus, Fns, at, tol)
-  if Fus == 0 then return 0, false end
-  local d = (Fus - at) * 1000 + Fns
-  if d < 0 then return 0, false end
-  if d > tol then return floor(tol), true end
-  return d, false
+-- the least k with (q, r) <= k·window/limit: the tokens a debt is, rounded
+-- up. The float estimate is within 1 of it (the quotient is at most 10^9,
+-- the error a few ulps); the exact comparison settles which.
+local function tb_owed(q, r, limit, window)
+  if q == 0 and r == 0 then return 0 end
+  local k = ceil((q * limit + r) / window)
+  local kq, kr = mul_div(k, window, limit)
+  if not le(q, r, kq, kr) then return k + 1 end
+  if k > 0 then
+    kq, kr = mul_div(k - 1, window, limit)
+    if le(q, r, kq, kr) then return k - 1 end
+  end
+  return k
 end
 
--- the state (Fus, Fns) whose debt at now is d, a whole number of ns
-local function tb_state(d)
-  return tb_parts(now, d)
+local function tb_left(q, r, cap, limit, window)
+  local k = tb_owed(q, r, limit, window)
+  if k >= cap then return 0 end
+  return cap - k
 end
 
--- the largest cost r <= cap one call could take at debt d
-local function tb_remaining(d, tol, cap, limit, window)
-  local r = floor((tol - d) / tb_cost(1, limit, window))
-  if r < 0 then r = 0 end
-  if r > cap then r = cap end
-  while r > 0 and d + tb_cost(r, limit, window) > tol do r = r - 1 end
-  while r < cap and d + tb_cost(r + 1, limit, window) <= tol do r = r + 1 end
-  return r
-end
-
-local function token_bucket(limit, window, burst, cost, Fus, Fns)
+local function token_bucket(limit, window, burst, cost, T, r, den)
   local cap = capacity(1, limit, burst)
-  local tol = tb_cost(cap, limit, window)
-  if tol > TB_MAX_DEBT then tol = TB_MAX_DEBT end
-  local d, clamped = tb_debt(Fus, Fns, now, tol)
-  local bus, bns = Fus, Fns
-  if clamped then bus, bns = tb_state(d) end
-  local inc = tb_cost(cost, limit, window)
-  if cost > cap or inc > tol then
-    return 0, 2, tb_remaining(d, tol, cap, limit, window), ceil(d / 1000), 0, clamped, bus, bns
+  local tq, tr = mul_div(cap, window, limit) -- an empty bucket's debt
+  if r ~= 0 and den ~= limit then T, r = T + 1, 0 end -- another limit's remainder: up to the µs
+  local q, dr = 0, 0
+  if T >= now then q, dr = T - now, r end
+  local clamped = false
+  if not le(q, dr, tq, tr) then
+    q, dr, clamped = tq, tr, true
+    T, r = now + tq, tr
   end
-  if d + inc <= tol then
-    local nxt = floor(d + inc)
-    local nus, nns = tb_state(nxt)
-    return 1, 0, tb_remaining(nxt, tol, cap, limit, window), ceil(nxt / 1000), 0, true, nus, nns
+  local reset = q
+  if dr > 0 then reset = q + 1 end
+  if cost > cap then
+    return 0, 2, tb_left(q, dr, cap, limit, window), reset, 0, clamped, T, r
   end
-  local t = now + ceil((d + inc - tol) / 1000)
-  if t <= now then t = now + 1 end
-  while tb_debt(bus, bns, t, tol) + inc > tol do t = t + 1 end
-  while t > now + 1 and tb_debt(bus, bns, t - 1, tol) + inc <= tol do t = t - 1 end
-  return 0, 1, tb_remaining(d, tol, cap, limit, window), ceil(d / 1000), t - now, clamped, bus, bns
+  local aq, ar = mul_div(cap - cost, window, limit) -- the most debt the call may find
+  if le(q, dr, aq, ar) then
+    local cq, cr = mul_div(cost, window, limit)
+    q, dr = q + cq, dr + cr
+    if dr >= limit then q, dr = q + 1, dr - limit end
+    reset = q
+    if dr > 0 then reset = q + 1 end
+    return 1, 0, tb_left(q, dr, cap, limit, window), reset, 0, true, now + q, dr
+  end
+  -- the first whole µs t with F - t <= (aq, ar)
+  local t = T - aq
+  if r > ar then t = t + 1 end
+  return 0, 1, tb_left(q, dr, cap, limit, window), reset, t - now, clamped, T, r
 end
 
 -- leaky bucket (GCRA) -----------------------------------------------------
@@ -143,17 +156,18 @@ local function leaky_bucket(limit, window, burst, cost, tat0)
   if cost > cap then
     return 0, 2, remaining(tat), tat - now, 0, clamped, base
   end
-  local nxt = tat + cost * interval
-  if nxt - now <= max_debt then
-    return 1, 0, remaining(nxt), nxt - now, 0, true, nxt
+  -- in debts, not instants: tat + cost·interval may pass 2^53 from EPOCH
+  local debt = tat - now + cost * interval
+  if debt <= max_debt then
+    return 1, 0, remaining(now + debt), debt, 0, true, now + debt
   end
-  return 0, 1, remaining(tat), tat - now, nxt - max_debt - now, clamped, base
+  return 0, 1, remaining(tat), tat - now, debt - max_debt, clamped, base
 end
 
 -- fixed window ------------------------------------------------------------
 
 local function fixed_window(limit, window, cost, T, A)
-  local start = now - now % window
+  local start = wstart(now, window)
   local count, rebased = 0, false
   if T == start then count = A
   elseif T > start then count, rebased = A, true end
@@ -179,55 +193,139 @@ end
 -- sliding window ----------------------------------------------------------
 
 local function sw_counts(window, T, A, B, at)
-  local start = at - at % window
+  local start = wstart(at, window)
   if T == start then return start, A, B, false end
   if T == start - window then return start, 0, A, false end
   if T > start then return start, A, B, true end
   return start, 0, 0, false
 end
 
-local function sw_estimate(window, start, at, cur, prev)
-  return prev * (window - (at - start)) / window + cur
+-- the first instant k calls fit beside prev of the window from start
+local function sw_after(window, start, k, prev)
+  if k >= prev then return start end
+  local q = mul_div(k, window, prev)
+  return start + window - q
 end
 
 local function sliding_window(limit, window, cost, T, A, B)
   local start, cur, prev, rebased = sw_counts(window, T, A, B, now)
   local bT, bA, bB = T, A, B
   if rebased then bT, bA, bB = start, cur, prev end
-  local est = sw_estimate(window, start, now, cur, prev)
-  local function remaining(e)
-    if e >= limit then return 0 end
-    return floor(limit - e)
-  end
+  -- limit - cur - ceil(prev·(window - elapsed)/window), exact
+  local oq, orr = mul_div_w(prev, window - (now - start), window)
+  if orr > 0 then oq = oq + 1 end
+  local left = limit - cur - oq
+  if left < 0 then left = 0 end
   local function reset_after(c, p)
     if c > 0 then return start + 2 * window - now end
     if p > 0 then return start + window - now end
     return 0
   end
   if cost > limit then
-    return 0, 2, remaining(est), reset_after(cur, prev), 0, rebased, bT, bA, bB
+    return 0, 2, left, reset_after(cur, prev), 0, rebased, bT, bA, bB
   end
-  if est + cost <= limit then
+  if cost <= left then
     cur = cur + cost
-    return 1, 0, remaining(est + cost), reset_after(cur, prev), 0, true, start, cur, prev
+    return 1, 0, left - cost, reset_after(cur, prev), 0, true, start, cur, prev
   end
-  local function passes(at)
-    local s, c, p = sw_counts(window, bT, bA, bB, at)
-    return sw_estimate(window, s, at, c, p) + cost <= limit
-  end
-  local w = window
   local t
   if cur + cost <= limit and prev > 0 then
-    t = start + ceil(w - (limit - cur - cost) * w / prev)
-  elseif cur > 0 and cost <= limit then
-    t = start + window + ceil(w - (limit - cost) * w / cur)
+    t = sw_after(window, start, limit - cur - cost, prev)
+  elseif cur > 0 then
+    t = sw_after(window, start + window, limit - cost, cur)
   else
     t = start + window
   end
-  if t <= now then t = now + 1 end
-  while not passes(t) do t = t + 1 end
-  while t > now + 1 and passes(t - 1) do t = t - 1 end
-  return 0, 1, remaining(est), reset_after(cur, prev), t - now, rebased, bT, bA, bB
+  return 0, 1, left, reset_after(cur, prev), t - now, rebased, bT, bA, bB
+end
+
+-- sliding log ------------------------------------------------------------
+
+-- A sorted set with one entry per admitted call, not per unit of cost:
+-- score the time it was logged (µs), member '<units logged before it, 16
+-- digits>:<cost>'. Entries are logged in order (a call is logged at now, or
+-- at the newest entry's time if the clock went backwards), so the units
+-- in the window are those between the oldest entry's count and the newest
+-- entry's count + cost: a call reads two entries and writes one, whatever
+-- its cost. See sliding_log.go. The count restarts at 0 whenever the log
+-- empties; only a log that never once empties for 28 years at the fastest
+-- rule (10,000 calls a ms) would pass 2^53.
+
+local function sl_entry(m)
+  local c = find(m, ':', 1, true)
+  if not c then return nil end
+  return tonumber(sub(m, 1, c - 1)), tonumber(sub(m, c + 1))
+end
+
+-- A log written one member per unit with absolute times (before entries
+-- carried their cost) is rewritten once: one entry per instant.
+local function sl_migrate(key)
+  local old = call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  call('DEL', key)
+  local seq, j = 0, 1
+  while j <= #old do
+    local at, c = old[j + 1], 0
+    while j <= #old and old[j + 1] == at do c, j = c + 1, j + 2 end
+    call('ZADD', key, fmt('%d', tonumber(at) - EPOCH), fmt('%016d:%d', seq, c))
+    seq = seq + c
+  end
+end
+
+local function sliding_log(key, limit, window, cost)
+  local cutoff = fmt('%d', now - window)
+  -- A key of another type (an edited rule) is replaced.
+  local pruned = pcall_('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+  if type(pruned) == 'table' then
+    call('DEL', key)
+    pruned = 0
+  end
+  local changed = pruned > 0
+  local n = call('ZCARD', key)
+  local count, base, nseq, newest = 0, 0, 0, now
+  if n > 0 then
+    local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    local s, c = sl_entry(last[1])
+    if not s then
+      sl_migrate(key)
+      call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+      changed = true
+      n = call('ZCARD', key)
+      if n > 0 then
+        last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
+        s, c = sl_entry(last[1])
+      end
+    end
+    if n > 0 then
+      nseq, newest = s + c, tonumber(last[2])
+      base = sl_entry(call('ZRANGE', key, 0, 0)[1])
+      count = nseq - base
+    end
+  end
+  local at = now
+  if newest > at then at = newest end
+  local remaining = limit - count
+  if remaining < 0 then remaining = 0 end
+  local reset = 0
+  if count > 0 then reset = newest + window - now end
+  if cost > limit then
+    return 0, 2, remaining, reset, 0, changed, reset
+  end
+  if count + cost <= limit then
+    local idle = at + window - now
+    return 1, 0, limit - count - cost, idle, 0, true, idle, {fmt('%d', at), fmt('%016d:%d', nseq, cost)}
+  end
+  -- Denied: unit number base + k must leave the window; it is in the last
+  -- entry whose count is below it. Binary search by rank: at most 14 reads
+  -- for the 10,000 entries a log can hold (algorithm.MaxLogLimit).
+  local target = base + count + cost - limit
+  local lo, hi = 0, n - 1
+  for _ = 1, 32 do
+    if lo >= hi then break end
+    local mid = ceil((lo + hi) / 2)
+    if sl_entry(call('ZRANGE', key, mid, mid)[1]) < target then lo = mid else hi = mid - 1 end
+  end
+  local t = tonumber(call('ZRANGE', key, lo, lo, 'WITHSCORES')[2])
+  return 0, 1, remaining, reset, t + window - now, changed, reset
 end
 
 -- evaluate every call -----------------------------------------------------
@@ -239,8 +337,8 @@ local out = {pack('<d', now)}
 -- allowed, 1 when it denied but its state changed (a clamped debt, a clock
 -- that went backwards), else 0; w[3i-1] and w[3i] are the value and expiry
 -- (ms, as text: Redis turns a number argument into text with a costly
--- '%.17g'), or for a sliding log the window and {cost, count} when it
--- allowed.
+-- '%.17g'), or for a sliding log the time until it is idle and, when it
+-- allowed, {score, member} of its one new entry.
 local w = {}
 local first, vetoed = 1, false
 -- Every string state in one read: a key appears once in a run (the store
@@ -256,14 +354,7 @@ local function flush(last)
       local key, val = KEYS[i], w[3 * i - 1]
       if type(val) == 'number' then -- a sliding log
         local add = w[3 * i]
-        if state == 2 then
-          local cost, c = add[1], add[2]
-          local at = fmt('%d', now)
-          for j = 1, cost do
-            local m = c + j
-            while call('ZADD', key, 'NX', at, fmt('%d.%d', now, m)) == 0 do m = m + cost end
-          end
-        end
+        if state == 2 then call('ZADD', key, add[1], add[2]) end
         call('PEXPIRE', key, fmt('%d', ceil(val / 1000) + 1000))
       else
         call('SET', key, val, 'PX', w[3 * i])
@@ -285,50 +376,17 @@ for i = 1, n do
   local allowed, reason, remaining, reset, retry, changed, wv, wt
 
   if kind == 5 then
-    -- A key of another type (an edited rule) is replaced.
-    local pruned = pcall_('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', now - window))
-    if type(pruned) == 'table' then
-      call('DEL', key)
-      pruned = 0
-    end
-    changed = pruned > 0
-    local count = call('ZCARD', key)
-    local newest = 0
-    if count > 0 then
-      newest = tonumber(call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
-      if newest > now then
-        -- The clock went backwards: calls from the future move to now.
-        local future = call('ZRANGEBYSCORE', key, fmt('(%d', now), '+inf')
-        local at = fmt('%d', now)
-        for j = 1, #future do call('ZADD', key, 'XX', at, future[j]) end
-        newest, changed = now, true
-      end
-    end
-    remaining = limit - count
-    if remaining < 0 then remaining = 0 end
-    reset = 0
-    if count > 0 then reset = newest + window - now end
-    retry = 0
-    if cost > limit then
-      allowed, reason = 0, 2
-    elseif count + cost <= limit then
-      allowed, reason, remaining, reset = 1, 0, limit - count - cost, window
-      wt = {cost, count}
-    else
-      allowed, reason = 0, 1
-      local k = count + cost - limit
-      retry = tonumber(call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]) + window - now
-    end
-    wv = window
+    allowed, reason, remaining, reset, retry, changed, wv, wt = sliding_log(key, limit, window, cost)
   else
     -- A key of another type (a sorted set left by a sliding_log rule) reads
     -- as false: a new bucket, and SET replaces it.
     local v = cur[i]
     local f1, f2, f3 = decode(v, kind)
-    if not f1 then f1, f2, f3 = 0, 0, 0 end
+    if not f1 then f1, f2, f3 = NEW, 0, 0 end
     local s1, s2, s3
     if kind == 1 then
-      allowed, reason, remaining, reset, retry, changed, s1, s2 = token_bucket(limit, window, burst, cost, f1, f2)
+      allowed, reason, remaining, reset, retry, changed, s1, s2 = token_bucket(limit, window, burst, cost, f1, f2, f3)
+      s3 = limit
     elseif kind == 2 then
       allowed, reason, remaining, reset, retry, changed, s1 = leaky_bucket(limit, window, burst, cost, f1)
     elseif kind == 3 then

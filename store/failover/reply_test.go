@@ -1,0 +1,59 @@
+package failover_test
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/store/failover"
+	sredis "github.com/sluicehq/sluice/store/redis"
+)
+
+// TestUnreadableReplyFailsThatCallOnly: when Redis answers a call with
+// values sluice cannot read (here: a bucket whose stored state holds a NaN,
+// which take.lua turns into a NaN remaining), that call is decided as while
+// the store is unavailable and nothing else changes: the breaker stays
+// closed and every other caller is still decided by Redis (issue 12 item 7:
+// one such reply opened the breaker for the whole instance for 394 ms).
+func TestUnreadableReplyFailsThatCallOnly(t *testing.T) {
+	srv := redistest.Start(t)
+	fo, l := newFailover(t, srv.Addr())
+	defer fo.Close()
+	ctx := context.Background()
+	req := limiter.Request{User: "broken", Method: "GET", Path: "/api/orders"}
+	if d, err := l.Check(ctx, &req); err != nil || d.Source != limiter.SourceStore {
+		t.Fatalf("first call: %+v, %v; want decided by Redis", d, err)
+	}
+	// The token bucket's state: kind byte 17, F (µs after 2020-09-13), its
+	// remainder (NaN) and the limit the remainder counts in.
+	state := []byte{17}
+	f := float64(time.Now().UnixMicro()-1_600_000_000_000_000) + 1e6 // a second of debt
+	for _, v := range []float64{f, math.NaN(), 600} {
+		state = binary.LittleEndian.AppendUint64(state, math.Float64bits(v))
+	}
+	c := fo.Primary().(*sredis.Store)
+	key := c.Key("user:broken", "open")
+	if err := c.Client().Do(ctx, c.Client().B().Set().Key(key).Value(string(state)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		d, err := l.Check(ctx, &req)
+		if err != nil {
+			t.Fatalf("call %d with an unreadable reply: %v; want a decision", i+1, err)
+		}
+		if d.Source != limiter.SourceLocalFallback {
+			t.Fatalf("call %d with an unreadable reply: %+v; want decided by the local fallback", i+1, d)
+		}
+		if st, why := fo.State(); st != failover.Closed {
+			t.Fatalf("after %d unreadable replies the breaker is %v (%s); want closed", i+1, st, why)
+		}
+	}
+	d, err := l.Check(ctx, &limiter.Request{User: "healthy", Method: "GET", Path: "/api/orders"})
+	if err != nil || d.Source != limiter.SourceStore {
+		t.Fatalf("another caller: %+v, %v; want decided by Redis", d, err)
+	}
+}
