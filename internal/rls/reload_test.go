@@ -2,7 +2,14 @@ package rls_test
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +20,9 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/rulestore"
+	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -27,15 +37,30 @@ type reloadEnv struct {
 
 func newReloadEnv(t *testing.T, set *rules.Set) *reloadEnv {
 	t.Helper()
+	e := startRLS(t, frozenStore(t))
+	e.setRules(t, set)
+	return e
+}
+
+// frozenStore returns a memory store whose clock stays at a whole hour, so
+// that no window ends during a test.
+func frozenStore(t *testing.T) *memory.Store {
+	t.Helper()
 	var clock atomic.Int64
-	clock.Store(1_700_006_400_000_000) // a whole hour: no window ends during a test
+	clock.Store(1_700_006_400_000_000)
 	st, err := memory.New(memory.Config{Clock: clock.Load, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// startRLS serves an RLS server over st on a loopback gRPC listener, with
+// no rules yet.
+func startRLS(t *testing.T, st limiter.Store) *reloadEnv {
+	t.Helper()
 	e := &reloadEnv{srv: rls.New(st, rls.Config{})}
-	e.setRules(t, set)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -217,5 +242,93 @@ func TestRuleChangesReachEveryDomain(t *testing.T) {
 	resp = e.call(t, request("internal", alice))
 	if st := resp.Statuses[0]; resp.OverallCode != ok || st.CurrentLimit.GetName() != "root" || st.LimitRemaining != 90 {
 		t.Fatalf("internal after removing internal-orders = %v, want OK under root with 90 of 100 remaining", resp)
+	}
+}
+
+// TestOneLimitAcrossRuleChange: a caller has one limit whichever API asks,
+// before and after a rule change. The Envoy API and POST /ratelimit/check
+// decide over one store and follow one rules file, each subscribed to it
+// as sluice serve wires them; the calls alternate between the two.
+func TestOneLimitAcrossRuleChange(t *testing.T) {
+	src, err := rulestore.OpenFile(rulestore.FileConfig{
+		Path:   filepath.Join(t.TempDir(), "rules.yaml"),
+		Logger: slog.New(slog.DiscardHandler),
+		Tick:   func(time.Duration) (<-chan time.Time, func()) { return nil, func() {} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	setLimit := func(limit int64) {
+		t.Helper()
+		_, err := src.Update(context.Background(), -1, func(s *rules.Set) error {
+			s.Rules = []rules.Rule{fixedWindow("orders", "", "GET /api/orders", limit)}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Update(orders limit %d): %v", limit, err)
+		}
+	}
+	setLimit(2)
+
+	st := frozenStore(t)
+	lim := limiter.New(st, limiter.Config{})
+	lim.SetRules(src.Current())
+	src.Subscribe(lim.SetRules)
+	e := startRLS(t, st)
+	e.srv.SetRules(src.Current())
+	src.Subscribe(e.srv.SetRules)
+	hs := httptest.NewServer(server.New(lim, server.Config{}))
+	t.Cleanup(hs.Close)
+
+	grpcOK := func() bool {
+		t.Helper()
+		return e.call(t, request("edge", desc("user", "alice", "method", "GET", "path", "/api/orders"))).OverallCode == ok
+	}
+	httpOK := func() bool {
+		t.Helper()
+		resp, err := http.Post(hs.URL+"/ratelimit/check", "application/json",
+			strings.NewReader(`{"user":"alice","endpoint":"GET /api/orders"}`))
+		if err != nil {
+			t.Fatalf("POST /ratelimit/check: %v", err)
+		}
+		defer resp.Body.Close()
+		var a struct {
+			Allowed bool `json:"allowed"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST /ratelimit/check: status %d, decode error %v; want 200 and an answer", resp.StatusCode, err)
+		}
+		return a.Allowed
+	}
+	// got runs the calls (true: gRPC, false: HTTP) and says which passed.
+	got := func(apis ...bool) []bool {
+		t.Helper()
+		var out []bool
+		for _, viaGRPC := range apis {
+			if viaGRPC {
+				out = append(out, grpcOK())
+			} else {
+				out = append(out, httpOK())
+			}
+		}
+		return out
+	}
+	const viaGRPC, viaHTTP = true, false
+
+	if r := got(viaGRPC, viaHTTP, viaGRPC, viaHTTP); !slices.Equal(r, []bool{true, true, false, false}) {
+		t.Fatalf("limit 2, gRPC, HTTP, gRPC, HTTP passed %v, want the first two only", r)
+	}
+	setLimit(4)
+	if r := got(viaHTTP, viaGRPC, viaHTTP, viaGRPC); !slices.Equal(r, []bool{true, true, false, false}) {
+		t.Fatalf("raised to 4, HTTP, gRPC, HTTP, gRPC passed %v, want the first two only", r)
+	}
+	setLimit(3)
+	if r := got(viaHTTP, viaGRPC); !slices.Equal(r, []bool{false, false}) {
+		t.Fatalf("lowered to 3 after 4 calls, HTTP and gRPC passed %v, want neither", r)
+	}
+	setLimit(6)
+	if r := got(viaGRPC, viaHTTP, viaGRPC); !slices.Equal(r, []bool{true, true, false}) {
+		t.Fatalf("raised to 6 after 4 calls, gRPC, HTTP, gRPC passed %v, want the first two only", r)
 	}
 }
