@@ -3,6 +3,8 @@ package limiter_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -301,6 +303,52 @@ func TestRuleChangesApplyAtOnce(t *testing.T) {
 			t.Fatalf("registered on pro = allowed %v plan %q rule %q, want allowed on pro by pro", d.Allowed, d.Plan, d.RuleID())
 		}
 	})
+}
+
+// TestSetRulesWhileDeciding: rules swapped while calls are decided (run
+// with -race): each decision is made under one rule set whole — its rule's
+// limit is the limit it reports — and once SetRules returns, the next call
+// is decided under the set it put in force.
+func TestSetRulesWhileDeciding(t *testing.T) {
+	set := func(rev, limit int64) *rules.Index {
+		ix, err := rules.Compile(&rules.Set{Revision: rev, Rules: []rules.Rule{rule("r", limit, time.Hour, nil)}})
+		if err != nil {
+			t.Fatalf("rules.Compile: %v", err)
+		}
+		return ix
+	}
+	l, _ := newLimiter(t, &rules.Set{Revision: 1, Rules: []rules.Rule{rule("r", 1000, time.Hour, nil)}})
+	ixs := []*rules.Index{set(2, 2000), set(3, 3000)}
+	inForce := []*rules.Compiled{l.Rules().Rules()[0], ixs[0].Rules()[0], ixs[1].Rules()[0]}
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := limiter.Request{User: fmt.Sprintf("u%d", w)}
+			for range 300 {
+				d, err := l.Check(context.Background(), &req)
+				if err != nil || !slices.Contains(inForce, d.Rule) || d.Limit != d.Rule.Limit {
+					errs <- fmt.Sprintf("Check = %+v, %v; want a decision under one rule set", d, err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 200 {
+		l.SetRules(ixs[i%2])
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	last := set(4, 7)
+	l.SetRules(last)
+	if d := check(t, l, limiter.Request{User: "u0"}); d.Limit != 7 || d.Rule != last.Rules()[0] {
+		t.Errorf("after the last SetRules: limit %d, want 7 (revision 4)", d.Limit)
+	}
 }
 
 func TestNoAllocs(t *testing.T) {
