@@ -1,6 +1,7 @@
 // Package client is a Go client of sluice's HTTP APIs: the decision API of
-// the data plane (POST /ratelimit/check, SPEC §4) and the admin API that
-// reads and changes the rules (SPEC §6).
+// the data plane (POST /ratelimit/check; README.md, "The decision API") and
+// the admin API that reads and changes the rules (README.md, "The admin API
+// and sluice rules").
 //
 //	c := client.New("http://127.0.0.1:8080")
 //	d, err := c.Check(ctx, client.CheckRequest{User: "alice", Endpoint: "GET /api/orders"})

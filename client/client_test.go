@@ -5,130 +5,229 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/rulestore"
+	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
-// These tests check what the client sends and how it reads answers, against
-// small fake handlers that record each request. The real admin API and data
-// plane are exercised end to end elsewhere.
+// These tests run the client against sluice itself, in process: the data
+// plane (internal/server over a limiter and a memory store whose clock does
+// not move) and the admin API (internal/admin over a rules file), wired as
+// sluice serve wires them — the limiter follows every change of the rules.
+// Only TestErrors also uses a canned handler, for answers sluice never
+// gives (a body that is not JSON, an empty one).
 
-type seen struct {
-	method, path, query, auth, ctype string
-	body                             map[string]any
+// sluice is a data plane and an admin API sharing one rules file.
+type sluice struct {
+	data, admin string // base URLs
+	src         *rulestore.File
 }
 
-type fake struct {
-	mu   sync.Mutex
-	reqs []seen
-	mux  *http.ServeMux
-}
+const token = "s3cret"
 
-func newFake(t *testing.T) (*fake, *httptest.Server) {
-	f := &fake{mux: http.NewServeMux()}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		s := seen{method: r.Method, path: r.URL.EscapedPath(), query: r.URL.RawQuery,
-			auth: r.Header.Get("Authorization"), ctype: r.Header.Get("Content-Type")}
-		if len(b) > 0 {
-			if err := json.Unmarshal(b, &s.body); err != nil {
-				t.Errorf("%s %s: body %q is not a JSON object: %v", r.Method, r.URL, b, err)
-			}
-		}
-		f.mu.Lock()
-		f.reqs = append(f.reqs, s)
-		f.mu.Unlock()
-		f.mux.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return f, srv
-}
-
-func (f *fake) last(t *testing.T) seen {
+func newSluice(t *testing.T) *sluice {
 	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.reqs) == 0 {
-		t.Fatal("no request reached the server")
+	quiet := slog.New(slog.DiscardHandler)
+	src, err := rulestore.OpenFile(rulestore.FileConfig{
+		Path:   filepath.Join(t.TempDir(), "rules.yaml"),
+		Logger: quiet,
+		Tick:   func(time.Duration) (<-chan time.Time, func()) { return nil, func() {} },
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return f.reqs[len(f.reqs)-1]
+	t.Cleanup(func() { src.Close() })
+	var clock atomic.Int64
+	clock.Store(1_700_006_400_000_000) // a whole hour
+	st, err := memory.New(memory.Config{Clock: clock.Load, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	lim := limiter.New(st, limiter.Config{})
+	lim.SetRules(src.Current())
+	src.Subscribe(lim.SetRules)
+
+	data := httptest.NewServer(server.New(lim, server.Config{}))
+	t.Cleanup(data.Close)
+	adm := httptest.NewServer(admin.New(src, admin.Config{Token: token, Logger: quiet}))
+	t.Cleanup(adm.Close)
+	return &sluice{data: data.URL, admin: adm.URL, src: src}
 }
 
-func reply(status int, etag, body string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if etag != "" {
-			w.Header().Set("ETag", etag)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		io.WriteString(w, body)
+// setRules puts rs in force through the rules store, as a hand edit would.
+func (s *sluice) setRules(t *testing.T, rs ...rules.Rule) {
+	t.Helper()
+	if _, err := s.src.Update(context.Background(), -1, func(set *rules.Set) error {
+		set.Rules = rs
+		return nil
+	}); err != nil {
+		t.Fatalf("Update: %v", err)
 	}
 }
 
 func ptr[T any](v T) *T { return &v }
 
-func TestCheck(t *testing.T) {
-	f, srv := newFake(t)
-	f.mux.Handle("POST /ratelimit/check", reply(200, "",
-		`{"allowed":false,"limit":100,"remaining":0,"reset_after_ms":2400,"retry_after_ms":600,"rule":"free-per-user","client":"user:alice","shadow_denied":"strict"}`))
-	c := New(srv.URL + "/")
+// fixedWindow is a rule of limit calls an hour counted in fixed windows,
+// so that with the clock still the counts are exact.
+func fixedWindow(id string, limit int64, mod func(*rules.Rule)) rules.Rule {
+	r := rules.Rule{ID: id, Limit: limit, Window: rules.Duration(time.Hour), Algorithm: algorithm.FixedWindow}
+	if mod != nil {
+		mod(&r)
+	}
+	return r
+}
 
-	got, err := c.Check(context.Background(), CheckRequest{User: "alice", IP: "203.0.113.7", Endpoint: "GET /api/orders"})
+func TestCheck(t *testing.T) {
+	s := newSluice(t)
+	s.setRules(t,
+		fixedWindow("free-per-user", 2, func(r *rules.Rule) { r.By = rules.ByUser }),
+		fixedWindow("strict", 1, func(r *rules.Rule) { r.By = rules.ByUser; r.Shadow = true }),
+		fixedWindow("orders-by-key", 5, func(r *rules.Rule) { r.Match.Endpoint = "POST /api/orders"; r.By = rules.ByAPIKey }),
+	)
+	c := New(s.data + "/") // a trailing slash is ignored
+	ctx := context.Background()
+	alice := CheckRequest{User: "alice", IP: "203.0.113.7", Endpoint: "GET /api/orders"}
+
+	got, err := c.Check(ctx, alice)
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	want := &CheckResponse{Limit: 100, ResetAfterMS: 2400, RetryAfterMS: 600,
+	want := &CheckResponse{Allowed: true, Limit: 2, Remaining: 1, ResetAfterMS: 3_600_000,
+		Rule: ptr("free-per-user"), Client: ptr("user:alice")}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("1st Check = %s, want %s", show(got), show(want))
+	}
+	got, err = c.Check(ctx, alice)
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	want = &CheckResponse{Allowed: true, Limit: 2, Remaining: 0, ResetAfterMS: 3_600_000,
 		Rule: ptr("free-per-user"), Client: ptr("user:alice"), ShadowDenied: "strict"}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Check = %+v, want %+v", got, want)
+		t.Errorf("2nd Check = %s, want %s", show(got), show(want))
 	}
-	req := f.last(t)
-	wantBody := map[string]any{"user": "alice", "ip": "203.0.113.7", "endpoint": "GET /api/orders"}
-	if !reflect.DeepEqual(req.body, wantBody) || req.ctype != "application/json" || req.auth != "" {
-		t.Errorf("sent body %v content-type %q auth %q, want %v, application/json, no auth", req.body, req.ctype, req.auth, wantBody)
+	// A denial is an answer, not an error.
+	got, err = c.Check(ctx, alice)
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	want = &CheckResponse{Allowed: false, Limit: 2, Remaining: 0, ResetAfterMS: 3_600_000, RetryAfterMS: 3_600_000,
+		Rule: ptr("free-per-user"), Client: ptr("user:alice"), Reason: "rate_limited", ShadowDenied: "strict"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("3rd Check = %s, want %s", show(got), show(want))
+	}
+
+	// API key, plan and cost reach the server: 3 of the key's 5.
+	got, err = c.Check(ctx, CheckRequest{APIKey: "k_1", Plan: "pro", Endpoint: "POST /api/orders", Cost: 3})
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if !got.Allowed || got.Rule == nil || *got.Rule != "orders-by-key" || got.Remaining != 2 || *got.Client != "api_key:k_1" {
+		t.Errorf("Check(api key, cost 3) = %s, want allowed by orders-by-key for api_key:k_1 with 2 remaining", show(got))
+	}
+	// A cost above what a bucket holds can never pass.
+	got, err = c.Check(ctx, CheckRequest{APIKey: "k_2", Endpoint: "POST /api/orders", Cost: 6})
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if got.Allowed || got.Reason != "cost_exceeds_capacity" || got.RetryAfterMS != 0 {
+		t.Errorf("Check(cost 6 of 5) = %s, want denied, cost_exceeds_capacity, no retry", show(got))
 	}
 
 	// No rule matched: rule and client are null.
-	f.mux.Handle("POST /other/ratelimit/check", reply(200, "", `{"allowed":true,"limit":0,"remaining":0,"reset_after_ms":0,"retry_after_ms":0,"rule":null,"client":null}`))
-	got, err = New(srv.URL+"/other").Check(context.Background(), CheckRequest{APIKey: "k", Plan: "pro", Cost: 3})
+	s.setRules(t)
+	got, err = c.Check(ctx, alice)
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	if !got.Allowed || got.Rule != nil || got.Client != nil {
-		t.Errorf("Check = %+v, want allowed with nil rule and client", got)
-	}
-	if req := f.last(t); !reflect.DeepEqual(req.body, map[string]any{"api_key": "k", "plan": "pro", "cost": float64(3)}) {
-		t.Errorf("sent body %v, want api_key, plan and cost only", req.body)
+	if want := (&CheckResponse{Allowed: true}); !reflect.DeepEqual(got, want) {
+		t.Errorf("Check with no rules = %s, want %s", show(got), show(want))
 	}
 }
 
-func TestErrors(t *testing.T) {
-	f, srv := newFake(t)
-	f.mux.Handle("POST /ratelimit/check", reply(400, "", `{"error":"invalid_request","message":"endpoint: want \"METHOD /path\""}`))
-	f.mux.Handle("GET /rules/{id}", reply(404, "", `{"error":"not_found","message":"rule \"x\" does not exist"}`))
-	f.mux.Handle("GET /rules", reply(502, "", "<html>bad gateway</html>\n"))
-	f.mux.Handle("DELETE /rules/{id}", reply(503, "", ""))
-	c := New(srv.URL)
-	ctx := context.Background()
+// TestCheckResponseHasEveryField: CheckResponse holds every field the data
+// plane writes, so a field added to the answer is not lost by the client.
+func TestCheckResponseHasEveryField(t *testing.T) {
+	s := newSluice(t)
+	s.setRules(t, fixedWindow("one", 1, nil), fixedWindow("shadow", 1, func(r *rules.Rule) { r.Shadow = true }))
+	for i, body := range []string{`{"user":"u"}`, `{"user":"u"}`, `{"user":"u","cost":5}`} {
+		resp, err := http.Post(s.data+"/ratelimit/check", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		var out CheckResponse
+		if err := dec.Decode(&out); err != nil {
+			t.Errorf("answer %d %s does not decode into CheckResponse with unknown fields refused: %v", i, b, err)
+		}
+	}
+}
 
+func show(r *CheckResponse) string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+func TestErrors(t *testing.T) {
+	s := newSluice(t)
+	ctx := context.Background()
+	data, adm := New(s.data), New(s.admin, WithToken(token))
+
+	// Answers sluice gives.
+	var e *Error
+	_, err := data.Check(ctx, CheckRequest{User: "a", Endpoint: "x"})
+	if !errors.As(err, &e) || e.Status != 400 || e.Code != "invalid_request" || !strings.Contains(e.Message, "endpoint") {
+		t.Errorf("Check(endpoint x) = %v, want a 400 invalid_request *Error naming the endpoint", err)
+	}
+	_, err = adm.GetRule(ctx, "x")
+	if !errors.As(err, &e) || e.Status != 404 || e.Code != "not_found" || !strings.Contains(e.Message, `"x"`) || !IsNotFound(err) {
+		t.Errorf("GetRule(x) = %v, want a 404 not_found *Error naming x", err)
+	}
+	_, err = New(s.admin).ListRules(ctx)
+	if !errors.As(err, &e) || e.Status != 401 || e.Code != "unauthorized" {
+		t.Errorf("ListRules without the token = %v, want a 401 unauthorized *Error", err)
+	}
+	_, err = adm.PutRule(ctx, rules.Rule{ID: "bad", Limit: 0, Window: rules.Duration(time.Second)})
+	if !errors.As(err, &e) || e.Status != 400 || e.Code != "invalid_request" || !strings.Contains(e.Message, "limit") {
+		t.Errorf("PutRule(limit 0) = %v, want a 400 invalid_request *Error naming the limit", err)
+	}
+
+	// Answers sluice never gives, from a canned handler: a body that is
+	// not JSON, and none at all.
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /rules", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		io.WriteString(w, "<html>bad gateway</html>\n")
+	})
+	mux.HandleFunc("DELETE /rules/{id}", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	canned := httptest.NewServer(mux)
+	t.Cleanup(canned.Close)
+	c := New(canned.URL)
 	tests := []struct {
 		name string
 		call func() error
 		want Error
 	}{
-		{"400 from the data plane", func() error { _, err := c.Check(ctx, CheckRequest{User: "a", Endpoint: "x"}); return err },
-			Error{400, "invalid_request", `endpoint: want "METHOD /path"`}},
-		{"404", func() error { _, err := c.GetRule(ctx, "x"); return err },
-			Error{404, "not_found", `rule "x" does not exist`}},
 		{"not JSON", func() error { _, err := c.ListRules(ctx); return err },
 			Error{502, "", "<html>bad gateway</html>"}},
 		{"empty body", func() error { return c.DeleteRule(ctx, "x") },
@@ -157,154 +256,171 @@ func TestErrors(t *testing.T) {
 	// A server that is not there: a transport error, not an *Error.
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
-	_, err := New(dead.URL).ListRules(ctx)
-	var e *Error
+	_, err = New(dead.URL).ListRules(ctx)
 	if err == nil || errors.As(err, &e) || !strings.HasPrefix(err.Error(), "client: ") {
 		t.Errorf("ListRules on a closed port = %v, want a client: transport error", err)
 	}
 }
 
+// TestAdmin: every admin call against the admin API, and a rule written
+// through it limits the data plane's next decision.
 func TestAdmin(t *testing.T) {
-	f, srv := newFake(t)
-	f.mux.Handle("GET /rules", reply(200, `"7"`,
-		`{"revision":7,"default_plan":"free","rules":[{"id":"free-per-user","match":{"plan":"free"},"limit":100,"window":"1m","algorithm":"token_bucket","enabled":false}]}`))
-	f.mux.Handle("GET /rules/{id}", reply(200, `"7"`, `{"id":"free-per-user","match":{},"by":"ip","limit":5,"window":"7d","algorithm":"sliding_log"}`))
-	f.mux.Handle("PUT /rules/{id}", reply(201, `"8"`, `{"revision":8,"rule":{}}`))
-	f.mux.Handle("DELETE /rules/{id}", reply(200, "", `{"revision":9}`)) // no ETag: the body's revision
-	f.mux.Handle("GET /clients", reply(200, `"9"`, `{"revision":9,"default_plan":"free","clients":{"ip:2001:db8::/64":{"plan":"pro"}}}`))
-	f.mux.Handle("GET /clients/{id...}", reply(200, `"9"`, `{"plan":"pro"}`))
-	f.mux.Handle("PUT /clients/{id...}", reply(200, `"10"`, `{"revision":10,"id":"user:alice","plan":"pro"}`))
-	f.mux.Handle("DELETE /clients/{id...}", reply(200, `"11"`, `{"revision":11}`))
-	c := New(srv.URL, WithToken("s3cret"), WithHTTPClient(&http.Client{Timeout: 5 * time.Second}))
+	s := newSluice(t)
+	c := New(s.admin, WithToken(token), WithHTTPClient(&http.Client{Timeout: 5 * time.Second}))
+	data := New(s.data)
 	ctx := context.Background()
 
 	set, err := c.ListRules(ctx)
 	if err != nil {
 		t.Fatalf("ListRules: %v", err)
 	}
-	wantSet := &rules.Set{Revision: 7, DefaultPlan: "free", Rules: []rules.Rule{{
-		ID: "free-per-user", Match: rules.Match{Plan: "free"}, Limit: 100, Window: rules.Duration(time.Minute), Enabled: ptr(false),
-	}}}
-	if !reflect.DeepEqual(set, wantSet) {
-		t.Errorf("ListRules = %+v, want %+v", set, wantSet)
+	rev := set.Revision
+	if len(set.Rules) != 0 || set.Revision != s.src.Current().Revision() {
+		t.Fatalf("ListRules of a new rules file = %+v, want no rules at revision %d", set, s.src.Current().Revision())
 	}
 
-	r, err := c.GetRule(ctx, "free-per-user")
+	burst := rules.Rule{ID: "burst", Limit: 1, Window: rules.Duration(time.Hour), Burst: 2}
+	got, err := c.PutRule(ctx, burst)
+	if err != nil || got != rev+1 {
+		t.Fatalf("PutRule = %d, %v; want %d, nil", got, err, rev+1)
+	}
+	rev++
+	r, err := c.GetRule(ctx, "burst")
 	if err != nil {
 		t.Fatalf("GetRule: %v", err)
 	}
-	wantRule := &rules.Rule{ID: "free-per-user", By: rules.ByIP, Limit: 5, Window: rules.Duration(7 * 24 * time.Hour), Algorithm: algorithm.SlidingLog}
-	if !reflect.DeepEqual(r, wantRule) {
-		t.Errorf("GetRule = %+v, want %+v", r, wantRule)
+	if want := (rules.Rule{ID: "burst", Limit: 1, Window: rules.Duration(time.Hour), Burst: 2, Algorithm: algorithm.TokenBucket}); !reflect.DeepEqual(*r, want) {
+		t.Errorf("GetRule = %+v, want %+v", *r, want)
 	}
-
-	rev, err := c.PutRule(ctx, rules.Rule{ID: "burst", Limit: 10, Window: rules.Duration(time.Second), Burst: 20})
-	if err != nil || rev != 8 {
-		t.Errorf("PutRule = %d, %v; want 8, nil", rev, err)
+	// The rule is in force on the data plane: a burst of 2, then denied.
+	for i, want := range []bool{true, true, false} {
+		d, err := data.Check(ctx, CheckRequest{User: "alice"})
+		if err != nil || d.Allowed != want || d.Rule == nil || *d.Rule != "burst" {
+			t.Fatalf("Check %d after PutRule = %+v, %v; want allowed %v by burst", i+1, d, err, want)
+		}
 	}
-	req := f.last(t)
-	wantBody := map[string]any{"id": "burst", "match": map[string]any{}, "limit": float64(10), "window": "1s", "burst": float64(20), "algorithm": "token_bucket"}
-	if req.method != "PUT" || req.path != "/rules/burst" || !reflect.DeepEqual(req.body, wantBody) {
-		t.Errorf("PutRule sent %s %s %v, want PUT /rules/burst %v", req.method, req.path, req.body, wantBody)
+	// Raised through the API: the next call passes at once.
+	burst.Burst = 3
+	if got, err := c.PutRule(ctx, burst); err != nil || got != rev+1 {
+		t.Fatalf("PutRule(burst 3) = %d, %v; want %d, nil", got, err, rev+1)
+	}
+	rev++
+	if d, err := data.Check(ctx, CheckRequest{User: "alice"}); err != nil || !d.Allowed {
+		t.Fatalf("Check after raising the burst to 3 = %+v, %v; want allowed", d, err)
 	}
 	if _, err := c.PutRule(ctx, rules.Rule{}); err == nil {
 		t.Error("PutRule(no id) = nil error, want one")
 	}
 
-	if err := c.DeleteRule(ctx, "burst"); err != nil {
-		t.Errorf("DeleteRule: %v", err)
-	}
-	if req := f.last(t); req.method != "DELETE" || req.path != "/rules/burst" || req.body != nil {
-		t.Errorf("DeleteRule sent %s %s %v, want DELETE /rules/burst without a body", req.method, req.path, req.body)
+	set, err = c.ListRules(ctx)
+	if err != nil || set.Revision != rev || len(set.Rules) != 1 || set.Rules[0].ID != "burst" || set.Rules[0].Burst != 3 {
+		t.Errorf("ListRules = %+v, %v; want burst (burst 3) at revision %d", set, err, rev)
 	}
 
+	// The client registry, with an id that holds a slash.
+	const v6 = "ip:2001:db8::/64"
+	if got, err := c.PutClient(ctx, v6, rules.Client{Plan: "pro"}); err != nil || got != rev+1 {
+		t.Fatalf("PutClient = %d, %v; want %d, nil", got, err, rev+1)
+	}
+	rev++
+	if cl, err := c.GetClient(ctx, v6); err != nil || cl.Plan != "pro" {
+		t.Errorf("GetClient(%s) = %+v, %v; want plan pro", v6, cl, err)
+	}
 	cs, err := c.ListClients(ctx)
-	if err != nil {
-		t.Fatalf("ListClients: %v", err)
+	if want := map[string]rules.Client{v6: {Plan: "pro"}}; err != nil || cs.Revision != rev || !reflect.DeepEqual(cs.Clients, want) {
+		t.Errorf("ListClients = %+v, %v; want %v at revision %d", cs, err, want, rev)
 	}
-	wantCs := &rules.Set{Revision: 9, DefaultPlan: "free", Clients: map[string]rules.Client{"ip:2001:db8::/64": {Plan: "pro"}}}
-	if !reflect.DeepEqual(cs, wantCs) {
-		t.Errorf("ListClients = %+v, want %+v", cs, wantCs)
-	}
-
-	// A client id with a slash travels as one escaped path segment.
-	cl, err := c.GetClient(ctx, "ip:2001:db8::/64")
-	if err != nil || cl.Plan != "pro" {
-		t.Errorf("GetClient = %+v, %v; want plan pro", cl, err)
-	}
-	if req := f.last(t); req.path != "/clients/ip:2001:db8::%2F64" {
-		t.Errorf("GetClient path = %s, want /clients/ip:2001:db8::%%2F64", req.path)
-	}
-	rev, err = c.PutClient(ctx, "user:alice", rules.Client{Plan: "pro"})
-	if err != nil || rev != 10 {
-		t.Errorf("PutClient = %d, %v; want 10, nil", rev, err)
-	}
-	if req := f.last(t); req.method != "PUT" || req.path != "/clients/user:alice" || !reflect.DeepEqual(req.body, map[string]any{"plan": "pro"}) {
-		t.Errorf("PutClient sent %s %s %v, want PUT /clients/user:alice {plan: pro}", req.method, req.path, req.body)
-	}
-	if err := c.DeleteClient(ctx, "user:alice"); err != nil {
+	if err := c.DeleteClient(ctx, v6); err != nil {
 		t.Errorf("DeleteClient: %v", err)
 	}
+	if _, err := c.GetClient(ctx, v6); !IsNotFound(err) {
+		t.Errorf("GetClient after DeleteClient = %v, want a 404", err)
+	}
+	if err := c.DeleteClient(ctx, v6); !IsNotFound(err) {
+		t.Errorf("DeleteClient of an unknown id = %v, want a 404", err)
+	}
 
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, r := range f.reqs {
-		if r.auth != "Bearer s3cret" {
-			t.Errorf("%s %s: Authorization %q, want Bearer s3cret", r.method, r.path, r.auth)
-		}
+	// Deleted through the API: the data plane stops limiting.
+	if err := c.DeleteRule(ctx, "burst"); err != nil {
+		t.Fatalf("DeleteRule: %v", err)
+	}
+	if _, err := c.GetRule(ctx, "burst"); !IsNotFound(err) {
+		t.Errorf("GetRule after DeleteRule = %v, want a 404", err)
+	}
+	if d, err := data.Check(ctx, CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule != nil {
+		t.Errorf("Check after DeleteRule = %+v, %v; want allowed by no rule", d, err)
 	}
 }
 
 func TestApply(t *testing.T) {
-	f, srv := newFake(t)
-	f.mux.Handle("POST /apply", reply(200, `"12"`, `{"revision":12,"dry_run":false,"changes":[
-		{"op":"create","kind":"rule","id":"a","after":{"id":"a","limit":1,"window":"1s"}},
-		{"op":"update","kind":"default_plan","before":"free","after":"basic"}]}`))
-	c := New(srv.URL)
+	s := newSluice(t)
+	c := New(s.admin, WithToken(token))
+	data := New(s.data)
 	ctx := context.Background()
+	rev := s.src.Current().Revision()
 
-	rule := rules.Rule{ID: "a", Limit: 1, Window: rules.Duration(time.Second)}
-	tests := []struct {
-		name      string
-		set       *rules.Set
-		dryRun    bool
-		wantQuery string
-		wantKeys  []string // top-level keys of the body
-	}{
-		{"rules only", &rules.Set{Revision: 3, Rules: []rules.Rule{rule}}, false, "", []string{"rules"}},
-		{"no rules is an empty list", &rules.Set{}, true, "dry_run=true", []string{"rules"}},
-		{"clients and default plan", &rules.Set{Rules: []rules.Rule{rule}, Clients: map[string]rules.Client{"user:a": {Plan: "pro"}}, DefaultPlan: "basic"},
-			false, "", []string{"clients", "default_plan", "rules"}},
-		{"empty clients empties the registry", &rules.Set{Clients: map[string]rules.Client{}}, false, "", []string{"clients", "rules"}},
+	one := fixedWindow("one", 1, nil)
+	want := &rules.Set{Rules: []rules.Rule{one}, Clients: map[string]rules.Client{"user:a": {Plan: "pro"}}, DefaultPlan: "basic"}
+
+	// A dry run changes nothing and lists what would change.
+	res, err := c.Apply(ctx, want, true)
+	if err != nil {
+		t.Fatalf("Apply(dry run): %v", err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := c.Apply(ctx, tt.set, tt.dryRun)
-			if err != nil {
-				t.Fatalf("Apply: %v", err)
-			}
-			req := f.last(t)
-			var keys []string
-			for k := range req.body {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			if req.query != tt.wantQuery || !reflect.DeepEqual(keys, tt.wantKeys) {
-				t.Errorf("Apply sent ?%s with keys %v, want ?%s with %v", req.query, keys, tt.wantQuery, tt.wantKeys)
-			}
-			if _, ok := req.body["rules"].([]any); !ok {
-				t.Errorf("Apply sent rules = %#v, want a list", req.body["rules"])
-			}
-			if res.Revision != 12 || len(res.Changes) != 2 {
-				t.Fatalf("Apply = %+v, want revision 12 with 2 changes", res)
-			}
-			ch := res.Changes[1]
-			if ch.Op != "update" || ch.Kind != "default_plan" || ch.ID != "" || string(ch.Before) != `"free"` || string(ch.After) != `"basic"` {
-				t.Errorf("change 1 = %+v, want update default_plan \"free\" → \"basic\"", ch)
-			}
-			if res.Changes[0].Before != nil {
-				t.Errorf("change 0 Before = %s, want none for a create", res.Changes[0].Before)
-			}
-		})
+	if !res.DryRun || res.Revision != rev || len(res.Changes) != 3 {
+		t.Fatalf("Apply(dry run) = %+v, want a dry run at revision %d with 3 changes", res, rev)
+	}
+	ch := res.Changes[0]
+	var after rules.Rule
+	if ch.Op != "create" || ch.Kind != "rule" || ch.ID != "one" || ch.Before != nil || json.Unmarshal(ch.After, &after) != nil || after.Limit != 1 {
+		t.Errorf("change 0 = %+v (after %s), want the creation of rule one", ch, ch.After)
+	}
+	ch = res.Changes[2]
+	if ch.Op != "update" || ch.Kind != "default_plan" || ch.ID != "" || string(ch.After) != `"basic"` {
+		t.Errorf("change 2 = %+v, want the default plan set to basic", ch)
+	}
+	if s.src.Current().Revision() != rev {
+		t.Fatalf("after a dry run the revision is %d, want %d", s.src.Current().Revision(), rev)
+	}
+	for range 2 {
+		if d, err := data.Check(ctx, CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule != nil {
+			t.Fatalf("Check after a dry run = %+v, %v; want allowed by no rule", d, err)
+		}
+	}
+
+	res, err = c.Apply(ctx, want, false)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if res.DryRun || res.Revision != rev+1 || len(res.Changes) != 3 {
+		t.Fatalf("Apply = %+v, want revision %d with 3 changes", res, rev+1)
+	}
+	got := s.src.Current().Set()
+	if !reflect.DeepEqual(got.Rules, want.Rules) || !reflect.DeepEqual(got.Clients, want.Clients) || got.DefaultPlan != "basic" {
+		t.Errorf("rules in force after Apply = %+v, want %+v", got, want)
+	}
+	if d, err := data.Check(ctx, CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule == nil || *d.Rule != "one" {
+		t.Fatalf("Check after Apply = %+v, %v; want allowed by one", d, err)
+	}
+	if d, err := data.Check(ctx, CheckRequest{User: "alice"}); err != nil || d.Allowed {
+		t.Fatalf("2nd Check after Apply = %+v, %v; want denied", d, err)
+	}
+
+	// The same set again changes nothing; nil Clients leaves the registry
+	// alone, an empty map empties it.
+	res, err = c.Apply(ctx, &rules.Set{Rules: []rules.Rule{one}}, false)
+	if err != nil || len(res.Changes) != 0 || res.Revision != rev+1 {
+		t.Errorf("Apply(the same rules) = %+v, %v; want no change at revision %d", res, err, rev+1)
+	}
+	res, err = c.Apply(ctx, &rules.Set{Rules: []rules.Rule{one}, Clients: map[string]rules.Client{}}, false)
+	if err != nil || len(res.Changes) != 1 || res.Changes[0].Op != "delete" || res.Changes[0].ID != "user:a" {
+		t.Errorf("Apply(empty clients) = %+v, %v; want user:a deleted", res, err)
+	}
+	// No rules is an empty list: every rule goes.
+	if res, err := c.Apply(ctx, &rules.Set{}, false); err != nil || len(res.Changes) != 1 || res.Changes[0].ID != "one" {
+		t.Errorf("Apply(no rules) = %+v, %v; want rule one deleted", res, err)
+	}
+	if d, err := data.Check(ctx, CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule != nil {
+		t.Errorf("Check after applying no rules = %+v, %v; want allowed by no rule", d, err)
 	}
 }

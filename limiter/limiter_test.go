@@ -3,6 +3,8 @@ package limiter_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -163,26 +165,189 @@ func TestCostAboveCapacity(t *testing.T) {
 	}
 }
 
-// TestRuleEditApplies: a raised limit takes effect on existing buckets at once.
+// TestRuleEditApplies: a raised limit takes effect on existing buckets at
+// once. A bucket emptied under one call an hour holds an hour of debt; the
+// rule edited to one call a second reads that debt at the new rate, so the
+// caller waits a second for its next call, not the old rule's hour.
 func TestRuleEditApplies(t *testing.T) {
-	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{rule("r", 1, time.Hour, nil)}})
+	l, clock := newLimiter(t, &rules.Set{Rules: []rules.Rule{rule("r", 1, time.Hour, nil)}})
 	req := limiter.Request{User: "x"}
-	check(t, l, req)
-	if d := check(t, l, req); d.Allowed {
-		t.Fatal("second call allowed under limit 1")
+	if d := check(t, l, req); !d.Allowed {
+		t.Fatalf("first call = %+v, want allowed", d)
 	}
-	ix, err := rules.Compile(&rules.Set{Revision: 2, Rules: []rules.Rule{rule("r", 1, time.Hour, func(r *rules.Rule) { r.Burst = 5 })}})
+	if d := check(t, l, req); d.Allowed || d.RetryAfter <= time.Hour-time.Second {
+		t.Fatalf("second call under 1/h = %+v, want denied for about an hour", d)
+	}
+
+	setRules(t, l, &rules.Set{Revision: 2, Rules: []rules.Rule{rule("r", 3600, time.Hour, nil)}})
+	// The hour of debt is a whole bucket of 3600 at one a second: empty,
+	// with the next token a second away.
+	d := check(t, l, req)
+	if d.Allowed || d.RetryAfter != time.Second || d.Limit != 3600 || d.Remaining != 0 {
+		t.Fatalf("right after the edit to 3600/h = allowed %v retry %v limit %d remaining %d, want denied, retry 1s, 3600, 0",
+			d.Allowed, d.RetryAfter, d.Limit, d.Remaining)
+	}
+	clock.Add(int64(time.Second / time.Microsecond))
+	if d := check(t, l, req); !d.Allowed {
+		t.Fatalf("a second after the edit = %+v, want allowed: the new rule refills one a second", d)
+	}
+	if d := check(t, l, req); d.Allowed {
+		t.Fatalf("and again in the same instant = %+v, want denied: one second refilled one call", d)
+	}
+}
+
+// setRules compiles s and puts it in force on l.
+func setRules(t *testing.T, l *limiter.Limiter, s *rules.Set) {
+	t.Helper()
+	ix, err := rules.Compile(s)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("rules.Compile: %v", err)
 	}
 	l.SetRules(ix)
-	// burst raised to 5 but tokens are not conjured: the bucket holds 0 and
-	// refills at the new rate; lower window shows a raised rate at once.
-	ix, _ = rules.Compile(&rules.Set{Revision: 3, Rules: []rules.Rule{rule("r", 3600000, time.Hour, nil)}})
-	l.SetRules(ix)
-	time.Sleep(0) // the memory store's clock is injected: no time passes
-	if d := check(t, l, req); d.Allowed {
-		t.Fatalf("no time passed, want still denied: %+v", d)
+}
+
+// TestRuleChangesApplyAtOnce: every kind of rule change decides the next
+// call, on buckets that already exist, with no time passing. Fixed windows
+// keep their counts against the new limit, so the numbers are exact.
+func TestRuleChangesApplyAtOnce(t *testing.T) {
+	fw := func(id string, limit int64, mod func(*rules.Rule)) rules.Rule {
+		return rule(id, limit, time.Hour, func(r *rules.Rule) {
+			r.Algorithm = algorithm.FixedWindow
+			if mod != nil {
+				mod(r)
+			}
+		})
+	}
+	req := limiter.Request{User: "alice", Method: "GET", Path: "/api/orders"}
+	// take makes n calls and reports how many were allowed.
+	take := func(t *testing.T, l *limiter.Limiter, n int) int {
+		t.Helper()
+		allowed := 0
+		for range n {
+			if check(t, l, req).Allowed {
+				allowed++
+			}
+		}
+		return allowed
+	}
+
+	t.Run("raised limit lets more calls through", func(t *testing.T) {
+		l, _ := newLimiter(t, &rules.Set{Revision: 1, Rules: []rules.Rule{fw("r", 2, nil)}})
+		if got := take(t, l, 3); got != 2 {
+			t.Fatalf("under limit 2: %d of 3 calls allowed, want 2", got)
+		}
+		setRules(t, l, &rules.Set{Revision: 2, Rules: []rules.Rule{fw("r", 5, nil)}})
+		if got := take(t, l, 5); got != 3 {
+			t.Fatalf("raised to 5 after 2 calls: %d of 5 calls allowed, want 3", got)
+		}
+	})
+	t.Run("lowered limit denies", func(t *testing.T) {
+		l, _ := newLimiter(t, &rules.Set{Revision: 1, Rules: []rules.Rule{fw("r", 5, nil)}})
+		if got := take(t, l, 2); got != 2 {
+			t.Fatalf("under limit 5: %d of 2 calls allowed, want 2", got)
+		}
+		setRules(t, l, &rules.Set{Revision: 2, Rules: []rules.Rule{fw("r", 2, nil)}})
+		d := check(t, l, req)
+		if d.Allowed || d.RuleID() != "r" || d.Limit != 2 {
+			t.Fatalf("lowered to 2 after 2 calls = allowed %v rule %q limit %d, want denied by r, limit 2", d.Allowed, d.RuleID(), d.Limit)
+		}
+	})
+	t.Run("removed rule stops limiting", func(t *testing.T) {
+		l, _ := newLimiter(t, &rules.Set{Revision: 1, Rules: []rules.Rule{fw("r", 1, nil)}})
+		if got := take(t, l, 2); got != 1 {
+			t.Fatalf("under limit 1: %d of 2 calls allowed, want 1", got)
+		}
+		setRules(t, l, &rules.Set{Revision: 2})
+		d := check(t, l, req)
+		if !d.Allowed || d.Rule != nil || d.Matched != 0 {
+			t.Fatalf("after the rule's removal = allowed %v rule %q matched %d, want allowed by no rule", d.Allowed, d.RuleID(), d.Matched)
+		}
+	})
+	t.Run("disabled rule stops limiting", func(t *testing.T) {
+		l, _ := newLimiter(t, &rules.Set{Revision: 1, Rules: []rules.Rule{fw("r", 1, nil)}})
+		take(t, l, 1)
+		off := false
+		setRules(t, l, &rules.Set{Revision: 2, Rules: []rules.Rule{fw("r", 1, func(r *rules.Rule) { r.Enabled = &off })}})
+		if d := check(t, l, req); !d.Allowed || d.Rule != nil {
+			t.Fatalf("after disabling r = allowed %v rule %q, want allowed by no rule", d.Allowed, d.RuleID())
+		}
+	})
+	t.Run("new rule starts limiting", func(t *testing.T) {
+		l, _ := newLimiter(t, &rules.Set{Revision: 1})
+		if got := take(t, l, 3); got != 3 {
+			t.Fatalf("with no rules: %d of 3 calls allowed, want 3", got)
+		}
+		setRules(t, l, &rules.Set{Revision: 2, Rules: []rules.Rule{fw("orders", 1, func(r *rules.Rule) { r.Match.Endpoint = "GET /api/orders" })}})
+		if got := take(t, l, 3); got != 1 {
+			t.Fatalf("after adding orders (limit 1): %d of 3 calls allowed, want 1", got)
+		}
+		if d := check(t, l, req); d.Allowed || d.RuleID() != "orders" {
+			t.Fatalf("next call = allowed %v rule %q, want denied by orders", d.Allowed, d.RuleID())
+		}
+	})
+	t.Run("new plan for a client applies", func(t *testing.T) {
+		l, _ := newLimiter(t, &rules.Set{Revision: 1, DefaultPlan: "free", Rules: []rules.Rule{
+			fw("free", 1, func(r *rules.Rule) { r.Match.Plan = "free" }),
+			fw("pro", 100, func(r *rules.Rule) { r.Match.Plan = "pro" }),
+		}})
+		if got := take(t, l, 2); got != 1 {
+			t.Fatalf("on plan free: %d of 2 calls allowed, want 1", got)
+		}
+		s := &rules.Set{Revision: 2, DefaultPlan: "free", Rules: []rules.Rule{
+			fw("free", 1, func(r *rules.Rule) { r.Match.Plan = "free" }),
+			fw("pro", 100, func(r *rules.Rule) { r.Match.Plan = "pro" }),
+		}, Clients: map[string]rules.Client{"user:alice": {Plan: "pro"}}}
+		setRules(t, l, s)
+		d := check(t, l, req)
+		if !d.Allowed || d.Plan != "pro" || d.RuleID() != "pro" {
+			t.Fatalf("registered on pro = allowed %v plan %q rule %q, want allowed on pro by pro", d.Allowed, d.Plan, d.RuleID())
+		}
+	})
+}
+
+// TestSetRulesWhileDeciding: rules swapped while calls are decided (run
+// with -race): each decision is made under one rule set whole — its rule's
+// limit is the limit it reports — and once SetRules returns, the next call
+// is decided under the set it put in force.
+func TestSetRulesWhileDeciding(t *testing.T) {
+	set := func(rev, limit int64) *rules.Index {
+		ix, err := rules.Compile(&rules.Set{Revision: rev, Rules: []rules.Rule{rule("r", limit, time.Hour, nil)}})
+		if err != nil {
+			t.Fatalf("rules.Compile: %v", err)
+		}
+		return ix
+	}
+	l, _ := newLimiter(t, &rules.Set{Revision: 1, Rules: []rules.Rule{rule("r", 1000, time.Hour, nil)}})
+	ixs := []*rules.Index{set(2, 2000), set(3, 3000)}
+	inForce := []*rules.Compiled{l.Rules().Rules()[0], ixs[0].Rules()[0], ixs[1].Rules()[0]}
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := limiter.Request{User: fmt.Sprintf("u%d", w)}
+			for range 300 {
+				d, err := l.Check(context.Background(), &req)
+				if err != nil || !slices.Contains(inForce, d.Rule) || d.Limit != d.Rule.Limit {
+					errs <- fmt.Sprintf("Check = %+v, %v; want a decision under one rule set", d, err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 200 {
+		l.SetRules(ixs[i%2])
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	last := set(4, 7)
+	l.SetRules(last)
+	if d := check(t, l, limiter.Request{User: "u0"}); d.Limit != 7 || d.Rule != last.Rules()[0] {
+		t.Errorf("after the last SetRules: limit %d, want 7 (revision 4)", d.Limit)
 	}
 }
 

@@ -17,9 +17,9 @@ import (
 
 // addEngineFlags registers on fl the flags serve and gateway share: the
 // rules store, the counter store, IPv6 keying, logging, shutdown, and
-// their listeners' TLS and limits (listen.go). They
-// are serve's flags, with the same names, defaults and help (serve still
-// registers its own; TestEngineFlagsMatchServe keeps the two in step).
+// their listeners' TLS and limits (listen.go). Both commands register them
+// here and nowhere else, so they have the same names, defaults and help
+// (TestEngineFlagsMatchServe checks the two commands).
 func addEngineFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.rules, "rules", "sluice-rules.yaml", "rules store: a YAML file path, or a postgres:// URL (see docs/fleet.md)")
 	fl.DurationVar(&f.rulesPoll, "rules-poll", time.Second, "how often the rules file is checked for hand edits")
