@@ -71,8 +71,8 @@ func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store lim
 		st.SetOnCall(m.SharedCall)
 		m.WatchFailover(st)
 		m.WatchLocalDenials(func() int64 {
-			if p, ok := st.Primary().(*sredis.Store); ok {
-				return p.LocalDenials()
+			if c, ok := st.Denials().(*sredis.DenialCache); ok {
+				return c.Hits()
 			}
 			return 0
 		})

@@ -64,6 +64,10 @@ func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]
 			cfg.TLS.RootCAs = pool
 		}
 	}
+	// One denial cache for every client the failover store connects: what
+	// Redis said holds through an outage and across reconnects.
+	denials := sredis.NewDenialCache()
+	cfg.Denials = denials
 	var advised sync.Once
 	connect := func(ctx context.Context) (failover.Primary, error) {
 		st, err := sredis.New(cfg)
@@ -83,6 +87,7 @@ func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]
 		Instances:     f.instances,
 		InstanceID:    instanceID(),
 		Logger:        log,
+		Denials:       denials,
 	})
 	return fo, func() map[string]any {
 		state, reason := fo.State()
@@ -98,9 +103,7 @@ func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]
 			info["state"] = "degraded"
 			info["reason"] = reason
 		}
-		if p, ok := fo.Primary().(*sredis.Store); ok {
-			info["local_denials"] = p.LocalDenials()
-		}
+		info["local_denials"] = denials.Hits()
 		st := fo.Stats()
 		info["decisions"] = map[string]int64{
 			"store": st.Store.Load(), "local_fallback": st.Fallback.Load(), "unavailable": st.Unavailable.Load(),
@@ -117,6 +120,6 @@ func instanceID() string {
 	return fmt.Sprintf("%s/%d/%x", host, os.Getpid(), b)
 }
 
-// The failover store asks the Redis store's denial cache while Redis is
-// unavailable.
-var _ failover.LocalDenier = (*sredis.Store)(nil)
+// The failover store asks the Redis stores' shared denial cache while Redis
+// is unavailable.
+var _ failover.LocalDenier = (*sredis.DenialCache)(nil)

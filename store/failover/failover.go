@@ -1,11 +1,21 @@
 // Package failover keeps decisions flowing when the shared counter store
-// does not answer. It wraps the shared store (Redis) with a deadline on
-// every call and a circuit breaker; while the breaker is open, no decision
-// is sent to the shared store: rules with failure_mode: open are served from
-// a coarse local limit — the rule's limit divided by the number of live
-// instances, same algorithm, in an embedded store — and rules with
-// failure_mode: closed deny. A background prober closes the breaker when the
-// store answers again, and the local state is then dropped.
+// does not answer. It wraps the shared store (Redis) in a circuit breaker;
+// while the breaker is open, no decision is sent to the shared store: rules
+// with failure_mode: open are served from a coarse local limit — the rule's
+// limit divided by the number of live instances, same algorithm, in an
+// embedded store — and rules with failure_mode: closed deny. A background
+// prober closes the breaker when the store answers again, and the local
+// state is then dropped.
+//
+// The breaker tells "the store is slow or gone" from "this process is
+// busy": a call's own time — which includes this process's queues — never
+// opens it. A call that fails, or has no answer after Config.Timeout, makes
+// the breaker probe the store on a connection of its own (Primary.Probe);
+// the breaker opens when that probe fails or has no answer within
+// Config.ProbeTimeout, or when calls fail with errors (never with
+// timeouts) at a rate no busy process causes. Until then a call waits for
+// the store's answer; when the breaker opens, every waiting call is
+// answered locally at once.
 //
 // Worst-case over-admission while degraded: each of N instances admits up to
 // ceil(burst/N) calls at once and ceil(limit/N) per window, so the fleet
@@ -41,30 +51,44 @@ type Primary interface {
 	Close() error
 }
 
-// LocalDenier is a Primary that can decide some calls without its server:
-// store/redis's exact local denial cache, which knows that a client has no
-// capacity before a given instant. While the store is unavailable its
-// denials still hold (nobody can give the bucket capacity back meanwhile),
-// so the degraded path asks it first: a caller the shared limit had denied
-// is not let through by the fresh buckets of the local fallback.
+// LocalDenier decides some calls without the shared store: store/redis's
+// exact denial cache, which knows that a client has no capacity before a
+// given instant. While the store is unavailable its denials still hold
+// (nobody can give the bucket capacity back meanwhile), so the degraded
+// path asks it first: a caller the shared limit had denied is not let
+// through by the fresh buckets of the local fallback. It must outlive the
+// Primary (one cache given to every Primary connect makes), so that no
+// reconnect forgets a denial.
 type LocalDenier interface {
-	// DenyLocally reports whether a remembered denial decides the call;
-	// if so it has filled res as Take would have.
-	DenyLocally(ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, bool)
+	// DenyLocally reports whether a remembered denial decides the call at
+	// now; if so it has filled res as Take would have.
+	DenyLocally(ops []limiter.Op, res []algorithm.Result, now time.Time) (limiter.TakeInfo, bool)
 }
 
 // Config tunes a Store. Zero fields take their defaults.
 type Config struct {
-	// Timeout bounds every call to the shared store, so no decision waits
-	// longer whatever the store does (dead, hung, half-open TCP, failing
-	// over). Default 5ms: a loopback or same-zone Redis answers in well under
-	// a millisecond even at load (p99 < 1 ms), so 5× that is a miss, while a
-	// caller waits at most 5 ms before the local fallback answers.
+	// Timeout is how long a call to the shared store may go unanswered
+	// before the breaker probes the store (see ProbeTimeout). It does not
+	// end the call: a call waits for the store's answer until the breaker
+	// opens (then it is answered locally at once) or for MaxWait. Default
+	// 5ms: a loopback or same-zone Redis answers in well under a
+	// millisecond even at load (p99 < 1 ms), so 5× that is worth a probe.
 	Timeout time.Duration
-	// FailureThreshold is how many calls within 100 ms must fail or time
-	// out — and at least a tenth of the calls then — to open the breaker. Default 5: a lone slow call does not flip the instance to the
-	// fallback, a dead store (or a dead shard of a cluster) is detected
-	// within five calls.
+	// ProbeTimeout is how long a probe may go unanswered before it counts
+	// as failed: the breaker opens at once on a failed probe while closed.
+	// Default 100ms: a Redis that cannot answer one small read on an idle
+	// connection in 100 ms is slow or gone, while this process's own queues
+	// delay that answer by a few milliseconds even when saturated. A caller
+	// waits at most about Timeout + ProbeTimeout when the store hangs.
+	ProbeTimeout time.Duration
+	// MaxWait bounds a call to the shared store that the probes say is
+	// answering: past it the call counts as failed and is answered locally.
+	// Default 1s (rueidis drops a connection silent that long).
+	MaxWait time.Duration
+	// FailureThreshold is how many calls within 100 ms must fail with an
+	// error — and at least a tenth of the calls then — to open the breaker
+	// whatever the probes say (a store that answers reads but fails every
+	// decision). Default 5. Calls that are merely slow never count.
 	FailureThreshold int
 	// ProbeInterval is how often an open breaker probes the store, and the
 	// Retry-After of fail-closed denials meanwhile. Default 250ms.
@@ -89,6 +113,18 @@ type Config struct {
 	// OnCall, when set, is told the duration and error of every call to the
 	// shared store (for metrics). It must not block. SetOnCall changes it.
 	OnCall func(d time.Duration, err error)
+	// Denials, when set, is asked first while the store is unavailable
+	// (see LocalDenier). Give it the cache the Primaries share.
+	Denials LocalDenier
+	// Now is the clock of the breaker (its failure-counting window, the
+	// time of transitions), of the denials asked while degraded and, when
+	// set, of the local fallback's buckets. Default time.Now (and the
+	// memory store's own clock for the fallback).
+	Now func() time.Time
+	// Tick makes the tickers the prober and the announcer wait on: it
+	// returns the tick channel and a function that stops it. Default
+	// time.NewTicker(d). Tests pass a channel they send on.
+	Tick func(d time.Duration) (<-chan time.Time, func())
 }
 
 // State of the breaker.
@@ -115,9 +151,10 @@ func (s State) String() string {
 // Store is a limiter.Store over a shared Primary with a local fallback. Safe
 // for concurrent use; use New.
 type Store struct {
-	cfg     Config
-	connect func(ctx context.Context) (Primary, error)
-	log     *slog.Logger
+	cfg      Config
+	connect  func(ctx context.Context) (Primary, error)
+	log      *slog.Logger
+	memClock func() int64 // the fallback's clock; nil: the memory store's default
 
 	onCall   atomic.Pointer[func(time.Duration, error)]
 	primary  atomic.Pointer[primaryBox]
@@ -130,6 +167,12 @@ type Store struct {
 	reason   atomic.Pointer[string]
 	since    atomic.Int64 // Unix ns of the last transition
 	live     atomic.Int64 // last known live instances
+	// opened is cancelled when the breaker opens: the calls waiting on the
+	// store then return at once. A new one replaces it at recovery.
+	opened  atomic.Pointer[epoch]
+	suspect atomic.Pointer[string] // a client whose call failed or is overdue: what the health check asks about
+	check   chan struct{}          // wakes the health check
+	probing atomic.Bool            // a probe's goroutine is out
 
 	mu     sync.Mutex // serializes transitions
 	wake   chan struct{}
@@ -142,12 +185,24 @@ type Store struct {
 
 type primaryBox struct{ p Primary }
 
+type epoch struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newEpoch() *epoch {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &epoch{ctx, cancel}
+}
+
 // Stats are running counts, for metrics and /readyz.
 type Stats struct {
 	Store, Fallback, Unavailable atomic.Int64 // decisions by source
-	Errors, Timeouts             atomic.Int64 // failed calls to the shared store
+	Errors                       atomic.Int64 // calls to the shared store that failed
+	Overdue                      atomic.Int64 // calls unanswered after Timeout (each made the breaker probe)
+	Probes, ProbesFailed         atomic.Int64 // health probes made while closed, and those that failed
 	Opened                       atomic.Int64 // breaker openings
-	LocalDenials                 atomic.Int64 // degraded calls the primary's exact denial cache decided
+	LocalDenials                 atomic.Int64 // degraded calls the exact denial cache decided
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -159,6 +214,12 @@ var _ limiter.Store = (*Store)(nil)
 func New(connect func(ctx context.Context) (Primary, error), cfg Config) *Store {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Millisecond
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = 100 * time.Millisecond
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = time.Second
 	}
 	if cfg.FailureThreshold <= 0 {
 		cfg.FailureThreshold = 5
@@ -178,13 +239,27 @@ func New(connect func(ctx context.Context) (Primary, error), cfg Config) *Store 
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{cfg: cfg, connect: connect, log: cfg.Logger, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	var memClock func() int64
+	if now := cfg.Now; now != nil {
+		memClock = func() int64 { return now().UnixMicro() }
+	} else {
+		cfg.Now = time.Now
+	}
+	if cfg.Tick == nil {
+		cfg.Tick = func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		}
+	}
+	s := &Store{cfg: cfg, connect: connect, log: cfg.Logger, memClock: memClock,
+		wake: make(chan struct{}, 1), check: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.live.Store(1)
 	if cfg.Instances > 0 {
 		s.live.Store(int64(cfg.Instances))
 	}
-	s.fallback.Store(newFallback())
-	s.since.Store(time.Now().UnixNano())
+	s.opened.Store(newEpoch())
+	s.fallback.Store(s.newFallback())
+	s.since.Store(cfg.Now().UnixNano())
 	if cfg.OnCall != nil {
 		s.SetOnCall(cfg.OnCall)
 	}
@@ -199,14 +274,15 @@ func New(connect func(ctx context.Context) (Primary, error), cfg Config) *Store 
 		s.primary.Store(&primaryBox{p})
 		s.setState(Closed, "")
 	}
-	s.done.Add(2)
+	s.done.Add(3)
 	go s.prober()
+	go s.checker()
 	go s.announcer()
 	return s
 }
 
-func newFallback() *memory.Store {
-	m, err := memory.New(memory.Config{SweepInterval: 10 * time.Second})
+func (s *Store) newFallback() *memory.Store {
+	m, err := memory.New(memory.Config{SweepInterval: 10 * time.Second, Clock: s.memClock})
 	if err != nil {
 		panic(err) // the default config is valid
 	}
@@ -216,7 +292,7 @@ func newFallback() *memory.Store {
 func (s *Store) setState(st State, reason string) {
 	s.state.Store(int32(st))
 	s.reason.Store(&reason)
-	s.since.Store(time.Now().UnixNano())
+	s.since.Store(s.cfg.Now().UnixNano())
 }
 
 // SetOnCall sets the function told about every call to the shared store
@@ -244,6 +320,9 @@ func (s *Store) Since() time.Time { return time.Unix(0, s.since.Load()) }
 // Instances returns the live instance count the fallback divides limits by.
 func (s *Store) Instances() int { return int(s.live.Load()) }
 
+// Denials returns Config.Denials.
+func (s *Store) Denials() LocalDenier { return s.cfg.Denials }
+
 // Stats returns the running counts.
 func (s *Store) Stats() *Stats { return &s.stats }
 
@@ -259,46 +338,95 @@ func (s *Store) Primary() Primary {
 func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
 	if State(s.state.Load()) == Closed {
 		if b := s.primary.Load(); b != nil {
-			cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-			start := time.Now()
-			info, err := b.p.Take(cctx, ops, res)
-			cancel()
-			if fn := s.onCall.Load(); fn != nil {
-				(*fn)(time.Since(start), err)
-			}
-			s.count(start)
-			if err == nil {
-				s.stats.Store.Add(1)
-				return info, nil
-			}
-			if ctx.Err() != nil {
-				return limiter.TakeInfo{}, ctx.Err() // the caller gave up: not the store's fault
-			}
-			if errors.Is(err, limiter.ErrTooManyRules) {
-				return limiter.TakeInfo{}, err
-			}
-			if errors.Is(err, limiter.ErrStoreReply) {
-				// The store answered, but not readably for this call:
-				// decide it as if the store were unavailable, and leave
-				// the breaker to what the store's health says.
-				s.stats.Errors.Add(1)
-				return s.degraded(ctx, ops, res)
-			}
-			if errors.Is(err, context.DeadlineExceeded) {
-				s.stats.Timeouts.Add(1)
-			} else {
-				s.stats.Errors.Add(1)
-			}
-			if len(ops) > 0 {
-				client := strings.Clone(ops[0].Client)
-				s.failing.Store(&client)
-			}
-			if n := s.fails.Add(1); int(n) >= s.cfg.FailureThreshold && n*10 >= s.calls.Load() {
-				s.trip(err)
+			if info, err, decided := s.takeShared(ctx, b.p, ops, res); decided {
+				return info, err
 			}
 		}
 	}
 	return s.degraded(ctx, ops, res)
+}
+
+// takeShared asks the shared store; decided is false when the call is to
+// be answered locally (it failed, or the breaker opened while it waited).
+func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res []algorithm.Result) (info limiter.TakeInfo, err error, decided bool) {
+	e := s.opened.Load()
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.MaxWait)
+	stopOpened := context.AfterFunc(e.ctx, cancel)
+	w := &watch{s: s, ops: ops}
+	w.t = time.AfterFunc(s.cfg.Timeout, w.overdue)
+	start := time.Now()
+	info, err = p.Take(cctx, ops, res)
+	took := time.Since(start)
+	w.end()
+	stopOpened()
+	cancel()
+	if fn := s.onCall.Load(); fn != nil {
+		(*fn)(took, err)
+	}
+	s.count(s.cfg.Now())
+	if err == nil {
+		s.stats.Store.Add(1)
+		return info, nil, true
+	}
+	if ctx.Err() != nil {
+		return limiter.TakeInfo{}, ctx.Err(), true // the caller gave up: not the store's fault
+	}
+	if errors.Is(err, limiter.ErrTooManyRules) {
+		return limiter.TakeInfo{}, err, true
+	}
+	if errors.Is(err, limiter.ErrStoreReply) {
+		// The store answered, but not readably for this call: decide it
+		// as if the store were unavailable, and leave the breaker to what
+		// the store's health says.
+		s.stats.Errors.Add(1)
+		return limiter.TakeInfo{}, nil, false
+	}
+	if e.ctx.Err() != nil {
+		return limiter.TakeInfo{}, nil, false // the breaker opened meanwhile: already counted
+	}
+	s.stats.Errors.Add(1)
+	s.suspectCall(ops)
+	if n := s.fails.Add(1); int(n) >= s.cfg.FailureThreshold && n*10 >= s.calls.Load() {
+		s.trip(err)
+	}
+	return limiter.TakeInfo{}, nil, false
+}
+
+// watch is one call's overdue timer.
+type watch struct {
+	s   *Store
+	t   *time.Timer
+	mu  sync.Mutex
+	ops []limiter.Op // nil once the call returned
+}
+
+// overdue runs Timeout into the call: the breaker probes the store.
+func (w *watch) overdue() {
+	w.mu.Lock()
+	if w.ops != nil {
+		w.s.stats.Overdue.Add(1)
+		w.s.suspectCall(w.ops)
+	}
+	w.mu.Unlock()
+}
+
+func (w *watch) end() {
+	w.t.Stop()
+	w.mu.Lock()
+	w.ops = nil
+	w.mu.Unlock()
+}
+
+// suspectCall notes the call's client for the health check and wakes it.
+func (s *Store) suspectCall(ops []limiter.Op) {
+	if len(ops) > 0 {
+		client := strings.Clone(ops[0].Client)
+		s.suspect.Store(&client)
+	}
+	select {
+	case s.check <- struct{}{}:
+	default:
+	}
 }
 
 // count adds a call to the failure-counting window, starting a new window
@@ -313,7 +441,61 @@ func (s *Store) count(now time.Time) {
 	s.calls.Add(1)
 }
 
-// trip opens the breaker (once per run of failures).
+// checker probes the store, while the breaker is closed, each time a call
+// failed or went overdue, and opens the breaker when the probe fails: the
+// verdict on the store comes from one small read on a connection that
+// carries nothing else, never from how long calls took inside this process.
+func (s *Store) checker() {
+	defer s.done.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.check:
+		}
+		b := s.primary.Load()
+		if b == nil || State(s.state.Load()) != Closed {
+			continue
+		}
+		client := "sluice-probe"
+		if c := s.suspect.Load(); c != nil {
+			client = *c
+		}
+		s.stats.Probes.Add(1)
+		if err := s.ask(b.p, client); err != nil {
+			s.stats.ProbesFailed.Add(1)
+			s.failing.Store(&client)
+			s.trip(fmt.Errorf("a call got no answer in %v or failed, and the probe failed: %w", s.cfg.Timeout, err))
+		}
+	}
+}
+
+// ask probes p about client within ProbeTimeout. The probe runs in a
+// goroutine of its own, since connecting may take longer than its context
+// says; while one is still out, the next ask fails at once (that probe has
+// gone unanswered longer than ProbeTimeout).
+func (s *Store) ask(p Primary, client string) error {
+	if !s.probing.CompareAndSwap(false, true) {
+		return fmt.Errorf("failover: probe: the previous probe is still unanswered: %w", context.DeadlineExceeded)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ProbeTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		err := p.Probe(ctx, client)
+		s.probing.Store(false)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("failover: probe: no answer in %v: %w", s.cfg.ProbeTimeout, ctx.Err())
+	}
+}
+
+// trip opens the breaker (once per run of failures) and ends the waits of
+// the calls out.
 func (s *Store) trip(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -321,6 +503,7 @@ func (s *Store) trip(err error) {
 		return
 	}
 	s.setState(Open, err.Error())
+	s.opened.Load().cancel()
 	s.stats.Opened.Add(1)
 	s.log.Warn("failover: breaker open: shared store failing; deciding locally",
 		"failures", s.fails.Load(), "error", err, "instances", s.Instances())
@@ -334,15 +517,13 @@ func (s *Store) trip(err error) {
 // others take from the local fallback with limits divided by the live
 // instance count.
 func (s *Store) degraded(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
-	if b := s.primary.Load(); b != nil {
-		if d, ok := b.p.(LocalDenier); ok {
-			if info, ok := d.DenyLocally(ops, res); ok {
-				s.stats.LocalDenials.Add(1)
-				return info, nil
-			}
+	if s.cfg.Denials != nil {
+		if info, ok := s.cfg.Denials.DenyLocally(ops, res, s.cfg.Now()); ok {
+			s.stats.LocalDenials.Add(1)
+			return info, nil
 		}
 	}
-	now := time.Now().UnixMicro()
+	now := s.cfg.Now().UnixMicro()
 	for i := range ops {
 		if ops[i].FailClosed && !ops[i].Shadow {
 			retry := s.cfg.ProbeInterval.Microseconds()
@@ -400,8 +581,8 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // prober connects and probes while the breaker is not closed.
 func (s *Store) prober() {
 	defer s.done.Done()
-	t := time.NewTicker(s.cfg.ProbeInterval)
-	defer t.Stop()
+	tick, stop := s.cfg.Tick(s.cfg.ProbeInterval)
+	defer stop()
 	ok, bad := 0, 0
 	for {
 		select {
@@ -410,7 +591,7 @@ func (s *Store) prober() {
 		case <-s.wake:
 			ok, bad = 0, 0
 			continue
-		case <-t.C:
+		case <-tick:
 		}
 		st := State(s.state.Load())
 		if st == Closed {
@@ -436,7 +617,6 @@ func (s *Store) prober() {
 // connection is never trusted again, and a cluster client starts from a
 // fresh topology (a promoted replica) instead of waiting for a refresh.
 func (s *Store) probe(failedBefore int) bool {
-	timeout := max(s.cfg.ProbeInterval, s.cfg.Timeout)
 	b := s.primary.Load()
 	if b == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ConnectTimeout)
@@ -454,9 +634,7 @@ func (s *Store) probe(failedBefore int) bool {
 	if c := s.failing.Load(); c != nil {
 		client = *c
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := b.p.Probe(ctx, client); err != nil {
+	if err := s.ask(b.p, client); err != nil {
 		s.log.Debug("failover: probe failed", "client", client, "error", err)
 		s.reason.Store(ptr(err.Error()))
 		if (errors.Is(err, context.DeadlineExceeded) || failedBefore >= 2) && s.primary.CompareAndSwap(b, nil) {
@@ -474,10 +652,11 @@ func (s *Store) recover() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	from, _ := s.State()
-	down := time.Since(s.Since())
+	down := s.cfg.Now().Sub(s.Since())
 	s.fails.Store(0)
 	s.calls.Store(0)
-	old := s.fallback.Swap(newFallback())
+	old := s.fallback.Swap(s.newFallback())
+	s.opened.Store(newEpoch())
 	s.setState(Closed, "")
 	old.Close()
 	s.log.Info("failover: breaker closed: shared store answering; local fallback dropped",
@@ -492,14 +671,14 @@ func (s *Store) announcer() {
 	if s.cfg.Instances > 0 {
 		return
 	}
-	t := time.NewTicker(s.cfg.AnnounceInterval)
-	defer t.Stop()
+	tick, stop := s.cfg.Tick(s.cfg.AnnounceInterval)
+	defer stop()
 	s.announce()
 	for {
 		select {
 		case <-s.stop:
 			return
-		case <-t.C:
+		case <-tick:
 			if State(s.state.Load()) == Closed {
 				s.announce()
 			}

@@ -174,8 +174,13 @@ func (bt *batcher) do(ctx context.Context, b *callBuf) (abandoned bool, err erro
 	}
 	bt.mu.Unlock()
 	if r != nil {
-		bt.run(r)
-		bt.next()
+		// In a goroutine of its own, not the caller's: the run may outlive
+		// the caller's patience (it lives as long as its most patient call),
+		// and the caller must be free to return when its ctx ends.
+		go func() {
+			bt.run(r)
+			bt.next()
+		}()
 	}
 
 	select {

@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/limiter"
 )
 
-// denialCache remembers, per bucket (client, rule), that the shared store
+// DenialCache remembers, per bucket (client, rule), that the shared store
 // answered "no capacity for a call of cost c before T", and until T denies
 // calls of cost ≥ c on that bucket locally, without a round trip. An abusive
 // client then costs Redis nothing until its bucket could really pass again.
@@ -34,8 +34,15 @@ import (
 // cross-shard call in the microseconds it runs — can make the cache deny a
 // call that a fresh bucket would allow, until T at the latest.
 //
-// Safe for concurrent use.
-type denialCache struct {
+// A cache outlives the Store that fills it: give one cache to every Store
+// made for the same Redis (Config.Denials) and the denials hold across
+// reconnects — through an outage (failover asks it while Redis is down:
+// nobody can give a bucket capacity back meanwhile) and after Redis comes
+// back, even empty. The cache reads no clock: every method takes the
+// instant, from one clock for all its users (Config.Now).
+//
+// Safe for concurrent use; use NewDenialCache.
+type DenialCache struct {
 	seed   maphash.Seed
 	shards [64]denialShard
 	hits   atomic.Int64
@@ -64,15 +71,16 @@ const clockMargin = 1000
 // before a new one is added, and if none expired the new one is dropped.
 const maxDenialsPerShard = 1 << 14
 
-func newDenialCache() *denialCache {
-	c := &denialCache{seed: maphash.MakeSeed()}
+// NewDenialCache returns an empty cache.
+func NewDenialCache() *DenialCache {
+	c := &DenialCache{seed: maphash.MakeSeed()}
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]denial)
 	}
 	return c
 }
 
-func (c *denialCache) shard(key []byte) *denialShard {
+func (c *DenialCache) shard(key []byte) *denialShard {
 	return &c.shards[maphash.Bytes(c.seed, key)%uint64(len(c.shards))]
 }
 
@@ -82,10 +90,19 @@ func appendKey(dst []byte, client, rule string) []byte {
 	return append(dst, rule...)
 }
 
+// DenyLocally reports whether a remembered denial decides the call at now,
+// filling res as Take would (see failover.LocalDenier).
+func (c *DenialCache) DenyLocally(ops []limiter.Op, res []algorithm.Result, now time.Time) (limiter.TakeInfo, bool) {
+	if serverNow, ok := c.check(ops, res, now); ok {
+		return limiter.TakeInfo{Now: serverNow, Source: limiter.SourceLocalDenialCache}, true
+	}
+	return limiter.TakeInfo{}, false
+}
+
 // check reports whether a cached denial decides the call. If so it fills
 // res: the denying op with its remaining wait, the others as allowing (they
 // are not evaluated: nothing is taken from a denied call).
-func (c *denialCache) check(ops []limiter.Op, res []algorithm.Result, now time.Time) (int64, bool) {
+func (c *DenialCache) check(ops []limiter.Op, res []algorithm.Result, now time.Time) (int64, bool) {
 	var buf [256]byte
 	for i := range ops {
 		op := &ops[i]
@@ -127,7 +144,7 @@ func (c *denialCache) check(ops []limiter.Op, res []algorithm.Result, now time.T
 }
 
 // remember caches every denial with a wait among res.
-func (c *denialCache) remember(ops []limiter.Op, res []algorithm.Result, sent time.Time, serverNow int64) {
+func (c *DenialCache) remember(ops []limiter.Op, res []algorithm.Result, sent time.Time, serverNow int64) {
 	var buf [256]byte
 	for i := range ops {
 		r := &res[i]
@@ -164,4 +181,4 @@ func (c *denialCache) remember(ops []limiter.Op, res []algorithm.Result, sent ti
 }
 
 // Hits returns how many calls the cache denied locally.
-func (c *denialCache) Hits() int64 { return c.hits.Load() }
+func (c *DenialCache) Hits() int64 { return c.hits.Load() }

@@ -70,9 +70,20 @@ type Config struct {
 	DialTimeout time.Duration
 	// KeyPrefix starts every key. Default "rl:".
 	KeyPrefix string
-	// DenialCache enables the exact local denial cache (see denialCache).
+	// DenialCache enables the exact local denial cache (see DenialCache).
 	// Default true.
 	DenialCache bool
+	// Denials, when set, is the denial cache the store uses (DenialCache
+	// is then ignored): give the same cache to every Store made for one
+	// Redis, so that what Redis said outlives a client that is dropped and
+	// made anew (the failover store reconnects that way). Default nil: a
+	// cache of the store's own when DenialCache is true.
+	Denials *DenialCache
+	// Now is the clock of the denial cache: when a request was sent, and
+	// whether a cached denial is over. Default time.Now (monotonic). A
+	// cache shared through Denials must be read with one clock by all its
+	// users.
+	Now func() time.Time
 	// Clock, when set, passes its reading (Unix µs) to the scripts instead of
 	// the server's TIME. For deterministic tests only.
 	Clock func() int64
@@ -104,7 +115,7 @@ type Store struct {
 	take     *rueidis.Lua
 	refund   *rueidis.Lua
 	announce *rueidis.Lua
-	deny     *denialCache
+	deny     *DenialCache // nil: no cache
 	bufs     sync.Pool
 	cluster  bool     // a Redis Cluster: one script per client, refunds across shards
 	batch    *batcher // standalone, MaxBatch > 1: calls share script runs
@@ -151,8 +162,12 @@ func New(cfg Config) (*Store, error) {
 		refund:   rueidis.NewLuaScript(refundSource),
 		announce: rueidis.NewLuaScript(announceSource),
 	}
-	if cfg.DenialCache {
-		s.deny = newDenialCache()
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s.deny = cfg.Denials
+	if s.deny == nil && cfg.DenialCache {
+		s.deny = NewDenialCache()
 	}
 	s.cluster = c.Mode() == rueidis.ClientModeCluster
 	if cfg.MaxBatch == 0 {
@@ -206,20 +221,6 @@ func (s *Store) Advice(ctx context.Context) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// DenyLocally reports whether the local denial cache decides the call
-// without Redis, filling res as Take would; false when the cache is off or
-// holds no denial for it. The failover store asks it while Redis is
-// unavailable (see failover.LocalDenier).
-func (s *Store) DenyLocally(ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, bool) {
-	if s.deny == nil {
-		return limiter.TakeInfo{}, false
-	}
-	if now, ok := s.deny.check(ops, res, time.Now()); ok {
-		return limiter.TakeInfo{Now: now, Source: limiter.SourceLocalDenialCache}, true
-	}
-	return limiter.TakeInfo{}, false
 }
 
 // LocalDenials returns how many calls the local denial cache decided without
@@ -282,10 +283,12 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	if len(ops) > limiter.MaxRulesPerCall {
 		return limiter.TakeInfo{}, limiter.ErrTooManyRules
 	}
-	if info, ok := s.DenyLocally(ops, res); ok {
-		return info, nil
+	sent := s.cfg.Now()
+	if s.deny != nil {
+		if info, ok := s.deny.DenyLocally(ops, res, sent); ok {
+			return info, nil
+		}
 	}
-	sent := time.Now()
 	b := s.bufs.Get().(*callBuf)
 	var now int64
 	var err error
@@ -485,10 +488,17 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 
 // Probe reports whether the store answers for client's buckets: a read of
 // a key with client's hash tag, so that on a cluster the shard serving the
-// client must answer (a PING could reach any node).
+// client must answer (a PING could reach any node). It goes over a
+// connection of its own (rueidis' dedicated pool), which carries nothing
+// else: written and read by the calling goroutine, it does not queue behind
+// the pipelined decisions, so its time is Redis's and the network's, not
+// this process's queues'. The connection is kept for the next probe.
+// Connecting it may take up to DialTimeout whatever ctx says.
 func (s *Store) Probe(ctx context.Context, client string) error {
 	key := s.Key(client, "probe")
-	if err := s.client.Do(ctx, s.client.B().Exists().Key(key).Build()).Error(); err != nil {
+	dc, release := s.client.Dedicate()
+	defer release()
+	if err := dc.Do(ctx, dc.B().Exists().Key(key).Build()).Error(); err != nil {
 		return fmt.Errorf("redis: probe: %w", err)
 	}
 	return nil
