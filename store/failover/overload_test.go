@@ -1,0 +1,91 @@
+package failover_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/store/failover"
+	sredis "github.com/sluicehq/sluice/store/redis"
+)
+
+// busyProcess is the real Redis store behind a delay on the caller's side,
+// before anything is sent: what a saturated process does to a call (its
+// goroutine waits for a CPU, the call waits in queues) while Redis itself
+// is healthy and fast.
+type busyProcess struct {
+	*sredis.Store
+	delay time.Duration
+}
+
+func (b busyProcess) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
+	time.Sleep(b.delay)
+	return b.Store.Take(ctx, ops, res)
+}
+
+// TestBusyProcessIsNotARedisFailure: with Redis healthy, calls that spend
+// 4× the store timeout in this process before reaching Redis neither open
+// the breaker nor get a local answer: every decision is Redis's, and a
+// flooding caller gets exactly its limit.
+func TestBusyProcessIsNotARedisFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	const timeout = 5 * time.Millisecond
+	cfg := sredis.DefaultConfig()
+	cfg.Addrs = []string{srv.Addr()}
+	fo := failover.New(func(ctx context.Context) (failover.Primary, error) {
+		s, err := sredis.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return busyProcess{s, 4 * timeout}, nil
+	}, failover.Config{Instances: 1, Timeout: timeout, ProbeInterval: 100 * time.Millisecond, Logger: testLogger()})
+	defer fo.Close()
+	const limit = 50
+	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{
+		{ID: "flood", Match: rules.Match{Endpoint: "POST /flood"}, By: rules.ByUser, Limit: limit, Window: rules.Duration(time.Hour)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := limiter.New(fo, limiter.Config{})
+	l.SetRules(ix)
+
+	var allowed, local atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				d, err := l.Check(context.Background(), &limiter.Request{User: "flooder", Method: "POST", Path: "/flood"})
+				if err != nil {
+					t.Errorf("worker %d: %v", w, err)
+					return
+				}
+				if d.Allowed {
+					allowed.Add(1)
+				}
+				if d.Source.Degraded() {
+					local.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st, reason := fo.State()
+	if got := fo.Stats().Opened.Load(); got != 0 || st != failover.Closed {
+		t.Errorf("breaker opened %d times, now %s (%s); want closed throughout: Redis was healthy", got, st, reason)
+	}
+	if n := local.Load(); n != 0 {
+		t.Errorf("%d of 160 decisions made locally, want 0", n)
+	}
+	if n := allowed.Load(); n != limit {
+		t.Errorf("flooder allowed %d of 160 calls, want exactly the limit %d", n, limit)
+	}
+}
