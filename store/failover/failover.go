@@ -386,6 +386,9 @@ func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res
 	}
 	s.stats.Errors.Add(1)
 	s.suspectCall(ops)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return limiter.TakeInfo{}, nil, false // MaxWait: time is the probe's to judge
+	}
 	if n := s.fails.Add(1); int(n) >= s.cfg.FailureThreshold && n*10 >= s.calls.Load() {
 		s.trip(err)
 	}
@@ -462,7 +465,7 @@ func (s *Store) checker() {
 			client = *c
 		}
 		s.stats.Probes.Add(1)
-		if err := s.ask(b.p, client); err != nil {
+		if err := s.ask(b.p, client, s.cfg.MaxWait); err != nil {
 			s.stats.ProbesFailed.Add(1)
 			s.failing.Store(&client)
 			s.trip(fmt.Errorf("a call got no answer in %v or failed, and the probe failed: %w", s.cfg.Timeout, err))
@@ -470,27 +473,49 @@ func (s *Store) checker() {
 	}
 }
 
-// ask probes p about client within ProbeTimeout. The probe runs in a
-// goroutine of its own, since connecting may take longer than its context
-// says; while one is still out, the next ask fails at once (that probe has
-// gone unanswered longer than ProbeTimeout).
-func (s *Store) ask(p Primary, client string) error {
+// ask probes p about client: the probe fails when it errs, or when it has
+// had ProbeTimeout of this process's running time without an answer.
+//
+// Running time, not wall time: the wait is counted in ticks of a tenth of
+// ProbeTimeout, each worth at most two tenths however late it comes. A
+// process starved of CPU (its goroutines queued, or the machine's cores
+// taken by others) sees its ticks late, and its clock of Redis's time runs
+// slow by as much; so the probe's reply, in the socket in time but read
+// late, is not taken for Redis's silence. The probe's deadline starts in
+// its own goroutine, just before it writes, and is deadline: Probe gets
+// that long before it errs on its own (the breaker's check while closed
+// gives it MaxWait, to be lenient with a late read; the prober while open
+// ProbeTimeout, so that a silent connection is soon dropped). While a probe
+// is still out, the next ask fails at once.
+func (s *Store) ask(p Primary, client string, deadline time.Duration) error {
 	if !s.probing.CompareAndSwap(false, true) {
 		return fmt.Errorf("failover: probe: the previous probe is still unanswered: %w", context.DeadlineExceeded)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ProbeTimeout)
-	defer cancel()
 	done := make(chan error, 1)
 	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		err := p.Probe(ctx, client)
+		cancel()
 		s.probing.Store(false)
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("failover: probe: no answer in %v: %w", s.cfg.ProbeTimeout, ctx.Err())
+	slice := s.cfg.ProbeTimeout / 10
+	t := time.NewTicker(slice) // real time: it measures this process's scheduling
+	defer t.Stop()
+	var waited time.Duration
+	last := time.Now()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			now := time.Now()
+			waited += min(now.Sub(last), 2*slice)
+			last = now
+			if waited >= s.cfg.ProbeTimeout {
+				return fmt.Errorf("failover: probe: no answer in %v: %w", s.cfg.ProbeTimeout, context.DeadlineExceeded)
+			}
+		}
 	}
 }
 
@@ -634,7 +659,7 @@ func (s *Store) probe(failedBefore int) bool {
 	if c := s.failing.Load(); c != nil {
 		client = *c
 	}
-	if err := s.ask(b.p, client); err != nil {
+	if err := s.ask(b.p, client, s.cfg.ProbeTimeout); err != nil {
 		s.log.Debug("failover: probe failed", "client", client, "error", err)
 		s.reason.Store(ptr(err.Error()))
 		if (errors.Is(err, context.DeadlineExceeded) || failedBefore >= 2) && s.primary.CompareAndSwap(b, nil) {
