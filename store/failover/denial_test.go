@@ -4,33 +4,57 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/store/failover"
+	sredis "github.com/sluicehq/sluice/store/redis"
 )
+
+// fakeClock is a clock the test moves: the failover store's, the denial
+// cache's and the Redis scripts' (Config.Clock), so that a wait of 30 s
+// passes at once and Redis agrees that it has.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) Micros() int64           { return c.ns.Load() / 1e3 }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func (c *fakeClock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
 
 // TestDenialsOutliveTheClient: a caller Redis denied with a long wait stays
 // denied through a whole outage — past the moment the breaker drops its
 // connections (the probe that times out, or the third failed one) — and
-// after the reconnect to a Redis that restarted empty, for kill -9 and
-// SIGSTOP alike.
+// after the reconnect, for kill -9 (Redis comes back empty) and SIGSTOP
+// (Redis comes back with its keys) alike, until its real retry time; then
+// it passes.
 func TestDenialsOutliveTheClient(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
 		inject, restore func(*redistest.Server)
 	}{
 		{"kill", (*redistest.Server).Kill, (*redistest.Server).Restart},
-		{"sigstop", (*redistest.Server).Pause, func(s *redistest.Server) { s.Resume(); s.Kill(); s.Restart() }},
+		{"sigstop", (*redistest.Server).Pause, (*redistest.Server).Resume},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
-			fo, l := newFailover(t, srv.Addr())
+			clock := newFakeClock()
+			fo, l := newFailoverWith(t, func(r *sredis.Config, f *failover.Config) {
+				r.Now, r.Clock, f.Now = clock.Now, clock.Micros, clock.Now
+			}, srv.Addr())
 			defer fo.Close()
 			ctx := context.Background()
 			greedy := limiter.Request{User: "greedy", Method: "GET", Path: "/api/orders", Cost: openLimit / 2}
+			var retryAt time.Time
+			var wait time.Duration
 			for i := 0; ; i++ {
 				d, err := l.Check(ctx, &greedy)
 				if err != nil {
@@ -40,6 +64,8 @@ func TestDenialsOutliveTheClient(t *testing.T) {
 					if d.Source != limiter.SourceStore || d.RetryAfter < 20*time.Second {
 						t.Fatalf("denial from Redis: %+v, want source store with a wait of ~30 s", d)
 					}
+					wait = d.RetryAfter
+					retryAt = clock.Now().Add(wait)
 					break
 				}
 				if i > 2 {
@@ -54,10 +80,7 @@ func TestDenialsOutliveTheClient(t *testing.T) {
 					t.Fatalf("%s: the exhausted caller got %+v, %v (breaker %s: %s); want denied", when, d, err, st, reason)
 				}
 			}
-			tc.inject(srv)
-			// Through the outage: the breaker opens, its probes fail and time
-			// out, and it drops the connections; 1.5 s covers all of it.
-			// Other callers' calls reach Redis, fail and open the breaker.
+			// Other callers' calls reach Redis and fail.
 			others := func() {
 				var wg sync.WaitGroup
 				for i := range 8 {
@@ -69,6 +92,10 @@ func TestDenialsOutliveTheClient(t *testing.T) {
 				}
 				wg.Wait()
 			}
+			tc.inject(srv)
+			// Through the outage: the breaker opens, its probes fail and time
+			// out, and it drops the connections; 1.5 s of real time covers all
+			// of it (ProbeInterval is 100 ms). Half the caller's wait passes.
 			for start := time.Now(); time.Since(start) < 1500*time.Millisecond; time.Sleep(5 * time.Millisecond) {
 				others()
 				denied("during the outage")
@@ -76,7 +103,9 @@ func TestDenialsOutliveTheClient(t *testing.T) {
 			if st, _ := fo.State(); st == failover.Closed {
 				t.Fatal("breaker still closed 1.5 s into the outage")
 			}
-			tc.restore(srv) // Redis is back, empty
+			clock.Advance(retryAt.Sub(clock.Now()) / 2)
+			denied("half-way through the wait, Redis down")
+			tc.restore(srv)
 			for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
 				others()
 				denied("across the reconnect")
@@ -87,8 +116,13 @@ func TestDenialsOutliveTheClient(t *testing.T) {
 					t.Fatal("breaker not closed 5 s after Redis answered again")
 				}
 			}
-			for range 20 {
-				denied("after the reconnect, Redis empty")
+			// Just before the retry time — less the cache's 0.1 % margin for
+			// clocks that run apart, after which Redis decides — still denied.
+			clock.Set(retryAt.Add(-wait/1000 - time.Millisecond))
+			denied("just before the retry time, Redis back")
+			clock.Set(retryAt.Add(time.Millisecond))
+			if d, err := l.Check(ctx, &greedy); err != nil || !d.Allowed || d.Source != limiter.SourceStore {
+				t.Errorf("at the retry time: %+v, %v; want allowed by Redis", d, err)
 			}
 		})
 	}
