@@ -36,6 +36,7 @@ type serveFlags struct {
 	redisTLS      bool
 	redisTLSCA    string
 	storeTimeout  time.Duration
+	probeTimeout  time.Duration
 	probeInterval time.Duration
 	memoryMax     int // --memory-max-buckets
 	instances     int

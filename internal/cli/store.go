@@ -83,6 +83,7 @@ func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]
 	}
 	fo := failover.New(connect, failover.Config{
 		Timeout:       f.storeTimeout,
+		ProbeTimeout:  f.probeTimeout,
 		ProbeInterval: f.probeInterval,
 		Instances:     f.instances,
 		InstanceID:    instanceID(),
