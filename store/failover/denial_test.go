@@ -127,3 +127,49 @@ func TestDenialsOutliveTheClient(t *testing.T) {
 		})
 	}
 }
+
+// TestProbesCloseTheBreaker: the breaker opens on a hung Redis and closes
+// on the ProbeSuccesses-th (2nd) successful probe in a row once Redis
+// answers — counted in the prober's ticks, which the test gives one by one
+// instead of waiting for them.
+func TestProbesCloseTheBreaker(t *testing.T) {
+	srv := redistest.Start(t)
+	ticks := make(chan time.Time)
+	fo, l := newFailoverWith(t, func(_ *sredis.Config, f *failover.Config) {
+		f.Tick = func(d time.Duration) (<-chan time.Time, func()) {
+			if d != f.ProbeInterval {
+				t.Errorf("Tick(%v), want only the probe interval %v", d, f.ProbeInterval)
+			}
+			return ticks, func() {}
+		}
+	}, srv.Addr())
+	defer fo.Close()
+	ctx := context.Background()
+	req := limiter.Request{User: "u", Method: "GET", Path: "/api/orders"}
+	if d, err := l.Check(ctx, &req); err != nil || d.Source != limiter.SourceStore {
+		t.Fatalf("before the fault: %+v, %v; want a decision from Redis", d, err)
+	}
+	srv.Pause()
+	// One call: it goes overdue, the probe gets no answer, the breaker
+	// opens and the call is answered locally.
+	if d, err := l.Check(ctx, &req); err != nil || d.Source != limiter.SourceLocalFallback {
+		t.Fatalf("Redis hung: %+v, %v; want the local fallback's answer", d, err)
+	}
+	if st, _ := fo.State(); st != failover.Open {
+		t.Fatalf("breaker %s after a call Redis left unanswered, want open", st)
+	}
+	srv.Resume()
+	tick := func() { ticks <- time.Now() } // returns once the prober took it, done with the tick before
+	tick()
+	tick()
+	if st, _ := fo.State(); st != failover.Open {
+		t.Fatalf("breaker %s after one successful probe, want still open (2 in a row close it)", st)
+	}
+	tick()
+	if st, _ := fo.State(); st != failover.Closed {
+		t.Fatalf("breaker %s after two successful probes, want closed", st)
+	}
+	if d, err := l.Check(ctx, &req); err != nil || d.Source != limiter.SourceStore {
+		t.Fatalf("after recovery: %+v, %v; want a decision from Redis", d, err)
+	}
+}

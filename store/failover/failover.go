@@ -163,16 +163,16 @@ type Store struct {
 	window   atomic.Int64           // the failure-counting window (Unix ms / 100)
 	calls    atomic.Int64           // calls in the window
 	fails    atomic.Int64           // failed calls in the window
-	failing  atomic.Pointer[string] // a client whose call failed: what the probe asks about
+	failing  atomic.Pointer[string] // the client the breaker opened on: what the prober asks about
+	suspect  atomic.Pointer[string] // the client of the last call that failed or went overdue: what the health check asks about
 	reason   atomic.Pointer[string]
 	since    atomic.Int64 // Unix ns of the last transition
 	live     atomic.Int64 // last known live instances
 	// opened is cancelled when the breaker opens: the calls waiting on the
 	// store then return at once. A new one replaces it at recovery.
-	opened  atomic.Pointer[epoch]
-	suspect atomic.Pointer[string] // a client whose call failed or is overdue: what the health check asks about
-	check   chan struct{}          // wakes the health check
-	probing atomic.Bool            // a probe's goroutine is out
+	opened   atomic.Pointer[epoch]
+	check    chan struct{}             // wakes the health check
+	probeOut atomic.Pointer[probeCall] // the probe out, if any
 
 	mu     sync.Mutex // serializes transitions
 	wake   chan struct{}
@@ -184,6 +184,12 @@ type Store struct {
 }
 
 type primaryBox struct{ p Primary }
+
+// probeCall is a probe out; err is set when done is closed.
+type probeCall struct {
+	done chan struct{}
+	err  error
+}
 
 type epoch struct {
 	ctx    context.Context
@@ -390,7 +396,7 @@ func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res
 		return limiter.TakeInfo{}, nil, false // MaxWait: time is the probe's to judge
 	}
 	if n := s.fails.Add(1); int(n) >= s.cfg.FailureThreshold && n*10 >= s.calls.Load() {
-		s.trip(err)
+		s.trip(err, clientOf(ops))
 	}
 	return limiter.TakeInfo{}, nil, false
 }
@@ -420,12 +426,19 @@ func (w *watch) end() {
 	w.mu.Unlock()
 }
 
-// suspectCall notes the call's client for the health check and wakes it.
-func (s *Store) suspectCall(ops []limiter.Op) {
-	if len(ops) > 0 {
-		client := strings.Clone(ops[0].Client)
-		s.suspect.Store(&client)
+// clientOf is the client a probe about ops asks about: the first op's.
+func clientOf(ops []limiter.Op) string {
+	if len(ops) == 0 {
+		return "sluice-probe"
 	}
+	return ops[0].Client
+}
+
+// suspectCall notes the call's client for the health check (on a
+// cluster, its shard is the one to ask) and wakes it.
+func (s *Store) suspectCall(ops []limiter.Op) {
+	client := strings.Clone(clientOf(ops))
+	s.suspect.Store(&client)
 	select {
 	case s.check <- struct{}{}:
 	default:
@@ -467,8 +480,7 @@ func (s *Store) checker() {
 		s.stats.Probes.Add(1)
 		if err := s.ask(b.p, client, s.cfg.MaxWait); err != nil {
 			s.stats.ProbesFailed.Add(1)
-			s.failing.Store(&client)
-			s.trip(fmt.Errorf("a call got no answer in %v or failed, and the probe failed: %w", s.cfg.Timeout, err))
+			s.trip(fmt.Errorf("a call got no answer in %v or failed, and the probe failed: %w", s.cfg.Timeout, err), client)
 		}
 	}
 }
@@ -486,19 +498,24 @@ func (s *Store) checker() {
 // that long before it errs on its own (the breaker's check while closed
 // gives it MaxWait, to be lenient with a late read; the prober while open
 // ProbeTimeout, so that a silent connection is soon dropped). While a probe
-// is still out, the next ask fails at once.
+// is out, an ask waits for its answer instead of sending another: one probe
+// at a time.
 func (s *Store) ask(p Primary, client string, deadline time.Duration) error {
-	if !s.probing.CompareAndSwap(false, true) {
-		return fmt.Errorf("failover: probe: the previous probe is still unanswered: %w", context.DeadlineExceeded)
+	c := s.probeOut.Load()
+	for c == nil {
+		c = &probeCall{done: make(chan struct{})}
+		if !s.probeOut.CompareAndSwap(nil, c) {
+			c = s.probeOut.Load()
+			continue
+		}
+		go func(c *probeCall) {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			c.err = p.Probe(ctx, client)
+			cancel()
+			s.probeOut.Store(nil)
+			close(c.done)
+		}(c)
 	}
-	done := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), deadline)
-		err := p.Probe(ctx, client)
-		cancel()
-		s.probing.Store(false)
-		done <- err
-	}()
 	slice := s.cfg.ProbeTimeout / 10
 	t := time.NewTicker(slice) // real time: it measures this process's scheduling
 	defer t.Stop()
@@ -506,8 +523,8 @@ func (s *Store) ask(p Primary, client string, deadline time.Duration) error {
 	last := time.Now()
 	for {
 		select {
-		case err := <-done:
-			return err
+		case <-c.done:
+			return c.err
 		case <-t.C:
 			now := time.Now()
 			waited += min(now.Sub(last), 2*slice)
@@ -521,12 +538,14 @@ func (s *Store) ask(p Primary, client string, deadline time.Duration) error {
 
 // trip opens the breaker (once per run of failures) and ends the waits of
 // the calls out.
-func (s *Store) trip(err error) {
+func (s *Store) trip(err error, client string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if State(s.state.Load()) != Closed {
 		return
 	}
+	client = strings.Clone(client)
+	s.failing.Store(&client)
 	s.setState(Open, err.Error())
 	s.opened.Load().cancel()
 	s.stats.Opened.Add(1)
