@@ -179,7 +179,6 @@ func runFault(t *testing.T, fo *failover.Store, l *limiter.Limiter, f fault) str
 	}
 
 	// While degraded: a fresh client gets the coarse local limit and no more.
-	time.Sleep(200 * time.Millisecond)
 	burstUser := f.burstUser
 	if burstUser == "" {
 		burstUser = fmt.Sprintf("burst-%d", time.Now().UnixNano())
