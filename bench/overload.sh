@@ -104,6 +104,9 @@ snapshot() { # PREFIX
   eval "${p}_opened=$(metric sluice_store_breaker_openings_total)"
   eval "${p}_errors=$(metric sluice_store_errors_total 'store="redis"')"
   eval "${p}_canceled=$(metric sluice_store_errors_total 'store="redis"' 'kind="canceled"')"
+  eval "${p}_overdue=$(metric sluice_store_overdue_total)"
+  eval "${p}_probes=$(metric sluice_store_probes_total)"
+  eval "${p}_probes_failed=$(metric sluice_store_probes_total 'result="failed"')"
 }
 snapshot before
 
@@ -140,6 +143,8 @@ printf '  decisions: %d by Redis, %d by the denial cache (Redis'"'"'s earlier an
 printf '  new-user calls (each a Redis script run): %d\n' $(( after_fresh - before_fresh ))
 printf '  breaker openings: %d; calls to Redis that failed: %d (and %d whose caller hung up, as wrk stopped)\n' "$opened" \
   $(( after_errors - before_errors - after_canceled + before_canceled )) $(( after_canceled - before_canceled ))
+printf '  calls still unanswered after %s: %d; probes they made: %d, of which failed: %d\n' "$STORE_TIMEOUT" \
+  $(( after_overdue - before_overdue )) $(( after_probes - before_probes )) $(( after_probes_failed - before_probes_failed ))
 printf '  flooder: %d calls allowed in all, %d during the run; its bucket allows at most %d\n' \
   "$flood_allowed" $(( after_flood_allowed - before_flood_allowed )) "$flood_max"
 echo "  sluice log (warnings):"; sed "s/^/    /" "$tmp/sluice.log" | head -20

@@ -61,8 +61,8 @@ func (m *Metrics) SharedCall(d time.Duration, err error) {
 
 // WatchFailover exports the failover layer's state: the breaker
 // (sluice_store_breaker_state{state} = 1 for the current state), the live
-// instances the local fallback divides limits by, and the breaker's
-// openings.
+// instances the local fallback divides limits by, the breaker's openings,
+// the calls that went overdue and the probes they caused.
 func (m *Metrics) WatchFailover(fo *failover.Store) {
 	for _, st := range []failover.State{failover.Closed, failover.Open, failover.Connecting} {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -84,6 +84,23 @@ func (m *Metrics) WatchFailover(fo *failover.Store) {
 		Name: "sluice_store_breaker_openings_total",
 		Help: "Times the shared store's circuit breaker opened.",
 	}, func() float64 { return float64(fo.Stats().Opened.Load()) }))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_store_overdue_total",
+		Help: "Calls to the shared store still unanswered after --store-timeout (each made the breaker probe Redis; the call waited on).",
+	}, func() float64 { return float64(fo.Stats().Overdue.Load()) }))
+	for _, r := range []string{"ok", "failed"} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "sluice_store_probes_total",
+			Help:        "Probes of the shared store made while the breaker was closed, on a connection of their own, by result (a failed one opens the breaker).",
+			ConstLabels: prometheus.Labels{"result": r},
+		}, func() float64 {
+			st := fo.Stats()
+			if r == "failed" {
+				return float64(st.ProbesFailed.Load())
+			}
+			return float64(st.Probes.Load() - st.ProbesFailed.Load())
+		}))
+	}
 }
 
 // ErrorKind classifies a store error for the kind label: timeout, canceled,
