@@ -82,8 +82,9 @@ type Config struct {
 	// waits at most about Timeout + ProbeTimeout when the store hangs.
 	ProbeTimeout time.Duration
 	// MaxWait bounds a call to the shared store that the probes say is
-	// answering: past it the call counts as failed and is answered locally.
-	// Default 1s (rueidis drops a connection silent that long).
+	// answering: past it the call is answered locally and makes the breaker
+	// probe again. Default 1s (rueidis drops a connection silent that long).
+	// A caller's own deadline, when sooner, ends the wait 2 ms before it.
 	MaxWait time.Duration
 	// FailureThreshold is how many calls within 100 ms must fail with an
 	// error — and at least a tenth of the calls then — to open the breaker
@@ -356,7 +357,15 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 // be answered locally (it failed, or the breaker opened while it waited).
 func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res []algorithm.Result) (info limiter.TakeInfo, err error, decided bool) {
 	e := s.opened.Load()
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.MaxWait)
+	// The wait ends at MaxWait, or 2 ms before the caller's own deadline
+	// (Envoy's filter timeout arrives as one): a local answer then beats
+	// the error the caller would get, which a proxy may turn into "allow".
+	end := time.Now().Add(s.cfg.MaxWait)
+	capped := false // the wait ends before the caller's deadline
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-callerMargin).Before(end) {
+		end, capped = dl.Add(-callerMargin), true
+	}
+	cctx, cancel := context.WithDeadline(ctx, end)
 	stopOpened := context.AfterFunc(e.ctx, cancel)
 	w := &watch{s: s, ops: ops}
 	w.t = time.AfterFunc(s.cfg.Timeout, w.overdue)
@@ -374,7 +383,8 @@ func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res
 		s.stats.Store.Add(1)
 		return info, nil, true
 	}
-	if ctx.Err() != nil {
+	ours := capped && errors.Is(err, context.DeadlineExceeded) && !errors.Is(ctx.Err(), context.Canceled)
+	if ctx.Err() != nil && !ours {
 		return limiter.TakeInfo{}, ctx.Err(), true // the caller gave up: not the store's fault
 	}
 	if errors.Is(err, limiter.ErrTooManyRules) {
@@ -388,18 +398,22 @@ func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res
 		return limiter.TakeInfo{}, nil, false
 	}
 	if e.ctx.Err() != nil {
-		return limiter.TakeInfo{}, nil, false // the breaker opened meanwhile: already counted
+		return limiter.TakeInfo{}, nil, false // the breaker opened while it waited
 	}
 	s.stats.Errors.Add(1)
 	s.suspectCall(ops)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return limiter.TakeInfo{}, nil, false // MaxWait: time is the probe's to judge
+		return limiter.TakeInfo{}, nil, false // the wait ended: time is the probe's to judge
 	}
 	if n := s.fails.Add(1); int(n) >= s.cfg.FailureThreshold && n*10 >= s.calls.Load() {
 		s.trip(err, clientOf(ops))
 	}
 	return limiter.TakeInfo{}, nil, false
 }
+
+// callerMargin is how long before the caller's deadline a call still
+// waiting for the store is answered locally.
+const callerMargin = 2 * time.Millisecond
 
 // watch is one call's overdue timer.
 type watch struct {
@@ -489,11 +503,11 @@ func (s *Store) checker() {
 // had ProbeTimeout of this process's running time without an answer.
 //
 // Running time, not wall time: the wait is counted in ticks of a tenth of
-// ProbeTimeout, each worth at most two tenths however late it comes. A
-// process starved of CPU (its goroutines queued, or the machine's cores
-// taken by others) sees its ticks late, and its clock of Redis's time runs
-// slow by as much; so the probe's reply, in the socket in time but read
-// late, is not taken for Redis's silence. The probe's deadline starts in
+// ProbeTimeout, each worth a tenth however late it comes. A process starved
+// of CPU (its goroutines queued, or the machine's cores taken by others)
+// sees its ticks late, and its clock of Redis's time runs slow by as much;
+// so the probe's reply, in the socket in time but read late, is not taken
+// for Redis's silence. The probe's deadline starts in
 // its own goroutine, just before it writes, and is deadline: Probe gets
 // that long before it errs on its own (the breaker's check while closed
 // gives it MaxWait, to be lenient with a late read; the prober while open
@@ -519,17 +533,12 @@ func (s *Store) ask(p Primary, client string, deadline time.Duration) error {
 	slice := s.cfg.ProbeTimeout / 10
 	t := time.NewTicker(slice) // real time: it measures this process's scheduling
 	defer t.Stop()
-	var waited time.Duration
-	last := time.Now()
-	for {
+	for ticks := 0; ; {
 		select {
 		case <-c.done:
 			return c.err
 		case <-t.C:
-			now := time.Now()
-			waited += min(now.Sub(last), 2*slice)
-			last = now
-			if waited >= s.cfg.ProbeTimeout {
+			if ticks++; ticks >= 10 {
 				return fmt.Errorf("failover: probe: no answer in %v: %w", s.cfg.ProbeTimeout, context.DeadlineExceeded)
 			}
 		}
@@ -589,7 +598,9 @@ func (s *Store) degraded(ctx context.Context, ops []limiter.Op, res []algorithm.
 		op.Params = Scale(op.Params, n)
 		local = append(local, op)
 	}
-	info, err := s.fallback.Load().Take(ctx, local, res)
+	// Without the caller's deadline: a call whose wait for the store ended
+	// just before it is answered all the same.
+	info, err := s.fallback.Load().Take(context.WithoutCancel(ctx), local, res)
 	if err != nil {
 		return info, fmt.Errorf("failover: local fallback: %w", err)
 	}

@@ -25,7 +25,13 @@ type busyProcess struct {
 }
 
 func (b busyProcess) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
-	time.Sleep(b.delay)
+	t := time.NewTimer(b.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done(): // a queue gives up a call whose caller gave up
+		return limiter.TakeInfo{}, ctx.Err()
+	}
 	return b.Store.Take(ctx, ops, res)
 }
 
@@ -87,5 +93,40 @@ func TestBusyProcessIsNotARedisFailure(t *testing.T) {
 	}
 	if n := allowed.Load(); n != limit {
 		t.Errorf("flooder allowed %d of 160 calls, want exactly the limit %d", n, limit)
+	}
+}
+
+// TestCallerDeadlineGetsAnAnswer: a caller whose own deadline (Envoy's
+// filter timeout arrives as one) comes before the store's answer gets a
+// local answer 2 ms before it, not the error a proxy may turn into "allow";
+// and that is no verdict on Redis: the breaker stays closed.
+func TestCallerDeadlineGetsAnAnswer(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := sredis.DefaultConfig()
+	cfg.Addrs = []string{srv.Addr()}
+	fo := failover.New(func(ctx context.Context) (failover.Primary, error) {
+		s, err := sredis.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return busyProcess{s, 50 * time.Millisecond}, nil
+	}, failover.Config{Instances: 1, Timeout: 5 * time.Millisecond, Logger: testLogger()})
+	defer fo.Close()
+	ix, err := rules.Compile(faultRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := limiter.New(fo, limiter.Config{})
+	l.SetRules(ix)
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		d, err := l.Check(ctx, &limiter.Request{User: "u", Method: "GET", Path: "/api/orders"})
+		cancel()
+		if err != nil || !d.Allowed || d.Source != limiter.SourceLocalFallback {
+			t.Fatalf("call %d with a 20 ms deadline, the store's answer 50 ms away: %+v, %v; want allowed by the local fallback", i, d, err)
+		}
+	}
+	if st, reason := fo.State(); st != failover.Closed {
+		t.Errorf("breaker %s (%s) after calls that ran out of their callers' time, want closed: Redis was healthy", st, reason)
 	}
 }
