@@ -190,6 +190,9 @@ func New(cfg Config) (*Store, error) {
 			n.Do(ctx, n.B().ScriptLoad().Script(src).Build())
 		}
 	}
+	// Open the probes' connection now (see Probe): connecting it under
+	// load can take longer than a probe may, and is not Redis's slowness.
+	s.Probe(ctx, "sluice-probe") //nolint:errcheck // a probe that fails now is made again when needed
 	s.bufs.New = func() any { return new(callBuf) }
 	return s, nil
 }
