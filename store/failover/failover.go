@@ -11,8 +11,8 @@
 // busy": a call's own time — which includes this process's queues — never
 // opens it. A call that fails, or has no answer after Config.Timeout, makes
 // the breaker probe the store on a connection of its own (Primary.Probe);
-// the breaker opens when that probe fails or has no answer within
-// Config.ProbeTimeout, or when calls fail with errors (never with
+// the breaker opens when that probe and the next fail or have no answer
+// within Config.ProbeTimeout, or when calls fail with errors (never with
 // timeouts) at a rate no busy process causes. Until then a call waits for
 // the store's answer; when the breaker opens, every waiting call is
 // answered locally at once.
@@ -75,11 +75,11 @@ type Config struct {
 	// millisecond even at load (p99 < 1 ms), so 5× that is worth a probe.
 	Timeout time.Duration
 	// ProbeTimeout is how long a probe may go unanswered before it counts
-	// as failed: the breaker opens at once on a failed probe while closed.
+	// as failed: two failed probes in a row open the breaker.
 	// Default 100ms: a Redis that cannot answer one small read on an idle
 	// connection in 100 ms is slow or gone, while this process's own queues
 	// delay that answer by a few milliseconds even when saturated. A caller
-	// waits at most about Timeout + ProbeTimeout when the store hangs.
+	// waits at most about Timeout + 2×ProbeTimeout when the store hangs.
 	ProbeTimeout time.Duration
 	// MaxWait bounds a call to the shared store that the probes say is
 	// answering: past it the call is answered locally and makes the breaker
@@ -491,10 +491,20 @@ func (s *Store) checker() {
 		if c := s.suspect.Load(); c != nil {
 			client = *c
 		}
-		s.stats.Probes.Add(1)
-		if err := s.ask(b.p, client, s.cfg.MaxWait); err != nil {
+		// Two failed probes in a row open the breaker (two successful ones
+		// close it): one late answer, on a machine whose cores are taken,
+		// is not yet a Redis that is slow or gone. The second waits for
+		// the first one's answer if it is still out.
+		var err error
+		for range 2 {
+			s.stats.Probes.Add(1)
+			if err = s.ask(b.p, client, s.cfg.MaxWait); err == nil {
+				break
+			}
 			s.stats.ProbesFailed.Add(1)
-			s.trip(fmt.Errorf("a call got no answer in %v or failed, and the probe failed: %w", s.cfg.Timeout, err), client)
+		}
+		if err != nil {
+			s.trip(fmt.Errorf("a call got no answer in %v or failed, and two probes failed: %w", s.cfg.Timeout, err), client)
 		}
 	}
 }
