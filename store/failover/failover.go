@@ -120,7 +120,9 @@ type Config struct {
 	// Now is the clock of the breaker (its failure-counting window, the
 	// time of transitions), of the denials asked while degraded and, when
 	// set, of the local fallback's buckets. Default time.Now (and the
-	// memory store's own clock for the fallback).
+	// memory store's own clock for the fallback). The waits themselves — a
+	// call's deadlines, a probe's ticks — run on real time: they measure
+	// how Redis and this process behave now.
 	Now func() time.Time
 	// Tick makes the tickers the prober and the announcer wait on: it
 	// returns the tick channel and a function that stops it. Default
