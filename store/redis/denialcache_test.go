@@ -245,3 +245,42 @@ func BenchmarkAbusiveClient(b *testing.B) {
 		})
 	}
 }
+
+// TestDenialCacheShared: a cache given to several stores (Config.Denials)
+// outlives the store that filled it: a new store — a reconnect, onto a
+// Redis that lost every key — denies the caller locally, without a script,
+// until the wait Redis gave is over on the cache's clock (Config.Now, here
+// one the test moves), less the 0.1 % clock margin; then Redis decides.
+func TestDenialCacheShared(t *testing.T) {
+	srv := redistest.Start(t)
+	cache := sredis.NewDenialCache()
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	edit := func(c *sredis.Config) { c.Denials, c.Now = cache, clock }
+	op := limiter.Op{Client: "user:shared", Rule: "r", Params: paramsOf(algorithm.FixedWindow, 1, conformance.Hour), Cost: 1}
+
+	first := openStore(t, edit, srv.Addr())
+	take(t, first, op)
+	res, info := take(t, first, op)
+	if res[0].Allowed || info.Source != limiter.SourceStore || res[0].RetryAfter <= 0 {
+		t.Fatalf("second call = %+v from %v, want denied by Redis with a wait", res[0], info.Source)
+	}
+	wait := time.Duration(res[0].RetryAfter) * time.Microsecond
+	first.Close()
+	do(t, srv, "flushall") // Redis forgets the bucket
+
+	second := openStore(t, edit, srv.Addr())
+	sha0, eval0 := scriptCalls(t, srv)
+	now.Add(int64(wait - wait/1000 - time.Millisecond))
+	if res, info := take(t, second, op); res[0].Allowed || info.Source != limiter.SourceLocalDenialCache {
+		t.Fatalf("new store, just before the wait is over = %+v from %v, want denied by the shared cache", res[0], info.Source)
+	}
+	if sha, eval := scriptCalls(t, srv); sha != sha0 || eval != eval0 {
+		t.Fatalf("the shared cache's denial ran %d scripts, want none", sha-sha0+eval-eval0)
+	}
+	now.Add(int64(wait/1000 + 2*time.Millisecond))
+	if res, info := take(t, second, op); !res[0].Allowed || info.Source != limiter.SourceStore {
+		t.Fatalf("new store, the wait over = %+v from %v, want allowed by Redis (which lost the bucket)", res[0], info.Source)
+	}
+}

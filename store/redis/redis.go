@@ -227,7 +227,7 @@ func (s *Store) Advice(ctx context.Context) []string {
 }
 
 // LocalDenials returns how many calls the local denial cache decided without
-// a round trip.
+// a round trip (a cache shared through Config.Denials counts every user's).
 func (s *Store) LocalDenials() int64 {
 	if s.deny == nil {
 		return 0
