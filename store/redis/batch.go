@@ -174,13 +174,19 @@ func (bt *batcher) do(ctx context.Context, b *callBuf) (abandoned bool, err erro
 	}
 	bt.mu.Unlock()
 	if r != nil {
-		// In a goroutine of its own, not the caller's: the run may outlive
-		// the caller's patience (it lives as long as its most patient call),
-		// and the caller must be free to return when its ctx ends.
-		go func() {
+		if ctx.Done() == nil { // a caller that never gives up runs it itself
 			bt.run(r)
 			bt.next()
-		}()
+		} else {
+			// In a goroutine of its own, not the caller's: the run may
+			// outlive the caller's patience (it lives as long as its most
+			// patient call), and the caller must be free to return when
+			// its ctx ends.
+			go func() {
+				bt.run(r)
+				bt.next()
+			}()
+		}
 	}
 
 	select {

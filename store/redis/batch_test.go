@@ -192,3 +192,23 @@ func TestAbandonedCalls(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestCanceledCallReturns: a caller that gives up (its ctx is canceled, as
+// the failover store does to every waiting call when its breaker opens)
+// returns at once, even when its call is the one that carries the script
+// run and the run's deadline — the latest of its calls' — is far off.
+func TestCanceledCallReturns(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	op := []limiter.Op{{Client: "user:canceled", Rule: "r", Params: paramsOf(algorithm.TokenBucket, 10, conformance.Hour), Cost: 1}}
+	take(t, s, op...)
+	srv.Pause()
+	defer srv.Resume()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := s.Take(ctx, op, make([]algorithm.Result, 1))
+	if took := time.Since(start); !errors.Is(err, context.Canceled) || took > 500*time.Millisecond {
+		t.Fatalf("Take canceled after 50 ms on a hung server (deadline 10 s) = %v after %v, want context.Canceled at once", err, took)
+	}
+}
