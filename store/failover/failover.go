@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -368,7 +369,7 @@ func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res
 		s.stats.Store.Add(1)
 		return info, nil, true
 	}
-	ours := capped && errors.Is(err, context.DeadlineExceeded) && !errors.Is(ctx.Err(), context.Canceled)
+	ours := capped && timedOut(err) && !errors.Is(ctx.Err(), context.Canceled)
 	if ctx.Err() != nil && !ours {
 		return limiter.TakeInfo{}, ctx.Err(), true // the caller gave up: not the store's fault
 	}
@@ -387,7 +388,7 @@ func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res
 	}
 	s.stats.Errors.Add(1)
 	s.suspectCall(ops)
-	if errors.Is(err, context.DeadlineExceeded) {
+	if timedOut(err) {
 		return limiter.TakeInfo{}, nil, false // the wait ended: time is the probe's to judge
 	}
 	if n := s.fails.Add(1); int(n) >= s.cfg.FailureThreshold && n*10 >= s.calls.Load() {
@@ -437,6 +438,12 @@ func (s *Store) degraded(ctx context.Context, ops []limiter.Op, res []algorithm.
 	s.stats.Fallback.Add(1)
 	info.Source = limiter.SourceLocalFallback
 	return info, nil
+}
+
+// timedOut reports whether err is the end of a wait: the context's
+// deadline, or the socket's when the client set it from the context.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // Scale returns p with its allowance divided among n instances, rounded up
