@@ -536,7 +536,7 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 				break
 			}
 			md := d.at(k.name)
-			if err = md.object(v, "domain", "plan", "endpoint"); err != nil {
+			if err = md.object(v, "domain", "plan", "endpoint", "path_case"); err != nil {
 				break
 			}
 			for _, mk := range v.keys {
@@ -545,6 +545,8 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 					err = md.str(mk.val, mk.name, &r.Match.Domain)
 				case "plan":
 					err = md.str(mk.val, mk.name, &r.Match.Plan)
+				case "path_case":
+					err = md.str(mk.val, mk.name, (*string)(&r.Match.PathCase))
 				default:
 					err = md.str(mk.val, mk.name, &r.Match.Endpoint)
 				}

@@ -68,6 +68,9 @@ func ruleNode(r *Rule) *yaml.Node {
 		if r.Match.Endpoint != "" {
 			add(m, "endpoint", str(r.Match.Endpoint))
 		}
+		if r.Match.PathCase != "" {
+			add(m, "path_case", str(string(r.Match.PathCase)))
+		}
 		add(n, "match", m)
 	}
 	if r.By != "" {

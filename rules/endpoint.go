@@ -83,20 +83,25 @@ func validMethod(m string) bool {
 }
 
 // Matches reports whether a call with this method and path (the request
-// path, without the query) fits the pattern. Methods compare exactly, as
-// HTTP methods are case-sensitive.
+// path as given) fits the pattern, as Index.Match decides: both paths are
+// compared in their clean form (CleanPath), methods without regard to
+// ASCII case, and a pattern on GET also fits HEAD.
 func (e Endpoint) Matches(method, path string) bool {
-	if e.Method != "*" && e.Method != method {
+	if !methodFits(e.Method, method) {
 		return false
 	}
-	return e.matchesPath(path)
+	return e.matchesPath(CleanPath(path))
 }
 
 func (e Endpoint) matchesPath(path string) bool {
+	base := CleanPath(e.Path)
 	if !e.Prefix {
-		return path == e.Path
+		return path == base
 	}
-	return e.Path == "" || strings.HasPrefix(path, e.Path) && (len(path) == len(e.Path) || path[len(e.Path)] == '/')
+	if base == "/" {
+		base = ""
+	}
+	return base == "" || strings.HasPrefix(path, base) && (len(path) == len(base) || path[len(base)] == '/')
 }
 
 // String returns the pattern in the form ParseEndpoint reads.

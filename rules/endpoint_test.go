@@ -72,8 +72,18 @@ func TestEndpointMatches(t *testing.T) {
 	}{
 		{"GET /api/orders", "GET", "/api/orders", true},
 		{"GET /api/orders", "POST", "/api/orders", false},
-		{"GET /api/orders", "get", "/api/orders", false},
-		{"GET /api/orders", "GET", "/api/orders/", false},
+		{"GET /api/orders", "get", "/api/orders", true}, // some servers route "get" as GET
+		{"GET /api/orders", "HEAD", "/api/orders", true}, // HEAD runs the GET handler
+		{"HEAD /api/orders", "GET", "/api/orders", false},
+		{"POST /api/orders", "HEAD", "/api/orders", false},
+		{"GET /api/orders", "GET", "/api/orders/", true},
+		{"GET /api/orders", "GET", "//api//orders/", true},
+		{"GET /api/orders", "GET", "/api/%6frders", true},
+		{"GET /api/orders", "GET", "/api%2Forders", true},
+		{"GET /api/orders", "GET", "/api/orders;jsessionid=1", true},
+		{"GET /api/orders", "GET", "/api/x/../orders?q=1", true},
+		{"GET /api/orders", "GET", "/API/orders", false},
+		{"GET /api/orders/", "GET", "/api/orders", true}, // the pattern's path is clean too
 		{"GET /api/orders", "GET", "/api/orders/1", false},
 		{"GET /api/orders", "GET", "/api/order", false},
 		{"* /api/orders", "DELETE", "/api/orders", true},
@@ -96,10 +106,11 @@ func TestEndpointMatches(t *testing.T) {
 		{"* /*", "GET", "/", true},
 		{"* /*", "GET", "/anything/at/all", true},
 		{"* /*", "GET", "", true},
-		{"GET /*", "HEAD", "/", false},
+		{"GET /*", "HEAD", "/", true},
+		{"POST /*", "HEAD", "/", false},
 		{"* //*", "GET", "/", true},
 		{"* //*", "GET", "//x", true},
-		{"* //*", "GET", "/x", false},
+		{"* //*", "GET", "/x", true},
 		{"GET /", "GET", "/", true},
 		{"GET /", "GET", "/x", false},
 	}

@@ -15,12 +15,23 @@ const maxFuzzInput = 8 << 10
 // pattern text.
 func refMatches(pattern, method, path string) bool {
 	m, p, _ := strings.Cut(pattern, " ")
-	if m != "*" && m != method {
+	upper := strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' {
+			return r - 'a' + 'A'
+		}
+		return r
+	}, method)
+	if m != "*" && m != upper && !(m == "GET" && upper == "HEAD") {
 		return false
 	}
+	path = refCleanPath(path)
 	base, prefix := strings.CutSuffix(p, "/*")
+	base = refCleanPath(base)
 	if !prefix {
-		return path == p
+		return path == base
+	}
+	if base == "/" {
+		base = ""
 	}
 	return base == "" || path == base || strings.HasPrefix(path, base+"/")
 }
@@ -37,6 +48,8 @@ func FuzzParseEndpoint(f *testing.F) {
 	f.Add("* /api/*", "GET", "/apix")
 	f.Add("GET /a/b/*", "GET", "/a/b/c/d")
 	f.Add("* /*", "", "")
+	f.Add("GET /api/orders", "head", "/api/./orders;x/")
+	f.Add("* /a%2Fb/*", "GET", "/a/b/c")
 	f.Fuzz(func(t *testing.T, s, method, path string) {
 		if len(s)+len(method)+len(path) > maxFuzzInput {
 			return

@@ -3,6 +3,7 @@ package rules
 import (
 	"slices"
 	"strconv"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/algorithm"
 )
@@ -21,16 +22,19 @@ type Compiled struct {
 	WindowSeconds int64
 
 	method string // the endpoint's method, "*" for any
-	path   string // the key it is indexed under in paths: the exact path or prefix base; "" for any path
+	path   string // the key it is indexed under (clean; in lower case for path_case insensitive): the exact path or prefix base; "" for any path
 }
 
 // Index is a compiled Set: it finds the rules that apply to a call in time
 // that does not grow with the number of rules. Rules with an endpoint are
 // kept in one map by path (the exact path, or the base of a prefix pattern,
-// "/api" for "/api/*"), and under each path by plan; rules for any path are
-// kept by plan. A call looks up its own path and, for prefix rules, each
-// part of it before a "/" (only for lengths some prefix base has); every
-// list is in set order and filtered by method as it is read.
+// "/api" for "/api/*", each made clean with CleanPath), and under each path
+// by plan; rules for any path are kept by plan. A call looks up its own
+// clean path and, for prefix rules, each part of it before a "/" (only for
+// lengths some prefix base has); every list is in set order and filtered
+// by method as it is read. Rules with match.path_case insensitive are kept
+// in a second such map, by their path in lower case, and looked up with the
+// call's path in lower case.
 //
 // Rules that name an Envoy domain (Match.Domain) are not in these lists:
 // Match, used by the HTTP decision API, never sees them. Each domain named
@@ -55,8 +59,14 @@ type Index struct {
 
 	anyPath []*Compiled            // no plan, any path
 	planAny map[string][]*Compiled // by plan, any path
-	paths   map[string]*pathRules  // rules with an endpoint, by path or prefix base
-	lens    [MaxEndpoint / 64]uint64
+	paths   pathIndex              // rules with an endpoint, by path or prefix base
+	folded  pathIndex              // the same for path_case insensitive rules, by path in lower case
+}
+
+// pathIndex holds rules with an endpoint by path or prefix base.
+type pathIndex struct {
+	m    map[string]*pathRules
+	lens [MaxEndpoint / 64]uint64 // the lengths of prefix bases
 }
 
 // pathRules holds the enabled rules whose endpoint names one path: exact
@@ -143,7 +153,12 @@ func build(s *Set) *Index {
 // finish builds the plan maps of paths with many plans, once every rule is
 // added.
 func (ix *Index) finish() {
-	for _, pr := range ix.paths {
+	ix.paths.finish()
+	ix.folded.finish()
+}
+
+func (pi *pathIndex) finish() {
+	for _, pr := range pi.m {
 		if len(pr.plans) > manyPlans {
 			pr.planMap = make(map[string]*lists, len(pr.plans))
 			for i := range pr.plans {
@@ -191,8 +206,15 @@ func (ix *Index) add(c *Compiled) {
 		e, _ = ParseEndpoint(c.Match.Endpoint) // valid: the Set was validated
 	}
 	c.method = e.Method
-	c.path = e.Path
-	if e.Prefix && e.Path == "" {
+	path := CleanPath(e.Path)
+	if e.Prefix && path == "/" {
+		path = "" // "/*", "//*", "/./*": every path
+	}
+	if c.Match.PathCase == PathCaseInsensitive {
+		path = string(appendLower(nil, path))
+	}
+	c.path = path
+	if e.Prefix && path == "" {
 		if c.Match.Plan == "" {
 			ix.anyPath = append(ix.anyPath, c)
 			return
@@ -203,13 +225,21 @@ func (ix *Index) add(c *Compiled) {
 		ix.planAny[c.Match.Plan] = append(ix.planAny[c.Match.Plan], c)
 		return
 	}
-	if ix.paths == nil {
-		ix.paths = make(map[string]*pathRules)
+	pi := &ix.paths
+	if c.Match.PathCase == PathCaseInsensitive {
+		pi = &ix.folded
 	}
-	pr := ix.paths[e.Path]
+	pi.add(c, path, e.Prefix)
+}
+
+func (pi *pathIndex) add(c *Compiled, path string, prefix bool) {
+	if pi.m == nil {
+		pi.m = make(map[string]*pathRules)
+	}
+	pr := pi.m[path]
 	if pr == nil {
 		pr = &pathRules{}
-		ix.paths[e.Path] = pr
+		pi.m[path] = pr
 	}
 	l := &pr.lists
 	if c.Match.Plan != "" {
@@ -224,10 +254,10 @@ func (ix *Index) add(c *Compiled) {
 			l = &pr.plans[len(pr.plans)-1].lists
 		}
 	}
-	if e.Prefix {
+	if prefix {
 		l.prefix = append(l.prefix, c)
-		n := len(e.Path) // < MaxEndpoint
-		ix.lens[n/64] |= 1 << (n % 64)
+		n := len(path) // < MaxEndpoint
+		pi.lens[n/64] |= 1 << (n % 64)
 	} else {
 		l.exact = append(l.exact, c)
 	}
@@ -272,8 +302,10 @@ func (ix *Index) Rule(id string) (*Compiled, bool) {
 // with this method and path, in set order (ascending Seq), and returns dst.
 // Rules that name a domain fit only on the view of their domain (Domain).
 // A rule without a plan fits every plan; plan "" fits only those. path is
-// the request path without the query. Match allocates nothing when dst has
-// the capacity.
+// the request path as the call gave it: Match makes it clean (CleanPath)
+// before it compares. Methods compare without regard to ASCII case, and a
+// rule on GET also fits HEAD. Match allocates nothing when dst has the
+// capacity and the clean path is at most 1 KiB.
 func (ix *Index) Match(plan, method, path string, dst []*Compiled) []*Compiled {
 	if ix == nil {
 		return dst
@@ -283,29 +315,51 @@ func (ix *Index) Match(plan, method, path string, dst []*Compiled) []*Compiled {
 	if plan != "" && ix.planAny != nil {
 		dst = appendMethod(dst, ix.planAny[plan], method)
 	}
-	if ix.paths != nil {
-		// Exact rules for path, and prefix rules with base path.
-		if pr := ix.paths[path]; pr != nil {
-			dst = pr.append(dst, plan, method, true, true)
+	if ix.paths.m != nil || ix.folded.m != nil {
+		var buf [1024]byte
+		if !IsCleanPath(path) {
+			path = bytesString(AppendCleanPath(buf[:0], path))
 		}
-		// A prefix base B also fits when path starts with B+"/": look up
-		// the part before each "/" after the first byte.
-		for i := 1; i < len(path) && i < MaxEndpoint; i++ {
-			if path[i] == '/' && ix.hasLen(i) {
-				if pr := ix.paths[path[:i]]; pr != nil {
-					dst = pr.append(dst, plan, method, false, true)
-				}
-			}
+		dst = ix.paths.match(dst, plan, method, path)
+		if ix.folded.m != nil {
+			// Rule paths are shorter than MaxEndpoint: the lower case of
+			// the first MaxEndpoint+1 bytes finds every rule that fits,
+			// and no exact rule fits a path of that length.
+			var lower [MaxEndpoint + 1]byte
+			dst = ix.folded.match(dst, plan, method, bytesString(appendLower(lower[:0], path[:min(len(path), len(lower))])))
 		}
 	}
 	sortSeq(dst[start:])
 	return dst
 }
 
-// hasLen reports whether some prefix base is n bytes long.
-func (ix *Index) hasLen(n int) bool {
-	return n < MaxEndpoint && ix.lens[n/64]&(1<<(n%64)) != 0
+// match appends the rules of pi that fit a call on path (clean).
+func (pi *pathIndex) match(dst []*Compiled, plan, method, path string) []*Compiled {
+	if pi.m == nil {
+		return dst
+	}
+	// Exact rules for path, and prefix rules with base path.
+	if pr := pi.m[path]; pr != nil {
+		dst = pr.append(dst, plan, method, true, true)
+	}
+	// A prefix base B also fits when path starts with B+"/": look up
+	// the part before each "/" after the first byte.
+	for i := 1; i < len(path) && i < MaxEndpoint; i++ {
+		if path[i] == '/' && pi.hasLen(i) {
+			if pr := pi.m[path[:i]]; pr != nil {
+				dst = pr.append(dst, plan, method, false, true)
+			}
+		}
+	}
+	return dst
 }
+
+// hasLen reports whether some prefix base is n bytes long.
+func (pi *pathIndex) hasLen(n int) bool {
+	return n < MaxEndpoint && pi.lens[n/64]&(1<<(n%64)) != 0
+}
+
+func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // append adds the rules of pr that fit plan and method, exact and/or prefix.
 func (pr *pathRules) append(dst []*Compiled, plan, method string, exact, prefix bool) []*Compiled {
@@ -339,7 +393,7 @@ func (l *lists) append(dst []*Compiled, method string, exact, prefix bool) []*Co
 
 func appendMethod(dst, list []*Compiled, method string) []*Compiled {
 	for _, c := range list {
-		if c.method == "*" || c.method == method {
+		if methodFits(c.method, method) {
 			dst = append(dst, c)
 		}
 	}

@@ -13,8 +13,9 @@ import (
 
 var (
 	testPlans   = []string{"", "free", "pro", "partner"}
-	testMethods = []string{"GET", "POST", "DELETE"}
-	testSegs    = []string{"api", "v1", "orders", "a", ""}
+	testMethods = []string{"GET", "POST", "DELETE", "HEAD"}
+	callMethods = []string{"GET", "POST", "DELETE", "HEAD", "get", "head"}
+	testSegs    = []string{"api", "v1", "orders", "a", "", "API", "Orders", ".", "x/..", "%6frders", "a;p=1"}
 )
 
 func randPath(r *rand.Rand) string {
@@ -49,6 +50,9 @@ func randSet(r *rand.Rand, n int) *Set {
 		if r.IntN(5) == 0 {
 			rule.Enabled = ptr(r.IntN(2) == 0)
 		}
+		if rule.Match.Endpoint != "" && r.IntN(3) == 0 {
+			rule.Match.PathCase = PathCaseInsensitive
+		}
 		s.Rules[i] = rule
 	}
 	return s
@@ -66,7 +70,13 @@ func bruteMatch(s *Set, plan, method, path string) []string {
 			if err != nil {
 				panic(err)
 			}
-			if !e.Matches(method, path) {
+			if r.Match.PathCase == PathCaseInsensitive {
+				lower := func(p string) string { return strings.ToLower(refCleanPath(p)) }
+				e.Path = lower(e.Path)
+				if !e.Matches(method, lower(path)) {
+					continue
+				}
+			} else if !e.Matches(method, path) {
 				continue
 			}
 		}
@@ -94,7 +104,7 @@ func TestMatchAgainstBruteForce(t *testing.T) {
 			if r.IntN(10) == 0 {
 				plan = "other"
 			}
-			method := testMethods[r.IntN(len(testMethods))]
+			method := callMethods[r.IntN(len(callMethods))]
 			path := randPath(r)
 			if r.IntN(20) == 0 {
 				path = strings.TrimPrefix(path, "/")

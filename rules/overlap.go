@@ -23,8 +23,10 @@ const MaxRulesPerCall = 32
 // rules themselves. For each view (no domain, and each domain) and each
 // plan a rule names (and no plan, which a plan no rule names gets), the
 // calls are every method a rule names (and GET, standing for any other,
-// and HEAD) on every path a rule names — the path of an exact pattern, the
-// base of a prefix one ("/api" for "/api/*", "/" for "/*"). A call on a
+// and HEAD) on every path a rule names — the clean path of an exact
+// pattern, the base of a prefix one ("/api" for "/api/*", "/" for "/*"),
+// and for path_case insensitive rules also each case-sensitive key
+// continued by an insensitive key below it. A call on a
 // path no rule names matches only prefix rules, and those all match the
 // deepest prefix base above it; a method no rule names matches only "*"
 // rules, as GET does at least. A plan whose rules plus the most any call
@@ -96,6 +98,32 @@ func (v *Index) mostMatched(domain, plan string, rules []*Compiled) (int, *overl
 		if !seenP[p] {
 			seenP[p] = true
 			paths = append(paths, p)
+		}
+	}
+	// A call's path matches case-sensitive rules under its own spelling and
+	// path_case insensitive ones under its lower case, so a path that
+	// spells a case-sensitive key S and goes on as an insensitive key F
+	// below it is a call of its own: S followed by the rest of F.
+	var folded, exact []string
+	for _, c := range rules {
+		if c.path == "" {
+			continue
+		}
+		if c.Match.PathCase == PathCaseInsensitive {
+			folded = append(folded, c.path)
+		} else {
+			exact = append(exact, c.path)
+		}
+	}
+	for _, s := range exact {
+		lower := string(appendLower(nil, s))
+		for _, f := range folded {
+			if len(f) > len(s) && f[:len(s)] == lower && f[len(s)] == '/' {
+				if p := s + f[len(s):]; !seenP[p] {
+					seenP[p] = true
+					paths = append(paths, p)
+				}
+			}
 		}
 	}
 	most := 0

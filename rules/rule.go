@@ -81,6 +81,10 @@ func (m FailureMode) Valid() bool {
 // none), a rule with no endpoint to every method and path, a rule with no
 // domain to every call.
 //
+// The endpoint's path and the call's are compared in their clean form
+// (CleanPath), with letter case unless PathCase is insensitive; methods are
+// compared without regard to case, and a rule on GET also applies to HEAD.
+//
 // Domain is the Envoy rate limit service domain (the domain of a
 // ShouldRateLimit request). A rule that names one applies only to calls
 // made through the Envoy API in that domain, never to the HTTP decision
@@ -89,6 +93,25 @@ type Match struct {
 	Domain   string `json:"domain,omitempty" yaml:"domain,omitempty"` // same syntax as a plan
 	Plan     string `json:"plan,omitempty" yaml:"plan,omitempty"`
 	Endpoint string `json:"endpoint,omitempty" yaml:"endpoint,omitempty"` // "GET /api/orders", "* /api/*", "POST /login"; see ParseEndpoint
+	PathCase PathCase `json:"path_case,omitempty" yaml:"path_case,omitempty"` // insensitive: "/API/Orders" fits "GET /api/orders"
+}
+
+// PathCase says whether a rule's endpoint path compares with letter case.
+// The zero value "" means PathCaseSensitive.
+type PathCase string
+
+const (
+	PathCaseSensitive   PathCase = "sensitive"   // "/API/orders" is not "/api/orders"; "" means sensitive
+	PathCaseInsensitive PathCase = "insensitive" // ASCII letters compare without case, for upstreams that route so
+)
+
+// Valid reports whether c is sensitive, insensitive or empty.
+func (c PathCase) Valid() bool {
+	switch c {
+	case "", PathCaseSensitive, PathCaseInsensitive:
+		return true
+	}
+	return false
 }
 
 // Rule is one limit: which calls it applies to (Match), whose bucket it
@@ -146,6 +169,12 @@ func (r *Rule) Validate() error {
 		if _, err := ParseEndpoint(r.Match.Endpoint); err != nil {
 			return fieldErr(err.(*FieldError).Message, "match", "endpoint")
 		}
+	}
+	switch {
+	case !r.Match.PathCase.Valid():
+		return fieldErr(fmt.Sprintf("must be sensitive or insensitive, got %q", string(r.Match.PathCase)), "match", "path_case")
+	case r.Match.PathCase != "" && r.Match.Endpoint == "":
+		return fieldErr("applies to the path of match.endpoint: add an endpoint or remove path_case", "match", "path_case")
 	}
 	if !r.By.Valid() {
 		return fieldErr(fmt.Sprintf("must be one of client, user, api_key, ip, got %q", string(r.By)), "by")

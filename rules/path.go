@@ -1,0 +1,180 @@
+package rules
+
+import "strings"
+
+// CleanPath returns the form of a request path that rules match, the same
+// for every entry point (the decision API, the Envoy API, the gateway and
+// the middleware) and for the paths of endpoint patterns:
+//
+//   - the query and fragment are dropped (from the first "?" or "#");
+//   - each segment loses its parameters, from a ";" to the end of the
+//     segment ("/api/orders;jsessionid=1" is "/api/orders", "/a/..;/b" is
+//     "/b"), as Tomcat and Spring route;
+//   - percent escapes ("%6f", "%2F", "%2e") are decoded, once; a decoded
+//     "/" separates segments; an escape that is not "%" and two hex
+//     digits stays as it is;
+//   - empty segments and "." are dropped and ".." removes the segment
+//     before it (never above the root), so "//api/orders", "/api/orders/",
+//     "/api//orders", "/api/./orders" and "/api/x/../orders" are all
+//     "/api/orders";
+//   - the result starts with "/" and has no trailing "/" ("/" alone for
+//     the root).
+//
+// "" stays "" (a call without a path). Letter case is kept: a rule asks
+// for case-insensitive matching with match.path_case. CleanPath returns p
+// itself, without allocating, when p is already clean.
+func CleanPath(p string) string {
+	if p == "" || IsCleanPath(p) {
+		return p
+	}
+	return string(AppendCleanPath(nil, p))
+}
+
+// IsCleanPath reports whether CleanPath(p) == p.
+func IsCleanPath(p string) bool {
+	if p == "" {
+		return true
+	}
+	if p[0] != '/' {
+		return false
+	}
+	if len(p) == 1 {
+		return true
+	}
+	if p[len(p)-1] == '/' {
+		return false
+	}
+	seg := 1 // start of the current segment
+	for i := 1; i < len(p); i++ {
+		switch p[i] {
+		case '/':
+			if !cleanSegment(p[seg:i]) {
+				return false
+			}
+			seg = i + 1
+		case '?', '#', '%', ';':
+			return false
+		}
+	}
+	return cleanSegment(p[seg:])
+}
+
+func cleanSegment(s string) bool { return s != "" && s != "." && s != ".." }
+
+// AppendCleanPath appends CleanPath(p) to dst.
+func AppendCleanPath(dst []byte, p string) []byte {
+	if p == "" {
+		return dst
+	}
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		p = p[:i]
+	}
+	base := len(dst)
+	seg := len(dst) // where the current segment's "/" is
+	dst = append(dst, '/')
+	params := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '/':
+			dst = endSegment(dst, base, seg)
+			seg, params = len(dst), false
+			dst = append(dst, '/')
+			continue
+		case params:
+			continue
+		case c == ';':
+			params = true
+			continue
+		case c == '%' && i+2 < len(p) && isHex(p[i+1]) && isHex(p[i+2]):
+			c = unhex(p[i+1])<<4 | unhex(p[i+2])
+			i += 2
+			if c == '/' {
+				dst = endSegment(dst, base, seg)
+				seg = len(dst)
+				dst = append(dst, '/')
+				continue
+			}
+		}
+		dst = append(dst, c)
+	}
+	dst = endSegment(dst, base, seg)
+	if len(dst) == base {
+		dst = append(dst, '/')
+	}
+	return dst
+}
+
+// endSegment ends the segment whose "/" is at dst[seg]: an empty one or
+// "." is removed, ".." is removed with the segment before it.
+func endSegment(dst []byte, base, seg int) []byte {
+	switch string(dst[seg+1:]) {
+	case "", ".":
+		return dst[:seg]
+	case "..":
+		dst = dst[:seg]
+		for i := len(dst) - 1; i >= base; i-- {
+			if dst[i] == '/' {
+				return dst[:i]
+			}
+		}
+		return dst[:base]
+	}
+	return dst
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+// appendLower appends s with ASCII letters in lower case.
+func appendLower(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// methodFits reports whether a call with method fits a rule on ruleMethod:
+// "*" fits every method, methods compare without regard to ASCII case
+// (some servers route "get" as GET), and a rule on GET also applies to
+// HEAD, which servers answer with the GET handler (RFC 9110 §9.3.2).
+func methodFits(ruleMethod, method string) bool {
+	if ruleMethod == "*" || ruleMethod == method {
+		return true
+	}
+	return equalFoldASCII(ruleMethod, method) || ruleMethod == "GET" && equalFoldASCII(method, "HEAD")
+}
+
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'a' <= x && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if 'a' <= y && y <= 'z' {
+			y -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
