@@ -2,12 +2,32 @@
 // (from a verified token), an API key and the IP it came from; each rule says
 // which of them its bucket is keyed by. A client id is the kind and the value:
 // "user:alice", "api_key:k_live_42", "ip:203.0.113.7", "ip:2001:db8:1:2::/64".
+//
+// This package is the one place client ids are built: the limiter keys
+// buckets with it, and every entry point (the decision API, the Envoy API,
+// the gateway and the middleware) hands the limiter the values as it got
+// them, so one caller is one bucket whichever way it arrives.
+//
+// # Values kept as a digest
+//
+// A user or API key is kept as itself when it is 1 to 256 bytes of UTF-8
+// without control characters (C0, DEL, C1) and does not start with "h:".
+// Any other value — longer, not UTF-8, with a control character, or
+// starting with "h:" — is keyed by its digest: "h:" and the first 16 bytes
+// of its SHA-256 in lowercase hex, e.g. "user:h:2c26b46b68ffc68ff99b453c1d304134".
+// An IP that is not an address is keyed the same way ("ip:h:<hex>"). Such a
+// value is still one bucket per distinct value, never an error and never a
+// bucket shared with a plain value: no plain value starts with "h:".
 package identity
 
 import (
-	"fmt"
+	"crypto/sha256"
+	"errors"
 	"net/netip"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+	"unsafe"
 )
 
 // Identity is who a call comes from. Any field may be empty; IP is the
@@ -30,6 +50,86 @@ const (
 // commonly holds a whole /64.
 const DefaultIPv6Prefix = 64
 
+// MaxValue is the longest user or API key, in bytes, kept as itself in a
+// client id; a longer one is keyed by its digest.
+const MaxValue = 256
+
+// DigestPrefix starts a value keyed by its digest: DigestPrefix and
+// DigestLen lowercase hex digits.
+const (
+	DigestPrefix = "h:"
+	DigestLen    = 32 // hex digits: the first 16 bytes of SHA-256
+)
+
+// MaxID is the longest client id AppendUser, AppendAPIKey and AppendIP
+// build.
+const MaxID = len(PrefixAPIKey) + MaxValue
+
+// Plain reports whether v is kept as itself in a client id: 1 to MaxValue
+// bytes of UTF-8 without control characters, not starting with
+// DigestPrefix.
+func Plain(v string) bool {
+	if v == "" || len(v) > MaxValue || strings.HasPrefix(v, DigestPrefix) {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+		if c >= utf8.RuneSelf {
+			return utf8.ValidString(v[i:]) && !strings.ContainsFunc(v[i:], unicode.IsControl)
+		}
+	}
+	return true
+}
+
+// AppendDigest appends DigestPrefix and the digest of v to dst.
+func AppendDigest(dst []byte, v string) []byte {
+	// Sum256 only reads its argument: v's bytes are not copied.
+	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(v), len(v)))
+	dst = append(dst, DigestPrefix...)
+	const hex = "0123456789abcdef"
+	for _, b := range sum[:DigestLen/2] {
+		dst = append(dst, hex[b>>4], hex[b&0xf])
+	}
+	return dst
+}
+
+// AppendUser appends the client id of user ("user:alice", or
+// "user:h:<hex>" for a value that is not Plain) to dst; nothing for "".
+// It does not allocate when dst has room for MaxID bytes.
+func AppendUser(dst []byte, user string) []byte { return appendValue(dst, PrefixUser, user) }
+
+// AppendAPIKey appends the client id of key ("api_key:k_live_42", or
+// "api_key:h:<hex>") to dst; nothing for "".
+func AppendAPIKey(dst []byte, key string) []byte { return appendValue(dst, PrefixAPIKey, key) }
+
+func appendValue(dst []byte, prefix, v string) []byte {
+	if v == "" {
+		return dst
+	}
+	dst = append(dst, prefix...)
+	if Plain(v) {
+		return append(dst, v...)
+	}
+	return AppendDigest(dst, v)
+}
+
+// AppendIP appends the client id of the address ip, as a check request or
+// a header gives it (see ParseIP), to dst: "ip:" and its key (AppendIPKey),
+// or "ip:h:<hex>" when it is not an address; nothing for "".
+func AppendIP(dst []byte, ip string, bits int) []byte {
+	if ip == "" {
+		return dst
+	}
+	dst = append(dst, PrefixIP...)
+	if a, err := ParseIP(ip); err == nil {
+		return AppendIPKey(dst, a, bits)
+	}
+	return AppendDigest(dst, ip)
+}
+
 // AppendIPKey appends the bucket key of ip (without the "ip:" prefix) to dst:
 // an IPv4 address (also an IPv4-mapped IPv6 one) as itself, an IPv6 address
 // as its /bits prefix, e.g. "2001:db8:1:2::/64". bits outside 1..128 means
@@ -49,45 +149,57 @@ func AppendIPKey(dst []byte, ip netip.Addr, bits int) []byte {
 	return p.AppendTo(dst)
 }
 
+var errNotIP = errors.New("identity: not an IP address")
+
 // ParseIP parses a caller address as given in a check request or a header:
-// IPv4, IPv6 (brackets and zone allowed), IPv4-mapped IPv6.
+// IPv4, IPv6 (brackets and zone allowed), IPv4-mapped IPv6, each also with
+// a port ("203.0.113.7:443", "[2001:db8::1]:443"), which is dropped. It
+// does not allocate for an address without brackets or port.
 func ParseIP(s string) (netip.Addr, error) {
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("identity: %q is not an IP address", s)
+	if s == "" {
+		return netip.Addr{}, errNotIP
 	}
-	return a, nil
+	if s[0] != '[' {
+		if a, err := netip.ParseAddr(s); err == nil {
+			return a, nil
+		}
+	} else if s[len(s)-1] == ']' {
+		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
+			return a, nil
+		}
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr(), nil
+	}
+	return netip.Addr{}, errNotIP
 }
 
 // ClientID returns the id of the identity's bucket for kind "user",
 // "api_key" or "ip" ("" when that part is empty). "client" means the first
 // of user, api_key, ip that is present. IPv6 addresses are keyed by their
-// /ipv6Prefix.
+// /ipv6Prefix. It is the id the limiter keys the bucket by.
 func (id Identity) ClientID(kind string, ipv6Prefix int) string {
+	var buf [MaxID]byte
+	return string(id.AppendClientID(buf[:0], kind, ipv6Prefix))
+}
+
+// AppendClientID appends ClientID(kind, ipv6Prefix) to dst.
+func (id Identity) AppendClientID(dst []byte, kind string, ipv6Prefix int) []byte {
 	switch kind {
 	case "user":
-		if id.User != "" {
-			return PrefixUser + id.User
-		}
+		return AppendUser(dst, id.User)
 	case "api_key":
-		if id.APIKey != "" {
-			return PrefixAPIKey + id.APIKey
-		}
+		return AppendAPIKey(dst, id.APIKey)
 	case "ip":
-		if id.IP != "" {
-			a, err := ParseIP(id.IP)
-			if err != nil {
-				return PrefixIP + id.IP
-			}
-			return string(AppendIPKey([]byte(PrefixIP), a, ipv6Prefix))
-		}
+		return AppendIP(dst, id.IP, ipv6Prefix)
 	case "client", "":
-		for _, k := range [...]string{"user", "api_key", "ip"} {
-			if c := id.ClientID(k, ipv6Prefix); c != "" {
-				return c
-			}
+		switch {
+		case id.User != "":
+			return AppendUser(dst, id.User)
+		case id.APIKey != "":
+			return AppendAPIKey(dst, id.APIKey)
 		}
+		return AppendIP(dst, id.IP, ipv6Prefix)
 	}
-	return ""
+	return dst
 }

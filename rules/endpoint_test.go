@@ -72,7 +72,7 @@ func TestEndpointMatches(t *testing.T) {
 	}{
 		{"GET /api/orders", "GET", "/api/orders", true},
 		{"GET /api/orders", "POST", "/api/orders", false},
-		{"GET /api/orders", "get", "/api/orders", true}, // some servers route "get" as GET
+		{"GET /api/orders", "get", "/api/orders", true},  // some servers route "get" as GET
 		{"GET /api/orders", "HEAD", "/api/orders", true}, // HEAD runs the GET handler
 		{"HEAD /api/orders", "GET", "/api/orders", false},
 		{"POST /api/orders", "HEAD", "/api/orders", false},
