@@ -8,7 +8,6 @@ package limiter
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,10 +34,15 @@ var (
 )
 
 // Request is one call to decide. User, APIKey and IP identify the caller (at
-// least one should be set); Method and Path name the endpoint; Plan is the
-// call's plan when the rules name it (a rule, a client or the default plan),
-// else — empty, or a plan nobody defined — the plan comes from the client
-// registry or the default plan (rules.Index.Plan); Cost 0 means 1.
+// least one should be set), each as the call gave it: the limiter builds
+// the client ids with package identity (a value that is too long or odd is
+// keyed by its digest, an IPv6 address by its prefix, an IP in brackets or
+// with a port as the address). Method and Path name the endpoint as the
+// call gave it, query included or not: rules compare the clean path
+// (rules.CleanPath). Plan is the call's plan when the rules name it (a
+// rule, a client or the default plan), else — empty, or a plan nobody
+// defined — the plan comes from the client registry or the default plan
+// (rules.Index.Plan); Cost 0 means 1.
 type Request struct {
 	User, APIKey, IP string
 	Plan             string
@@ -117,7 +121,7 @@ func (l *Limiter) Rules() *rules.Index { return l.rules.Load() }
 
 // scratch is the per-call working memory, pooled so Check does not allocate.
 type scratch struct {
-	ids     [3 * 300]byte // client ids, built in place
+	ids     [3 * identity.MaxID]byte // client ids, built in place
 	matched [MaxRulesPerCall]*rules.Compiled
 	ops     [MaxRulesPerCall]Op
 	res     [MaxRulesPerCall]algorithm.Result
@@ -137,20 +141,14 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 
 	// Client ids live in sc.ids for the length of the call only: the store
 	// copies what it keeps.
+	// sc.ids has room for all three: it never reallocates.
 	buf := sc.ids[:0]
-	var user, apiKey, ip string
-	buf, user = appendID(buf, identity.PrefixUser, req.User)
-	buf, apiKey = appendID(buf, identity.PrefixAPIKey, req.APIKey)
-	if req.IP != "" {
-		start := len(buf)
-		buf = append(buf, identity.PrefixIP...)
-		if a, err := netip.ParseAddr(req.IP); err == nil {
-			buf = identity.AppendIPKey(buf, a, l.cfg.IPv6Prefix)
-		} else {
-			buf = append(buf, req.IP...)
-		}
-		ip = bytesString(buf[start:])
-	}
+	buf = identity.AppendUser(buf, req.User)
+	nUser := len(buf)
+	buf = identity.AppendAPIKey(buf, req.APIKey)
+	nKey := len(buf)
+	buf = identity.AppendIP(buf, req.IP, l.cfg.IPv6Prefix)
+	user, apiKey, ip := bytesString(buf[:nUser]), bytesString(buf[nUser:nKey]), bytesString(buf[nKey:])
 
 	plan := ix.Plan(req.Plan, user, apiKey, ip)
 	matched := ix.Match(plan, req.Method, req.Path, sc.matched[:0])
@@ -264,17 +262,12 @@ func pick(by rules.By, user, apiKey, ip string) (rules.By, string) {
 	return rules.ByIP, ip
 }
 
-// appendID appends prefix+value to buf and returns the id as a string that
-// aliases buf ("" for an empty value). The string is valid until buf's bytes
-// are reused.
-func appendID(buf []byte, prefix, value string) ([]byte, string) {
-	if value == "" {
-		return buf, ""
-	}
-	start := len(buf)
-	buf = append(buf, prefix...)
-	buf = append(buf, value...)
-	return buf, bytesString(buf[start:])
+// AppendClientID appends to dst the client id a decision's rule keyed req
+// by (Decision.Client): the id Check built, "" for an identity req lacks.
+// by "" or ByClient means the first of user, API key, IP present.
+func (l *Limiter) AppendClientID(dst []byte, by rules.By, req *Request) []byte {
+	id := identity.Identity{User: req.User, APIKey: req.APIKey, IP: req.IP}
+	return id.AppendClientID(dst, string(by), l.cfg.IPv6Prefix)
 }
 
 func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -12,9 +12,6 @@ import (
 // DefaultAPIKeyHeader is the header an API key is read from by default.
 const DefaultAPIKeyHeader = "X-API-Key"
 
-// maxAPIKey is the longest API key looked up, as rules.MaxClientIDValue.
-const maxAPIKey = 256
-
 // Caller is who a request comes from, as far as it can be trusted: the
 // user of a verified token, a registered API key, and the client's address.
 // Any field may be empty.
@@ -92,17 +89,19 @@ func canonical(name string) string {
 	return http.CanonicalHeaderKey(name)
 }
 
-// registered reports whether "api_key:<key>" is in ix's client registry.
+// registered reports whether the client id of key ("api_key:<key>", or
+// "api_key:h:<hex>" for a key kept as its digest, see package identity) is
+// in ix's client registry.
 func registered(ix *rules.Index, key string) bool {
-	if key == "" || len(key) > maxAPIKey {
+	if key == "" {
 		return false
 	}
 	set := ix.Set()
 	if set == nil || len(set.Clients) == 0 {
 		return false
 	}
-	var buf [len(identity.PrefixAPIKey) + maxAPIKey]byte
-	b := append(append(buf[:0], identity.PrefixAPIKey...), key...)
+	var buf [identity.MaxID]byte
+	b := identity.AppendAPIKey(buf[:0], key)
 	_, ok := set.Clients[string(b)] // no allocation: the compiler looks up b in place
 	return ok
 }

@@ -13,7 +13,6 @@ package middleware
 
 import (
 	"net/http"
-	"path"
 
 	"github.com/sluicehq/sluice/headers"
 	"github.com/sluicehq/sluice/limiter"
@@ -64,16 +63,15 @@ func WithErrorHandler(fn func(w http.ResponseWriter, r *http.Request, err error)
 }
 
 // DefaultEndpoint is the endpoint of r as rules see it: its method and its
-// URL path made canonical with path.Clean, so that "/api//orders/",
-// "/api/./orders" and "/api/x/../orders" all count as "/api/orders" and an
-// upstream that normalizes paths cannot be reached around a rule. The query
-// is not part of it. It allocates only when the path is not already clean.
+// path as the request spelled it (URL.EscapedPath). The limiter cleans it
+// as it does for every entry point (rules.CleanPath), so that
+// "/api//orders/", "/api/./orders", "/api/%6frders", "/api%2Forders" and
+// "/api/orders;jsessionid=1" all count as "/api/orders" and an upstream
+// that normalizes paths cannot be reached around a rule. The query is not
+// part of it. It allocates only when the path needs escaping and the
+// request did not spell it.
 func DefaultEndpoint(r *http.Request) (method, p string) {
-	p = r.URL.Path
-	if p == "" || p[0] != '/' {
-		p = "/" + p
-	}
-	return r.Method, path.Clean(p)
+	return r.Method, r.URL.EscapedPath()
 }
 
 // DefaultErrorHandler answers a call the limiter could not decide with 503

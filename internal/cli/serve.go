@@ -105,7 +105,6 @@ func runServe(ctx context.Context, f serveFlags) error {
 
 	data := server.New(lim, server.Config{
 		Logger:     log,
-		IPv6Prefix: f.ipv6Prefix,
 		Ready:      eng.ready,
 		OnDecision: obs.metrics.Decision,
 	})

@@ -2,17 +2,12 @@ package rls
 
 import (
 	"strconv"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/identity"
-	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -23,7 +18,6 @@ const (
 	MaxEntries     = 32            // entries per descriptor
 	MaxHitsAddend  = 1_000_000_000 // hits_addend, request or descriptor level (rules.MaxLimit)
 	MaxDomain      = 256           // bytes of the domain
-	MaxPath        = server.MaxEndpoint
 )
 
 // Descriptor entry keys sluice reads; other keys are ignored.
@@ -133,9 +127,6 @@ func parseDescriptor(d *ratelimitv3.RateLimitDescriptor, hits uint32, c *call) e
 	}
 	for j, e := range es {
 		key, val := e.GetKey(), e.GetValue()
-		at := func(msg string) error {
-			return descErr(".entries[" + strconv.Itoa(j) + "] (" + strconv.Quote(key) + "): " + msg)
-		}
 		if key == "" {
 			return descErr(".entries[" + strconv.Itoa(j) + "].key: required")
 		}
@@ -143,23 +134,10 @@ func parseDescriptor(d *ratelimitv3.RateLimitDescriptor, hits uint32, c *call) e
 		switch key {
 		case KeyUser:
 			f = fUser
-			if msg := identityProblem(val); msg != "" {
-				return at(msg)
-			}
 		case KeyAPIKey:
 			f = fAPIKey
-			if msg := identityProblem(val); msg != "" {
-				return at(msg)
-			}
 		case KeyRemoteAddress, KeyIP:
 			f = fIP
-			if len(val) > 64 {
-				return at("not an IP address: " + quote(val))
-			}
-			if _, err := identity.ParseIP(val); err != nil {
-				return at("not an IP address: " + quote(val))
-			}
-			val = strings.TrimSuffix(strings.TrimPrefix(val, "["), "]")
 		case KeyPlan:
 			// Any value decides: one that is not a plan name is a plan no
 			// rule names, which the limiter decides as the caller's
@@ -167,25 +145,18 @@ func parseDescriptor(d *ratelimitv3.RateLimitDescriptor, hits uint32, c *call) e
 			f = fPlan
 		case KeyMethod:
 			f = fMethod
-			if !validMethod(val) {
-				return at("must be an uppercase HTTP method such as GET, got " + quote(val))
-			}
 		case KeyPath:
 			f = fPath
-			if msg := pathProblem(val); msg != "" {
-				return at(msg)
-			}
-			if i := strings.IndexAny(val, "?#"); i >= 0 {
-				val = val[:i]
-			}
 		default:
 			continue // not an entry sluice reads
 		}
-		p := c.field(f)
-		if *p != "" && *p != val {
-			return at("given twice with different values (" + quote(*p) + " and " + quote(val) + ")")
+		// The values of the entries above are the caller's: each decides.
+		// The limiter keys an odd identity by its digest and cleans the
+		// path; an empty value is an absent one, and an entry given twice
+		// keeps its first value.
+		if p := c.field(f); *p == "" {
+			*p = val
 		}
-		*p = val
 	}
 	return nil
 }
@@ -211,64 +182,4 @@ func merge(calls []call, dst *call) bool {
 		}
 	}
 	return true
-}
-
-func identityProblem(s string) string {
-	switch {
-	case s == "":
-		return "empty value"
-	case len(s) > server.MaxIdentity:
-		return "must be at most " + strconv.Itoa(server.MaxIdentity) + " bytes, got " + strconv.Itoa(len(s))
-	case !utf8.ValidString(s):
-		return "must be valid UTF-8"
-	case strings.ContainsFunc(s, unicode.IsControl):
-		return "must not contain control characters"
-	}
-	return ""
-}
-
-func pathProblem(s string) string {
-	switch {
-	case s == "":
-		return "empty value"
-	case len(s) > MaxPath:
-		return "must be at most " + strconv.Itoa(MaxPath) + " bytes, got " + strconv.Itoa(len(s))
-	case !utf8.ValidString(s):
-		return "must be valid UTF-8"
-	case strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
-		return "must not contain whitespace or control characters, got " + quote(s)
-	}
-	return ""
-}
-
-func validMethod(m string) bool {
-	if m == "" || len(m) > server.MaxMethod {
-		return false
-	}
-	for i := 0; i < len(m); i++ {
-		if m[i] < 'A' || m[i] > 'Z' {
-			return false
-		}
-	}
-	return true
-}
-
-func isAlnum(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-}
-
-// quote quotes s for an error message, eliding the middle of long values.
-func quote(s string) string {
-	const max = 80
-	if len(s) > max {
-		cut, end := max/2, len(s)-max/2
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		for end < len(s) && !utf8.RuneStart(s[end]) {
-			end++
-		}
-		return strconv.Quote(s[:cut]) + "…" + strconv.Quote(s[end:])
-	}
-	return strconv.Quote(s)
 }

@@ -5,9 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/limiter"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // appendAnswer appends the JSON answer to a check:
@@ -21,8 +19,9 @@ import (
 //
 // Times are rounded up to the millisecond, never earlier than the real
 // moment; reason only when denied, shadow_denied only when set; rule and
-// client are null when no rule matched.
-func appendAnswer(b []byte, d *limiter.Decision, req *CheckRequest, ipv6Prefix int) []byte {
+// client are null when no rule matched. client is the id of the bucket the
+// rule keyed the call by (limiter.AppendClientID).
+func appendAnswer(b []byte, d *limiter.Decision, client []byte) []byte {
 	b = append(b, `{"allowed":`...)
 	b = strconv.AppendBool(b, d.Allowed)
 	b = append(b, `,"limit":`...)
@@ -43,9 +42,8 @@ func appendAnswer(b []byte, d *limiter.Decision, req *CheckRequest, ipv6Prefix i
 		b = append(b, `,"rule":`...)
 		b = appendString(b, d.Rule.ID)
 		b = append(b, `,"client":`...)
-		var id [16 + MaxIdentity]byte
-		if c := appendClientID(id[:0], d.Client, req, ipv6Prefix); len(c) > 0 {
-			b = appendString(b, bytesString(c))
+		if len(client) > 0 {
+			b = appendString(b, bytesString(client))
 		} else {
 			b = append(b, "null"...)
 		}
@@ -65,38 +63,6 @@ func appendAnswer(b []byte, d *limiter.Decision, req *CheckRequest, ipv6Prefix i
 		b = appendString(b, d.Source.String())
 	}
 	return append(b, "}\n"...)
-}
-
-// appendClientID appends the client id of req's identity of kind by, as
-// identity.Identity.ClientID names it, without allocating.
-func appendClientID(b []byte, by rules.By, req *CheckRequest, ipv6Prefix int) []byte {
-	switch by {
-	case rules.ByUser:
-		if req.User != "" {
-			b = append(b, identity.PrefixUser...)
-			return append(b, req.User...)
-		}
-	case rules.ByAPIKey:
-		if req.APIKey != "" {
-			b = append(b, identity.PrefixAPIKey...)
-			return append(b, req.APIKey...)
-		}
-	case rules.ByIP:
-		if req.IP != "" {
-			b = append(b, identity.PrefixIP...)
-			if a, ok := addrOf(req.IP); ok {
-				return identity.AppendIPKey(b, a, ipv6Prefix)
-			}
-			return append(b, req.IP...)
-		}
-	default: // the limiter names the identity it used; fall back to the first present
-		for _, k := range [...]rules.By{rules.ByUser, rules.ByAPIKey, rules.ByIP} {
-			if c := appendClientID(b, k, req, ipv6Prefix); len(c) > len(b) {
-				return c
-			}
-		}
-	}
-	return b
 }
 
 // ceilMillis returns d in milliseconds, rounded up; 0 for d ≤ 0.

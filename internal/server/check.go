@@ -2,24 +2,20 @@ package server
 
 import (
 	"bytes"
-	"net/netip"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
-
-	"github.com/sluicehq/sluice/identity"
 )
 
-// Limits on the fields of a check request.
+// Limits on the fields of a check request. user, api_key, ip and the
+// endpoint's path have none: whatever a caller sends there is decided (see
+// ParseCheck), within the body's size limit.
 const (
-	MaxIdentity = 256        // bytes of user or api_key, as rules.MaxClientIDValue
-	MaxPlan     = 64         // bytes of plan
-	MaxEndpoint = 4096       // bytes of endpoint
-	MaxMethod   = 16         // letters of the endpoint's method
-	MaxCost     = 1000000000 // largest cost, as rules.MaxLimit
+	MaxPlan = 64         // bytes of plan
+	MaxCost = 1000000000 // largest cost, as rules.MaxLimit
 )
 
 // CheckRequest is the body of POST /ratelimit/check (SPEC §4):
@@ -31,26 +27,31 @@ const (
 type CheckRequest struct {
 	User     string `json:"user,omitempty"`
 	APIKey   string `json:"api_key,omitempty"`
-	IP       string `json:"ip,omitempty"` // a valid address; brackets around an IPv6 address removed
+	IP       string `json:"ip,omitempty"`
 	Plan     string `json:"plan,omitempty"`
 	Endpoint string `json:"endpoint,omitempty"` // "METHOD /path", or ""
 	Cost     int64  `json:"cost"`               // 1..MaxCost; 1 when absent
 
-	// Method and Path are the parts of Endpoint; Path stops before any
-	// query ("?") or fragment ("#"), as rules match paths only.
+	// Method and Path are the parts of Endpoint, as given: the limiter
+	// drops the query and cleans the path (rules.CleanPath).
 	Method string `json:"-"`
 	Path   string `json:"-"`
 }
 
-// ParseCheck parses and validates a check request body. It is strict: the
-// body is one JSON object with no unknown or repeated keys and nothing after
-// it; at least one of user, api_key and ip is set; user and api_key are at
-// most 256 bytes of UTF-8 without control characters; ip is an IP address;
-// plan is 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit;
-// endpoint is "METHOD /path" (an uppercase method, one space, a path
-// starting with "/", no whitespace or control characters); cost is a whole
-// number from 1 to 1e9 written without fraction or exponent. The error is an
-// *APIError (400, "invalid_request") whose message names the field.
+// ParseCheck parses and validates a check request body. It is strict
+// about the request's shape, which the integrating service decides: the
+// body is one JSON object with no unknown or repeated keys and nothing
+// after it; at least one of user, api_key and ip is set; plan is 1 to 64 of
+// A-Z a-z 0-9 . _ - starting with a letter or digit; endpoint is "METHOD
+// path", a method and a path separated by the first space; cost is a whole
+// number from 1 to 1e9 written without fraction or exponent. The error is
+// an *APIError (400, "invalid_request") whose message names the field.
+//
+// The values a caller of the integrating service controls are never
+// refused: user, api_key and ip may be any string (one too long or odd is
+// keyed by its digest, see package identity), the method any word (rules
+// compare it without regard to case), and the path anything (the limiter
+// drops its query and cleans it, see rules.CleanPath).
 //
 // The returned strings do not alias body.
 func ParseCheck(body []byte) (CheckRequest, error) {
@@ -140,18 +141,6 @@ func (r *rawCheck) validate(dst *CheckRequest) error {
 		}
 	}
 	user, apiKey, ip, plan, endpoint := s[fUser], s[fAPIKey], s[fIP], s[fPlan], s[fEndpoint]
-	if err := checkIdentity(fUser, user); err != nil {
-		return err
-	}
-	if err := checkIdentity(fAPIKey, apiKey); err != nil {
-		return err
-	}
-	if ip != "" {
-		if _, err := identity.ParseIP(ip); err != nil || !printableASCII(ip) {
-			return invalid(`ip: ` + quote(ip) + ` is not an IP address`)
-		}
-		ip = strings.TrimSuffix(strings.TrimPrefix(ip, "["), "]")
-	}
 	if plan != "" && !validPlan(plan) {
 		return invalid("plan: must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got " + quote(plan))
 	}
@@ -188,44 +177,6 @@ func typeErr(f int, k kind) *APIError {
 	return invalid(fieldNames[f] + ": must be " + want + ", got " + kindNames[k])
 }
 
-func checkIdentity(f int, s string) error {
-	switch {
-	case len(s) > MaxIdentity:
-		return invalid(fieldNames[f] + ": must be at most " + strconv.Itoa(MaxIdentity) + " bytes, got " + strconv.Itoa(len(s)))
-	case !utf8.ValidString(s):
-		return invalid(fieldNames[f] + ": must be valid UTF-8")
-	case hasControl(s):
-		return invalid(fieldNames[f] + ": must not contain control characters")
-	}
-	return nil
-}
-
-// hasControl reports whether s (valid UTF-8) holds a control character
-// (unicode.IsControl: C0, DEL, C1).
-func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == 0x7f {
-			return true
-		}
-		if c >= utf8.RuneSelf {
-			return strings.ContainsFunc(s[i:], unicode.IsControl)
-		}
-	}
-	return false
-}
-
-// printableASCII reports whether s is printable ASCII (an IPv6 zone may
-// otherwise be anything).
-func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] >= 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
 func validPlan(p string) bool {
 	if len(p) > MaxPlan || !isAlnum(p[0]) {
 		return false
@@ -244,53 +195,14 @@ func isAlnum(c byte) bool {
 
 const endpointForm = `want "METHOD /path", e.g. "GET /api/orders"`
 
-// parseEndpoint splits "METHOD /path" and returns the path without query or
-// fragment.
+// parseEndpoint splits "METHOD path" at its first space. The path is
+// returned as given.
 func parseEndpoint(s string) (method, path string, err error) {
-	if len(s) > MaxEndpoint {
-		return "", "", invalid("endpoint: must be at most " + strconv.Itoa(MaxEndpoint) + " bytes, got " + strconv.Itoa(len(s)))
-	}
-	sp := strings.IndexByte(s, ' ')
-	if sp < 0 {
+	method, path, ok := strings.Cut(s, " ")
+	if !ok || method == "" {
 		return "", "", invalid("endpoint: " + endpointForm + ", got " + quote(s))
 	}
-	method, path = s[:sp], s[sp+1:]
-	if !validMethod(method) {
-		return "", "", invalid("endpoint: " + endpointForm + "; the method must be an uppercase HTTP method such as GET, got " + quote(method))
-	}
-	if len(path) == 0 || path[0] != '/' {
-		return "", "", invalid("endpoint: " + endpointForm + `; the path must start with "/", got ` + quote(path))
-	}
-	if !utf8.ValidString(path) {
-		return "", "", invalid("endpoint: must be valid UTF-8")
-	}
-	for i := 0; i < len(path); i++ {
-		c := path[i]
-		if c <= ' ' || c == 0x7f || c >= utf8.RuneSelf && strings.ContainsFunc(path[i:], isSpaceOrControl) {
-			return "", "", invalid("endpoint: the path must not contain whitespace or control characters, got " + quote(path))
-		}
-		if c >= utf8.RuneSelf {
-			break
-		}
-	}
-	if i := strings.IndexAny(path, "?#"); i >= 0 {
-		path = path[:i]
-	}
 	return method, path, nil
-}
-
-func isSpaceOrControl(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
-
-func validMethod(m string) bool {
-	if m == "" || len(m) > MaxMethod {
-		return false
-	}
-	for i := 0; i < len(m); i++ {
-		if m[i] < 'A' || m[i] > 'Z' {
-			return false
-		}
-	}
-	return true
 }
 
 // parseCost parses a JSON number literal as a cost.
@@ -638,8 +550,3 @@ func hex4(b []byte) (rune, bool) {
 
 func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// addrOf parses the ip of a validated CheckRequest.
-func addrOf(ip string) (netip.Addr, bool) {
-	a, err := netip.ParseAddr(ip)
-	return a, err == nil
-}

@@ -52,11 +52,6 @@ type Config struct {
 	// Logger receives the errors the limiter returns. Default: discard.
 	Logger *slog.Logger
 
-	// IPv6Prefix is the prefix length IPv6 callers are keyed by, used to
-	// name the client in answers. It must be the limiter's
-	// (limiter.Config.IPv6Prefix). Default identity.DefaultIPv6Prefix (64).
-	IPv6Prefix int
-
 	// OnDecision, when set, is told every decision the check API makes
 	// (metrics). It runs on the request's goroutine: it must be cheap and
 	// must not keep d.
@@ -66,9 +61,8 @@ type Config struct {
 // DefaultConfig returns the default configuration.
 func DefaultConfig() Config {
 	return Config{
-		MaxBody:    DefaultMaxBody,
-		Logger:     slog.New(slog.DiscardHandler),
-		IPv6Prefix: identity.DefaultIPv6Prefix,
+		MaxBody: DefaultMaxBody,
+		Logger:  slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -76,9 +70,6 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if c.MaxBody < 0 {
 		return errors.New("server: max body must not be negative")
-	}
-	if c.IPv6Prefix < 0 || c.IPv6Prefix > 128 {
-		return errors.New("server: ipv6 prefix must be 1..128")
 	}
 	return nil
 }
@@ -90,9 +81,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = d.Logger
-	}
-	if c.IPv6Prefix <= 0 || c.IPv6Prefix > 128 {
-		c.IPv6Prefix = d.IPv6Prefix
 	}
 	return c
 }
@@ -228,7 +216,12 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	h := w.Header()
 	headers.Set(h, &d)
 	h[headers.ContentType] = jsonContentType
-	buf.out = appendAnswer(buf.out[:0], &d, &req, s.cfg.IPv6Prefix)
+	var id [identity.MaxID]byte
+	var client []byte
+	if d.Rule != nil {
+		client = s.l.AppendClientID(id[:0], d.Client, &lr) // the id the limiter keyed the bucket by
+	}
+	buf.out = appendAnswer(buf.out[:0], &d, client)
 	w.Write(buf.out) //nolint:errcheck // the client is gone; nothing to do
 	return nil
 }
