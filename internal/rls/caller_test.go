@@ -187,7 +187,7 @@ func TestOneBucketEveryEntryPoint(t *testing.T) {
 	sum := sha256.Sum256([]byte(key))
 	id := "api_key:h:" + hex.EncodeToString(sum[:16])
 	set := &rules.Set{
-		Rules: []rules.Rule{{ID: "orders", Match: rules.Match{Endpoint: "GET /api/orders"}, By: rules.ByAPIKey, Limit: 3, Window: minute}},
+		Rules:   []rules.Rule{{ID: "orders", Match: rules.Match{Endpoint: "GET /api/orders"}, By: rules.ByAPIKey, Limit: 3, Window: minute}},
 		Clients: map[string]rules.Client{id: {Plan: "free"}},
 	}
 	st, err := memory.New(memory.DefaultConfig())

@@ -5,11 +5,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/rules"
@@ -17,8 +19,11 @@ import (
 )
 
 // FuzzShouldRateLimit feeds requests of two descriptors to a server over
-// the embedded store: it answers or says InvalidArgument, never panics, and
-// what it accepts reads as a valid check.
+// the embedded store: it never panics, and it answers with a decision
+// unless the request is wrong in what the operator's Envoy configuration
+// decides (no domain, an entry without a key, hits_addend out of range, a
+// plan entry that is not a plan name), which is InvalidArgument. Whatever
+// the values of user, api_key, ip, method and path, it decides.
 func FuzzShouldRateLimit(f *testing.F) {
 	f.Add("edge", "user", "alice", "remote_address", "203.0.113.7", "path", "/a?b", uint32(0), uint64(0), false)
 	f.Add("edge", "method", "GET", "path", "/login", "plan", "free", uint32(3), uint64(5), true)
@@ -51,21 +56,81 @@ func FuzzShouldRateLimit(f *testing.F) {
 		if (perr == nil) != (err == nil) {
 			t.Fatalf("parse = %v but ShouldRateLimit = %v", perr, err)
 		}
+		badPlan := false
+		for _, kv := range [][2]string{{k1, v1}, {k2, v2}, {k3, v3}} {
+			if kv[0] == KeyPlan && !validPlan(kv[1]) {
+				badPlan = true
+			}
+		}
+		operator := domain == "" || len(domain) > MaxDomain || k1 == "" || k2 == "" || k3 == "" ||
+			hits > MaxHitsAddend || setD && dhits > MaxHitsAddend || badPlan
 		if err != nil {
-			if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "rls: ") {
-				t.Fatalf("ShouldRateLimit(%v) = %v, want InvalidArgument", req, err)
+			if st := status.Convert(err); !operator || st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "rls: ") {
+				t.Fatalf("ShouldRateLimit(%v) = %v, want a decision", req, err)
 			}
 			return
+		}
+		if operator && (domain == "" || k1 == "" || hits > MaxHitsAddend) {
+			t.Fatalf("ShouldRateLimit(%v) = %v, want InvalidArgument", req, resp)
 		}
 		if len(resp.Statuses) != 2 || resp.OverallCode == rlsv3.RateLimitResponse_UNKNOWN {
 			t.Fatalf("ShouldRateLimit(%v) = %v, want 2 statuses and a code", req, resp)
 		}
+		if _, err := proto.Marshal(resp); err != nil {
+			t.Fatalf("the answer to %v does not marshal: %v", req, err)
+		}
 		for _, c := range calls {
-			r := c.req
-			if r.Cost < 1 || r.Cost > MaxHitsAddend || strings.ContainsAny(r.Path, "?# ") ||
-				r.Method != "" && r.Method != strings.ToUpper(r.Method) || strings.HasPrefix(r.IP, "[") {
+			if r := c.req; r.Cost < 1 || r.Cost > MaxHitsAddend {
 				t.Fatalf("parse(%v) accepted %+v", req, r)
 			}
 		}
 	})
+}
+
+// FuzzUnmarshalRequest: the codec's reader of RateLimitRequest never
+// panics, reads what protobuf-go reads (unknown fields dropped), and also
+// reads strings that are not UTF-8, which protobuf-go refuses.
+func FuzzUnmarshalRequest(f *testing.F) {
+	for _, r := range []*rlsv3.RateLimitRequest{
+		{Domain: "edge", HitsAddend: 3, Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}, {Key: "path", Value: "/a?b"}},
+				HitsAddend: wrapperspb.UInt64(7), IsNegativeHits: true,
+				Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: 2}}}},
+		{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{{}, {}}},
+	} {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("\x0a\x02\xff\xfe\x12\x07\x0a\x05\x0a\x01u\x12\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got rlsv3.RateLimitRequest
+		err := unmarshalRequest(b, &got)
+		var want rlsv3.RateLimitRequest
+		werr := proto.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, &want)
+		if werr == nil {
+			if err != nil || !proto.Equal(&got, &want) {
+				t.Fatalf("unmarshalRequest(%x) = %v, %v; protobuf-go read %v", b, &got, err, &want)
+			}
+			return
+		}
+		if err == nil && utf8.ValidString(got.Domain) && allUTF8(&got) {
+			// protobuf-go refused for a reason other than UTF-8: the wire
+			// must be malformed, and unmarshalRequest should have said so.
+			t.Fatalf("unmarshalRequest(%x) = %v, but protobuf-go says %v", b, &got, werr)
+		}
+	})
+}
+
+func allUTF8(r *rlsv3.RateLimitRequest) bool {
+	for _, d := range r.Descriptors {
+		for _, e := range d.Entries {
+			if !utf8.ValidString(e.Key) || !utf8.ValidString(e.Value) {
+				return false
+			}
+		}
+	}
+	return true
 }

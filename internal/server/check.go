@@ -549,4 +549,3 @@ func hex4(b []byte) (rune, bool) {
 }
 
 func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-
