@@ -1,7 +1,10 @@
 package identity
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -39,5 +42,55 @@ func TestAppendIPKeyNoAlloc(t *testing.T) {
 	buf := make([]byte, 0, 64)
 	if n := testing.AllocsPerRun(100, func() { buf = AppendIPKey(buf[:0], a, 64) }); n != 0 {
 		t.Errorf("AppendIPKey allocs = %v, want 0", n)
+	}
+}
+
+func TestDigestIDs(t *testing.T) {
+	long := strings.Repeat("u", 257)
+	digest := func(v string) string {
+		sum := sha256.Sum256([]byte(v))
+		return DigestPrefix + hex.EncodeToString(sum[:DigestLen/2])
+	}
+	tests := []struct {
+		id   Identity
+		kind string
+		want string
+	}{
+		{Identity{User: strings.Repeat("u", 256)}, "user", "user:" + strings.Repeat("u", 256)},
+		{Identity{User: long}, "user", "user:" + digest(long)},
+		{Identity{User: "al\x7fice"}, "user", "user:" + digest("al\x7fice")},
+		{Identity{User: "a\u0085b"}, "user", "user:" + digest("a\u0085b")},
+		{Identity{User: "al\xffice"}, "user", "user:" + digest("al\xffice")},
+		{Identity{User: "h:" + strings.Repeat("0", 32)}, "user", "user:" + digest("h:"+strings.Repeat("0", 32))},
+		{Identity{User: "zoë 東京"}, "user", "user:zoë 東京"},
+		{Identity{APIKey: "k\x00"}, "api_key", "api_key:" + digest("k\x00")},
+		{Identity{APIKey: long}, "client", "api_key:" + digest(long)},
+		{Identity{IP: "not-an-ip"}, "ip", "ip:" + digest("not-an-ip")},
+		{Identity{IP: "[2001:db8::1]:443"}, "ip", "ip:2001:db8::/64"},
+		{Identity{IP: "203.0.113.7:80"}, "ip", "ip:203.0.113.7"},
+		{Identity{IP: "[203.0.113.7]"}, "ip", "ip:203.0.113.7"},
+	}
+	for _, tt := range tests {
+		if got := tt.id.ClientID(tt.kind, 0); got != tt.want {
+			t.Errorf("%q.ClientID(%q) = %q, want %q", tt.id, tt.kind, got, tt.want)
+		}
+	}
+	if got := len("user:" + digest(long)); got > MaxID {
+		t.Errorf("a digest id is %d bytes, more than MaxID %d", got, MaxID)
+	}
+}
+
+func TestAppendNoAlloc(t *testing.T) {
+	buf := make([]byte, 0, 3*MaxID)
+	long := strings.Repeat("k", 1000)
+	for _, f := range []func(){
+		func() { buf = AppendUser(buf[:0], "alice") },
+		func() { buf = AppendAPIKey(buf[:0], long) },
+		func() { buf = AppendIP(buf[:0], "2001:db8::1", 64) },
+		func() { buf = AppendIP(buf[:0], "203.0.113.7", 64) },
+	} {
+		if n := testing.AllocsPerRun(100, f); n != 0 {
+			t.Errorf("allocs = %v, want 0", n)
+		}
 	}
 }

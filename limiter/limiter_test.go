@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
@@ -358,6 +360,12 @@ func TestNoAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { l.Check(context.Background(), &req) }); n != 0 {
 		t.Errorf("Check allocs = %v, want 0", n)
 	}
+	// Nor for an identity kept as its digest and a path to clean.
+	odd := limiter.Request{User: strings.Repeat("u", 300), IP: "[2001:db8::1]", Method: "get", Path: "/api//v1/./orders/42/?q=1"}
+	check(t, l, odd)
+	if n := testing.AllocsPerRun(1000, func() { l.Check(context.Background(), &odd) }); n != 0 {
+		t.Errorf("Check of an odd call allocs = %v, want 0", n)
+	}
 }
 
 // bigSet returns n rules: a few that match the benchmark's call, the rest
@@ -454,4 +462,67 @@ func BenchmarkCheckParallel(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
+
+// TestOneBucketPerCaller: the public limiter keys a caller as package
+// identity names it, whatever spelling of the same identity it is given:
+// "[2001:db8::1]" and "2001:db8::1" (and an address with a port) are one
+// IPv6 /64, and AppendClientID names the bucket Check used.
+func TestOneBucketPerCaller(t *testing.T) {
+	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{rule("ip", 1, time.Hour, func(r *rules.Rule) { r.By = rules.ByIP })}})
+	if d := check(t, l, limiter.Request{IP: "2001:db8::1"}); !d.Allowed {
+		t.Fatalf("2001:db8::1 = %+v, want allowed", d)
+	}
+	for _, ip := range []string{"[2001:db8::1]", "[2001:db8::1]:443", "2001:db8::2"} {
+		req := limiter.Request{IP: ip}
+		d := check(t, l, req)
+		if d.Allowed {
+			t.Errorf("%s = allowed, want denied: the same /64 as 2001:db8::1", ip)
+		}
+		if got := string(l.AppendClientID(nil, d.Client, &req)); got != "ip:2001:db8::/64" {
+			t.Errorf("AppendClientID(%s) = %q, want ip:2001:db8::/64", ip, got)
+		}
+		if got := (identity.Identity{IP: ip}).ClientID("ip", 0); got != "ip:2001:db8::/64" {
+			t.Errorf("identity.ClientID(%s) = %q, want the limiter's ip:2001:db8::/64", ip, got)
+		}
+	}
+}
+
+// TestOddIdentitiesDecide: a user too long or odd is its own bucket, keyed
+// by its digest, and no other value shares it.
+func TestOddIdentitiesDecide(t *testing.T) {
+	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{rule("u", 1, time.Hour, func(r *rules.Rule) { r.By = rules.ByUser })}})
+	long := strings.Repeat("u", 300)
+	for _, user := range []string{long, "al\x7fice", "al\xffice"} {
+		req := limiter.Request{User: user}
+		if d := check(t, l, req); !d.Allowed || !strings.HasPrefix(string(l.AppendClientID(nil, d.Client, &req)), "user:h:") {
+			t.Fatalf("first call of %q = %+v, want allowed under a user:h: id", user, d)
+		}
+		if d := check(t, l, req); d.Allowed {
+			t.Errorf("second call of %q = allowed, want denied", user)
+		}
+	}
+	// The digest id itself, given as a user, is another bucket.
+	req := limiter.Request{User: long}
+	id := string(l.AppendClientID(nil, rules.ByUser, &req))
+	if d := check(t, l, limiter.Request{User: strings.TrimPrefix(id, "user:")}); !d.Allowed {
+		t.Errorf("user %q = denied, want a bucket of its own", strings.TrimPrefix(id, "user:"))
+	}
+}
+
+// TestPathsAndMethods: Check cleans the path and folds methods for every
+// caller of the public API.
+func TestPathsAndMethods(t *testing.T) {
+	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{rule("orders", 1, time.Hour, func(r *rules.Rule) {
+		r.By = rules.ByIP
+		r.Match.Endpoint = "GET /api/orders"
+	})}})
+	if d := check(t, l, limiter.Request{IP: "203.0.113.7", Method: "GET", Path: "/api/orders"}); !d.Allowed {
+		t.Fatalf("GET /api/orders = %+v, want allowed", d)
+	}
+	for _, c := range [][2]string{{"HEAD", "/api/orders"}, {"get", "/api//orders/"}, {"GET", "/api/%6frders?x"}, {"GET", "/api/orders;s=1"}} {
+		if d := check(t, l, limiter.Request{IP: "203.0.113.7", Method: c[0], Path: c[1]}); d.Allowed || d.RuleID() != "orders" {
+			t.Errorf("%s %s = %+v, want denied under orders", c[0], c[1], d)
+		}
+	}
 }

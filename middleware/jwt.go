@@ -15,7 +15,6 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -26,10 +25,6 @@ const DefaultPlanClaim = "plan"
 // maxToken bounds the length of a bearer token that is looked at: a longer
 // one is not parsed (the caller is anonymous).
 const maxToken = 8 << 10
-
-// maxUser is the longest user id taken from a token's sub, as
-// rules.MaxClientIDValue.
-const maxUser = 256
 
 // JWTConfig says which bearer tokens are trusted. At least one of
 // HS256Secret and Keys is required; the algorithms accepted are exactly
@@ -146,9 +141,10 @@ func (v *JWTVerifier) Methods() []string {
 // one of Methods, its signature is right, it is neither expired nor not yet
 // valid (nor issued in the future), and its issuer and audience are the
 // configured ones. It returns the token's sub as the user and the plan
-// claim (or "" when absent or not a valid plan name). A token without a
-// usable sub (a string of 1 to 256 bytes of UTF-8 without control
-// characters) is refused.
+// claim (or "" when absent or not a valid plan name). A token whose sub is
+// not a non-empty string is refused; any such string is the user, keyed as
+// package identity keys every user (a long or odd one by its digest), the
+// same as through the decision and Envoy APIs.
 func (v *JWTVerifier) Verify(token string) (user, plan string, err error) {
 	if len(token) > maxToken {
 		return "", "", fmt.Errorf("middleware: jwt: token longer than %d bytes", maxToken)
@@ -158,8 +154,8 @@ func (v *JWTVerifier) Verify(token string) (user, plan string, err error) {
 		return "", "", fmt.Errorf("middleware: jwt: %w", err)
 	}
 	sub, _ := claims["sub"].(string)
-	if !validUser(sub) {
-		return "", "", errors.New("middleware: jwt: sub must be a string of 1 to 256 bytes without control characters")
+	if sub == "" {
+		return "", "", errors.New("middleware: jwt: sub must be a non-empty string")
 	}
 	if p, ok := claims[v.planClaim].(string); ok && validPlan(p) {
 		plan = p
@@ -205,20 +201,6 @@ func (v *JWTVerifier) key(t *jwt.Token) (any, error) {
 		return nil, fmt.Errorf("no %s key with kid %q", t.Method.Alg(), kid)
 	}
 	return set, nil
-}
-
-// validUser reports whether s can be a user id: 1 to 256 bytes of UTF-8
-// without control characters.
-func validUser(s string) bool {
-	if s == "" || len(s) > maxUser || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return false
-		}
-	}
-	return true
 }
 
 // validPlan reports whether s is a plan name: 1 to 64 of A-Z a-z 0-9 . _ -

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/identity"
 )
 
 // Limits on rule fields. They bound what a rule can ask of the counter
@@ -324,7 +325,10 @@ func (s *Set) Clone() *Set {
 // ValidClientID checks a client id as used in Set.Clients and the admin
 // API: "user:<id>", "api_key:<key>" or "ip:<address or prefix>". The value
 // after the colon is non-empty, at most 256 bytes of UTF-8 without control
-// characters; an ip value is an address or a masked prefix in canonical form
+// characters; a user or key value starting with "h:" is a digest, "h:" and
+// 32 lowercase hex digits, the id sluice keys a user or key by when it is
+// not kept as itself (see package identity); an ip value is an address or
+// a masked prefix in canonical form
 // ("2001:db8::/64", not "2001:DB8:0::1/64"), since clients are looked up by
 // exact string. The error is a *FieldError for the field "client".
 func ValidClientID(id string) error {
@@ -343,6 +347,10 @@ func ValidClientID(id string) error {
 		return fieldErr(fmt.Sprintf("%s contains a control character", quote(id)), "client")
 	}
 	if kind != "ip" {
+		if d, ok := strings.CutPrefix(val, identity.DigestPrefix); ok && !isDigest(d) {
+			return fieldErr(fmt.Sprintf(`%s: a value starting with %q names a digest: want %q and %d lowercase hex digits, the first %d bytes of the SHA-256 of the %s (how sluice keys a value over %d bytes, with control characters, not UTF-8, or itself starting with %q)`,
+				quote(id), identity.DigestPrefix, identity.DigestPrefix, identity.DigestLen, identity.DigestLen/2, strings.ReplaceAll(kind, "_", " "), identity.MaxValue, identity.DigestPrefix), "client")
+		}
 		return nil
 	}
 	var canon string
@@ -363,6 +371,19 @@ func ValidClientID(id string) error {
 		return fieldErr(fmt.Sprintf("%s: write it in canonical form, %q", quote(id), "ip:"+canon), "client")
 	}
 	return nil
+}
+
+// isDigest reports whether s is identity.DigestLen lowercase hex digits.
+func isDigest(s string) bool {
+	if len(s) != identity.DigestLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // FieldError is a validation or decoding error in one field. Field is the

@@ -183,6 +183,12 @@ func TestValidClientID(t *testing.T) {
 		{"ip:2001:DB8::1", `canonical form, "ip:2001:db8::1"`},
 		{"ip:10.1.2.3/8", `canonical form, "ip:10.0.0.0/8"`},
 		{"ip:fe80::1%eth0", "want an IP address"},
+		// Digests, as package identity builds them.
+		{"user:h:0123456789abcdef0123456789abcdef", ""},
+		{"api_key:h:17b16d8ef494060fefa36a6a41567b8c", ""},
+		{"user:h:alice", `a value starting with "h:" names a digest: want "h:" and 32 lowercase hex digits`},
+		{"api_key:h:0123456789ABCDEF0123456789ABCDEF", `names a digest`},
+		{"user:h:0123456789abcdef0123456789abcdef0", `names a digest`},
 	}
 	for _, tt := range tests {
 		err := ValidClientID(tt.id)
