@@ -30,9 +30,11 @@ type Caller struct {
 //     token that fails verification (expired, not yet valid, wrongly
 //     signed, alg "none" or another algorithm than the configured ones):
 //     no user.
-//   - APIKey: the APIKeyHeader's value, only when "api_key:<key>" is in the
-//     client registry of the rules in force; an unknown key is ignored, so
-//     that inventing keys cannot buy fresh buckets.
+//   - APIKey: the APIKeyHeader's value, only when its client id is in the
+//     client registry of the rules in force ("api_key:<key>", or
+//     "api_key:h:<hex>" for a key keyed by its digest, see package
+//     identity); an unknown key is ignored, so that inventing keys cannot
+//     buy fresh buckets.
 //   - IP: the connection's peer address. Only when the peer is one of
 //     TrustedProxies is the forwarding header (ForwardedHeader) read, and
 //     the address taken is the right-most one of the chain that is not a

@@ -17,6 +17,13 @@
 //	                  value the rules never name as a plan counts as absent)
 //	method, path    → endpoint "METHOD /path" (the query string is dropped)
 //
+// The values of user, api_key, remote_address, ip, method and path are the
+// caller's, and every one of them is decided, never refused: the limiter
+// keys them with package identity (an odd or long value by its digest) and
+// cleans the path (rules.CleanPath), as for every other entry point. An
+// empty value is an absent entry; an entry given twice keeps its first
+// value. Strings need not be UTF-8 (see codec).
+//
 // Other entry keys (generic_key, header_match, destination_cluster, ...)
 // are ignored: they do not select rules. hits_addend is the cost: the
 // descriptor's when set, else the request's; 0 means 1. A descriptor's
@@ -55,10 +62,10 @@
 // Content-Type: application/json and the JSON body of the 429 as raw_body.
 // Shadow rules never deny: a call only they would deny is OK.
 //
-// Malformed requests (no domain, no descriptors, a descriptor without
-// entries, an entry without key, a value that is not what its key wants,
-// hits_addend over 1,000,000,000) get codes.InvalidArgument with a message
-// that names the field. A store that cannot decide gets codes.Unavailable
+// Requests wrong in what the operator's Envoy configuration decides (no
+// domain, no descriptors, a descriptor without entries, an entry without
+// key, hits_addend over 1,000,000,000, is_negative_hits) get
+// codes.InvalidArgument with a message that names the field. A store that cannot decide gets codes.Unavailable
 // (Envoy then applies its failure_mode_deny).
 package rls
 
