@@ -82,11 +82,11 @@ func TestGRPCCheck(t *testing.T) {
 	}
 
 	// A malformed request is an error of the call.
-	bad := &RLSLoad{Domain: "d", Key: "user", Values: []string{""}, Method: "GET", Path: "/"}
+	bad := &RLSLoad{Domain: "", Key: "user", Values: []string{"u"}, Method: "GET", Path: "/"}
 	c2, _ := NewGRPCCheck(ln.Addr().String(), 1, 5*time.Second, bad, Auth{})
 	defer c2.Close()
 	if _, err := c2.NewCall(0)(context.Background()); err == nil || !strings.Contains(err.Error(), "InvalidArgument") {
-		t.Errorf("call with an empty user = %v, want InvalidArgument", err)
+		t.Errorf("call without a domain = %v, want InvalidArgument", err)
 	}
 	for _, target := range []string{"http://127.0.0.1:8081", "127.0.0.1", "grpc://127.0.0.1:8081/x"} {
 		if _, err := NewGRPCCheck(target, 1, time.Second, load, Auth{}); err == nil {
