@@ -94,3 +94,13 @@ func TestAppendNoAlloc(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkAppendClientIDs(b *testing.B) {
+	b.ReportAllocs()
+	buf := make([]byte, 0, 3*MaxID)
+	for b.Loop() {
+		buf = AppendUser(buf[:0], "alice")
+		buf = AppendAPIKey(buf, "k_live_42")
+		buf = AppendIP(buf, "2001:db8::1", 64)
+	}
+}

@@ -114,3 +114,17 @@ func FuzzCleanPath(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkCleanPath(b *testing.B) {
+	for _, p := range []string{"/api/v1/orders/42", "/api//v1/./orders/42/?q=1"} {
+		b.Run(p, func(b *testing.B) {
+			b.ReportAllocs()
+			var buf [1024]byte
+			for b.Loop() {
+				if !IsCleanPath(p) {
+					_ = AppendCleanPath(buf[:0], p)
+				}
+			}
+		})
+	}
+}
