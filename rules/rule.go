@@ -30,7 +30,7 @@ const (
 	MinWindow        = time.Millisecond     // shortest window
 	MaxWindow        = 366 * 24 * time.Hour // longest window
 	MaxDescription   = 1024                 // bytes
-	MaxClientIDValue = 256                  // bytes after "user:", "api_key:" or "ip:"
+	MaxClientIDValue = identity.MaxValue    // bytes after "user:", "api_key:" or "ip:"
 )
 
 const (
