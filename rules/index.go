@@ -316,20 +316,34 @@ func (ix *Index) Match(plan, method, path string, dst []*Compiled) []*Compiled {
 		dst = appendMethod(dst, ix.planAny[plan], method)
 	}
 	if ix.paths.m != nil || ix.folded.m != nil {
-		var buf [1024]byte
-		if !IsCleanPath(path) {
-			path = bytesString(AppendCleanPath(buf[:0], path))
-		}
-		dst = ix.paths.match(dst, plan, method, path)
-		if ix.folded.m != nil {
-			// Rule paths are shorter than MaxEndpoint: the lower case of
-			// the first MaxEndpoint+1 bytes finds every rule that fits,
-			// and no exact rule fits a path of that length.
-			var lower [MaxEndpoint + 1]byte
-			dst = ix.folded.match(dst, plan, method, bytesString(appendLower(lower[:0], path[:min(len(path), len(lower))])))
+		if IsCleanPath(path) {
+			dst = ix.matchPath(dst, plan, method, path)
+		} else {
+			dst = ix.matchUnclean(dst, plan, method, path)
 		}
 	}
 	sortSeq(dst[start:])
+	return dst
+}
+
+// matchUnclean is matchPath of the clean form of path. Its buffer is
+// apart so that a clean path, the usual case, does not pay for zeroing it.
+func (ix *Index) matchUnclean(dst []*Compiled, plan, method, path string) []*Compiled {
+	var buf [1024]byte
+	return ix.matchPath(dst, plan, method, bytesString(AppendCleanPath(buf[:0], path)))
+}
+
+// matchPath appends the rules with an endpoint that fit a call on path
+// (clean).
+func (ix *Index) matchPath(dst []*Compiled, plan, method, path string) []*Compiled {
+	dst = ix.paths.match(dst, plan, method, path)
+	if ix.folded.m != nil {
+		// Rule paths are shorter than MaxEndpoint: the lower case of the
+		// first MaxEndpoint+1 bytes finds every rule that fits, and no
+		// exact rule fits a path of that length.
+		var lower [MaxEndpoint + 1]byte
+		dst = ix.folded.match(dst, plan, method, bytesString(appendLower(lower[:0], path[:min(len(path), len(lower))])))
+	}
 	return dst
 }
 
