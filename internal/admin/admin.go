@@ -100,6 +100,7 @@ const DefaultMaxBody = 1 << 20
 const (
 	CodeInvalidRequest     = "invalid_request"
 	CodeNotFound           = "not_found"
+	CodeGone               = "gone"
 	CodePreconditionFailed = "precondition_failed"
 	CodeUnauthorized       = "unauthorized"
 	CodePayloadTooLarge    = "payload_too_large"
@@ -273,6 +274,9 @@ func (s *server) apiError(err error) *APIError {
 		return invalid("%s", fe.Error())
 	case errors.Is(err, rulestore.ErrNotFound):
 		return notFound("%s", strings.TrimPrefix(err.Error(), "rulestore: "))
+	case errors.Is(err, rulestore.ErrGone):
+		return &APIError{Status: http.StatusGone, Code: CodeGone,
+			Message: strings.TrimPrefix(err.Error(), rulestore.ErrGone.Error()+": ")}
 	case errors.Is(err, rulestore.ErrUnavailable):
 		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

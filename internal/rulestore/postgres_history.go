@@ -76,9 +76,15 @@ func (p *Postgres) History(ctx context.Context, q HistoryQuery) ([]Change, error
 	return out, nil
 }
 
-// SetAt returns the rule set in force at revision, rebuilt from the
-// history: each rule's and client's latest change up to that revision, the
-// rule order and default plan of that revision. See Historian.
+// SetAt returns the rule set in force at revision, rebuilt backwards from
+// the set in force now: the value of each rule and client at that revision
+// is the old value ("before") of its first change after it, or its value
+// now when it has not changed since; the rule order and the default plan
+// are that revision's (sluice_revisions). So it needs only the history
+// after the revision, and a trimmed history (docs/fleet.md: old rows
+// deleted) still answers for every revision it keeps; an older one is an
+// error wrapping ErrGone that names the oldest revision kept. See
+// Historian.
 func (p *Postgres) SetAt(ctx context.Context, revision int64) (*rules.Set, error) {
 	if revision < 0 {
 		return nil, fmt.Errorf("%w: revision %d: revisions start at 0", ErrNotFound, revision)
@@ -95,7 +101,7 @@ func (p *Postgres) SetAt(ctx context.Context, revision int64) (*rules.Set, error
 	defer rollback(tx)
 	set, err := setAt(ctx, tx, revision)
 	if err != nil {
-		if isBadData(err) || errors.Is(err, ErrNotFound) {
+		if isBadData(err) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrGone) {
 			return nil, err
 		}
 		return nil, p.readError("read the history", err)
@@ -103,51 +109,100 @@ func (p *Postgres) SetAt(ctx context.Context, revision int64) (*rules.Set, error
 	return set, nil
 }
 
+// oldestKept returns the oldest revision whose set setAt can rebuild: the
+// oldest sluice_revisions row (0 when that is revision 1: the database's
+// history is whole), but no older than the history reaches (its oldest
+// row's revision - 1), so that a history trimmed without its revisions
+// makes older revisions gone rather than rebuilt wrong. A database without
+// revision rows keeps only head.
+func oldestKept(ctx context.Context, tx pgx.Tx, head int64) (int64, error) {
+	var minRev, minHist *int64
+	if err := tx.QueryRow(ctx, `SELECT (SELECT min(revision) FROM sluice_revisions), (SELECT min(revision) FROM sluice_history)`).
+		Scan(&minRev, &minHist); err != nil {
+		return 0, err
+	}
+	if minRev == nil {
+		return head, nil
+	}
+	oldest := *minRev
+	if oldest == 1 {
+		oldest = 0
+	}
+	if minHist != nil && *minHist-1 > oldest {
+		oldest = *minHist - 1
+	}
+	return min(oldest, head), nil
+}
+
 func setAt(ctx context.Context, tx pgx.Tx, revision int64) (*rules.Set, error) {
-	var head int64
-	if err := tx.QueryRow(ctx, `SELECT revision FROM sluice_state`).Scan(&head); err != nil {
+	now, err := loadSet(ctx, tx)
+	if err != nil {
 		return nil, err
 	}
+	head := now.Revision
 	if revision > head {
 		return nil, fmt.Errorf("%w: revision %d does not exist; the current revision is %d", ErrNotFound, revision, head)
+	}
+	if revision == head {
+		return now, nil
+	}
+	oldest, err := oldestKept(ctx, tx, head)
+	if err != nil {
+		return nil, err
+	}
+	gone := func(why string) error {
+		return fmt.Errorf("%w: revision %d is %s (the history was trimmed, or the database restored from a snapshot); the oldest revision kept is %d",
+			ErrGone, revision, why, oldest)
+	}
+	if revision < oldest {
+		return nil, gone("no longer kept")
 	}
 	set := &rules.Set{Revision: revision}
 	if revision == 0 {
 		return set, nil
 	}
 	var order []string
-	err := tx.QueryRow(ctx, `SELECT default_plan, rule_order FROM sluice_revisions WHERE revision = $1`, revision).
+	err = tx.QueryRow(ctx, `SELECT default_plan, rule_order FROM sluice_revisions WHERE revision = $1`, revision).
 		Scan(&set.DefaultPlan, &order)
 	if err == pgx.ErrNoRows {
-		return nil, badDataError{fmt.Errorf("sluice_revisions has no row for revision %d", revision)}
+		return nil, gone("not recorded in this database")
 	}
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, `SELECT DISTINCT ON (kind, id) kind, id, op, after::text
-		FROM sluice_history WHERE revision <= $1 AND kind IN ('rule', 'client')
-		ORDER BY kind, id, revision DESC, seq DESC`, revision)
+	byID := make(map[string]rules.Rule, len(now.Rules))
+	for _, r := range now.Rules {
+		byID[r.ID] = r
+	}
+	clients := now.Clients
+	rows, err := tx.Query(ctx, `SELECT DISTINCT ON (kind, id) kind, id, op, before::text
+		FROM sluice_history WHERE revision > $1 AND kind IN ('rule', 'client')
+		ORDER BY kind, id, revision, seq`, revision)
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string]rules.Rule{}
 	for rows.Next() {
 		var kind, id, op string
-		var after *string
-		if err := rows.Scan(&kind, &id, &op, &after); err != nil {
+		var before *string
+		if err := rows.Scan(&kind, &id, &op, &before); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		if op == OpDelete {
+		if before == nil {
+			if op != OpCreate {
+				rows.Close()
+				return nil, badDataError{fmt.Errorf("sluice_history: the %s of %s %q has no old value", op, kind, id)}
+			}
+			if kind == KindRule {
+				delete(byID, id)
+			} else {
+				delete(clients, id)
+			}
 			continue
-		}
-		if after == nil {
-			rows.Close()
-			return nil, badDataError{fmt.Errorf("sluice_history: the %s of %s %q has no new value", op, kind, id)}
 		}
 		switch kind {
 		case KindRule:
-			r, err := rules.DecodeRuleJSON([]byte(*after))
+			r, err := rules.DecodeRuleJSON([]byte(*before))
 			if err != nil {
 				rows.Close()
 				return nil, badDataError{fmt.Errorf("sluice_history: rule %q: %w", id, err)}
@@ -155,7 +210,7 @@ func setAt(ctx context.Context, tx pgx.Tx, revision int64) (*rules.Set, error) {
 			byID[id] = r
 		case KindClient:
 			var c rules.Client
-			err := json.Unmarshal([]byte(*after), &c)
+			err := json.Unmarshal([]byte(*before), &c)
 			if err == nil {
 				err = c.Validate()
 			}
@@ -163,20 +218,23 @@ func setAt(ctx context.Context, tx pgx.Tx, revision int64) (*rules.Set, error) {
 				rows.Close()
 				return nil, badDataError{fmt.Errorf("sluice_history: client %q: %w", id, err)}
 			}
-			if set.Clients == nil {
-				set.Clients = map[string]rules.Client{}
+			if clients == nil {
+				clients = map[string]rules.Client{}
 			}
-			set.Clients[id] = c
+			clients[id] = c
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	if len(clients) > 0 {
+		set.Clients = clients
+	}
 	set.Rules = make([]rules.Rule, 0, len(order))
 	for _, id := range order {
 		r, ok := byID[id]
 		if !ok {
-			return nil, badDataError{fmt.Errorf("sluice_history: rule %q is in force at revision %d but has no recorded value", id, revision)}
+			return nil, badDataError{fmt.Errorf("sluice_history: rule %q is in force at revision %d but neither its history after it nor sluice_rules holds it", id, revision)}
 		}
 		set.Rules = append(set.Rules, r)
 	}

@@ -38,6 +38,11 @@ var (
 	// exist. Update does not return it itself (its callbacks may, to abort);
 	// Historian.SetAt does, for a revision not made yet.
 	ErrNotFound = errors.New("rulestore: not found")
+	// ErrGone: Historian.SetAt was asked for a revision older than the
+	// oldest the history still holds (it was trimmed, or the database was
+	// restored from a snapshot at a later revision). The error names the
+	// oldest revision kept.
+	ErrGone = errors.New("rulestore: revision no longer kept")
 	// ErrClosed: the Source was closed.
 	ErrClosed = errors.New("rulestore: closed")
 )
