@@ -85,6 +85,50 @@ func newDatabase(t testing.TB, adminURL string) string {
 	return dbURL
 }
 
+// Replace drops the database u names, ending its sessions, and creates
+// it again empty under the same name, as an operator replacing a database
+// would (dropdb --force; createdb). It connects to the server's postgres
+// database to do so.
+func Replace(u string) error {
+	if err := DropDatabase(u); err != nil {
+		return err
+	}
+	return CreateDatabase(u)
+}
+
+// DropDatabase drops the database u names, ending its sessions.
+func DropDatabase(u string) error {
+	admin, name, err := adminOf(u)
+	if err != nil {
+		return err
+	}
+	return exec1(admin, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+}
+
+// CreateDatabase creates the database u names, empty.
+func CreateDatabase(u string) error {
+	admin, name, err := adminOf(u)
+	if err != nil {
+		return err
+	}
+	return exec1(admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+}
+
+// adminOf returns the URL of the postgres database on u's server, and the
+// name of u's database.
+func adminOf(u string) (string, string, error) {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return "", "", fmt.Errorf("pgtest: %q: %w", redact(u), err)
+	}
+	name := strings.TrimPrefix(pu.Path, "/")
+	if name == "" || name == "postgres" {
+		return "", "", fmt.Errorf("pgtest: %s names no test database", redact(u))
+	}
+	admin, err := WithDatabase(u, "postgres")
+	return admin, name, err
+}
+
 // Exec runs one SQL statement on the database u names.
 func Exec(u, sql string, args ...any) error { return exec1(u, sql, args...) }
 

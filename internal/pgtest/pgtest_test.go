@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +51,29 @@ func TestServerStopStart(t *testing.T) {
 	var v int
 	if err := conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != 42 {
 		t.Fatalf("after restart: SELECT v = %d, %v; want 42, nil", v, err)
+	}
+}
+
+// TestReplace: a replaced database is empty and keeps its name; its open
+// sessions are ended.
+func TestReplace(t *testing.T) {
+	u := NewDatabase(t)
+	if err := Exec(u, "CREATE TABLE gone (v int)"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	held, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close(ctx)
+	if err := Replace(u); err != nil {
+		t.Fatalf("Replace: %v", err)
+	}
+	if err := held.Ping(ctx); err == nil {
+		t.Error("a session of the dropped database still answers")
+	}
+	if err := Exec(u, "SELECT * FROM gone"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("SELECT from a table of the replaced database = %v, want does not exist", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"io/fs"
 	"net/url"
 	"strconv"
 	"strings"
@@ -167,6 +168,20 @@ func IsPostgresURL(s string) bool {
 // every set put in force is also written to a local file, which
 // OpenPostgres serves when it cannot reach the database.
 //
+// Every database has an identity, a UUID made when sluice creates its
+// tables (sluice_database), kept with the rules in force and written in
+// the snapshot. An instance never takes rules from a database other than
+// the one whose rules it serves, nor a revision lower than the one it
+// serves: a database dropped and made again empty, or restored from an
+// older backup, is refused. The instance keeps serving its rules,
+// Status().Refused and Error say why and what to do, Updates and history
+// reads fail with ErrUnavailable, and the snapshot is left alone, until
+// the rules are restored into the database (RestoreSnapshot, `sluice rules
+// restore`). A restore gives the database a new identity and records the
+// ones it continues, with their revision (sluice_lineage); an instance
+// that served one of them at that revision or before takes the restored
+// database's rules.
+//
 // Schema changes are versioned migrations (migrations/*.sql), applied at
 // open under an advisory lock, so many instances may start at once.
 //
@@ -192,6 +207,11 @@ type Postgres struct {
 	mu      sync.Mutex
 	down    bool   // the database was unreachable at the last attempt
 	badData string // what is wrong with the rules the database holds ("" when none)
+	seen    head   // the database's head when it was last refused
+
+	// refused is why the database is refused (nil when it is not): read
+	// without p.mu by Update and the history reads, set under p.mu.
+	refused atomic.Pointer[string]
 
 	migrated atomic.Bool // the schema is current; set once, under mu
 
@@ -216,7 +236,14 @@ var (
 // inForce is the rule set in force and where it came from.
 type inForce struct {
 	ix     *rules.Index
-	fromDB bool // loaded from or written to the database (not the snapshot)
+	fromDB bool   // loaded from or written to the database (not the snapshot)
+	db     string // the identity of the database the rules come from ("" unknown: an old snapshot)
+}
+
+// head is a database's revision and identity.
+type head struct {
+	revision int64
+	id       string
 }
 
 // OpenPostgres connects to the database cfg.URL names, creates or migrates
@@ -271,13 +298,36 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	}
 	p.st = Status{Kind: "postgres", Location: p.loc}
 
+	// The snapshot, when there is one, says which database and revision
+	// this instance served last: the database must be that one (or one it
+	// was restored into) at that revision or later.
+	var snap *rules.Index
+	if p.snapshot != "" {
+		ix, id, serr := readSnapshot(p.snapshot)
+		switch {
+		case serr == nil:
+			snap = ix
+			p.cur.Store(&inForce{ix: ix, db: id})
+		case !errors.Is(serr, fs.ErrNotExist):
+			pool.Close()
+			return nil, fmt.Errorf("rulestore: the rules snapshot %s cannot be read, so this instance cannot tell whether the database holds its rules or older ones: %w "+
+				"(fix the file, or remove it to take the database's rules as they are)", p.snapshot, serr)
+		}
+	}
+
 	octx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	err = p.refreshNow(octx, true)
 	cancel()
 	if err == nil {
 		return p, nil
 	}
-	if ctx.Err() != nil || !isUnavailable(err) || p.snapshot == "" {
+	if isRefused(err) {
+		p.mu.Lock()
+		p.installLocked(snap, false, p.cur.Load().db)
+		p.mu.Unlock()
+		return p, nil // refreshNow logged why and what to do
+	}
+	if ctx.Err() != nil || !isUnavailable(err) || isMissingDatabase(err) || p.snapshot == "" {
 		pool.Close()
 		if isUnavailable(err) && ctx.Err() == nil {
 			return nil, fmt.Errorf("rulestore: the rules database %s is unreachable: %w "+
@@ -285,16 +335,16 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		}
 		return nil, fmt.Errorf("rulestore: the rules database %s: %w", p.loc, err)
 	}
-	ix, serr := p.loadSnapshot()
-	if serr != nil {
+	if snap == nil {
 		pool.Close()
-		return nil, fmt.Errorf("rulestore: the rules database %s is unreachable (%w), and the snapshot cannot stand in: %w", p.loc, err, serr)
+		return nil, fmt.Errorf("rulestore: the rules database %s is unreachable (%w), and the snapshot cannot stand in: %w", p.loc, err,
+			&fs.PathError{Op: "open", Path: p.snapshot, Err: fs.ErrNotExist})
 	}
 	p.mu.Lock()
-	p.installLocked(ix, false)
+	p.installLocked(snap, false, p.cur.Load().db)
 	p.mu.Unlock()
 	p.log.Warn("rulestore: rules database unreachable at start; serving the snapshot until it is back",
-		"database", p.loc, "snapshot", p.snapshot, "revision", ix.Revision(), "error", err)
+		"database", p.loc, "snapshot", p.snapshot, "revision", snap.Revision(), "error", err)
 	return p, nil
 }
 
@@ -316,7 +366,8 @@ func location(cc *pgx.ConnConfig) string {
 func (p *Postgres) Current() *rules.Index { return p.cur.Load().ix }
 
 // Status reports the database, the revision in force and, while the
-// database is unreachable or holds rules that do not load, why.
+// database is unreachable, holds rules that do not load, or is refused,
+// why.
 func (p *Postgres) Status() Status {
 	p.stMu.Lock()
 	defer p.stMu.Unlock()
@@ -357,11 +408,23 @@ func (p *Postgres) Update(ctx context.Context, ifRevision int64, fn func(*rules.
 	wctx, cancel := context.WithTimeout(ctx, p.writeTO)
 	defer cancel()
 	ix, err := p.update(wctx, ifRevision, actor, fn)
+	if errors.Is(err, errMoved) {
+		// The database is not the one (or not at the revision) whose rules
+		// are in force: judge it as a refresh does, then try once more.
+		if rerr := p.refreshNow(wctx, true); rerr != nil && isRefused(rerr) {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, rerr)
+		} else {
+			ix, err = p.update(wctx, ifRevision, actor, fn)
+			if errors.Is(err, errMoved) {
+				err = fmt.Errorf("%w: the rules database %s changed during the write; nothing was stored, try again", ErrUnavailable, p.loc)
+			}
+		}
+	}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, ErrConflict) {
 			return nil, cerr
 		}
-		if errors.Is(err, ErrUnavailable) && (isUnavailable(err) || isBadData(err)) {
+		if errors.Is(err, ErrUnavailable) && !isRefused(err) && (isUnavailable(err) || isBadData(err)) {
 			p.mu.Lock()
 			p.noteLocked(err)
 			p.mu.Unlock()
@@ -372,35 +435,49 @@ func (p *Postgres) Update(ctx context.Context, ifRevision int64, fn func(*rules.
 		return ix, nil
 	}
 	p.mu.Lock()
-	if ix.Revision() > p.cur.Load().ix.Revision() {
-		p.installLocked(ix, true)
+	if cur := p.cur.Load(); ix.Revision() > cur.ix.Revision() && p.refused.Load() == nil {
+		p.installLocked(ix, true, cur.db)
 	}
 	p.mu.Unlock()
 	return ix, nil
 }
+
+// errMoved: update found the database at another identity, or at a
+// revision lower than the one in force.
+var errMoved = errors.New("rulestore: postgres: the database is not the one in force")
 
 // update is Update's transaction.
 func (p *Postgres) update(ctx context.Context, ifRevision int64, actor string, fn func(*rules.Set) error) (*rules.Index, error) {
 	if err := p.ensureMigrated(ctx); err != nil {
 		return nil, p.dbError("migrate the schema", err, false)
 	}
+	if why := p.refused.Load(); why != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, refusedError{*why})
+	}
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return nil, p.dbError("begin", err, false)
 	}
 	defer rollback(tx)
-	var head int64
-	if err := tx.QueryRow(ctx, `SELECT revision FROM sluice_state FOR UPDATE`).Scan(&head); err != nil {
+	var h head
+	if err := tx.QueryRow(ctx, headSQL+` FOR UPDATE OF s`).Scan(&h.revision, &h.id); err != nil {
+		if isUndefinedTable(err) {
+			return nil, errMoved // the tables are gone: the refresh says what that means
+		}
 		return nil, p.dbError("lock the revision", err, false)
 	}
-	if ifRevision >= 0 && ifRevision != head {
-		return nil, fmt.Errorf("%w: the revision is %d, not %d", ErrConflict, head, ifRevision)
+	cur := p.cur.Load()
+	if h.id != cur.db || h.revision < cur.ix.Revision() {
+		return nil, errMoved
+	}
+	if ifRevision >= 0 && ifRevision != h.revision {
+		return nil, fmt.Errorf("%w: the revision is %d, not %d", ErrConflict, h.revision, ifRevision)
 	}
 	var old *rules.Set
-	if cur := p.cur.Load(); cur.fromDB && cur.ix.Revision() == head {
+	if cur.fromDB && cur.ix.Revision() == h.revision {
 		old = cur.ix.Set()
 	} else {
-		if old, err = loadSet(ctx, tx); err != nil {
+		if old, _, err = loadSet(ctx, tx); err != nil {
 			if isBadData(err) {
 				return nil, fmt.Errorf("%w: %w; fix the rows in the database before changing rules through the API", ErrUnavailable, err)
 			}
@@ -408,7 +485,7 @@ func (p *Postgres) update(ctx context.Context, ifRevision int64, actor string, f
 		}
 	}
 	if old == nil {
-		old = &rules.Set{Revision: head}
+		old = &rules.Set{Revision: h.revision}
 	}
 	next := old.Clone()
 	if err := fn(next); err != nil {
@@ -418,17 +495,17 @@ func (p *Postgres) update(ctx context.Context, ifRevision int64, actor string, f
 		// Nothing to store: the head stays, and the rollback leaves no
 		// revision, history row or notification. The head is returned
 		// (and put in force, if this instance had not loaded it yet).
-		if cur := p.cur.Load(); cur.fromDB && cur.ix.Revision() == head {
+		if cur.fromDB && cur.ix.Revision() == h.revision {
 			return cur.ix, nil
 		}
-		old.Revision = head
+		old.Revision = h.revision
 		ix, err := rules.Compile(old)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w; fix the rows in the database before changing rules through the API", ErrUnavailable, badDataError{err})
 		}
 		return ix, nil
 	}
-	next.Revision = head + 1
+	next.Revision = h.revision + 1
 	ix, err := rules.Compile(next)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -488,13 +565,41 @@ func isUnavailable(err error) bool {
 			strings.HasPrefix(pe.Code, "53"),  // insufficient resources (too many connections)
 			strings.HasPrefix(pe.Code, "57P"), // shutting down, cannot connect now
 			pe.Code == "25006",                // read-only transaction: a standby after a failover
+			pe.Code == "3D000",                // the database does not exist (dropped, not made again yet)
 			pe.Code == "40001", pe.Code == "40P01":
 			return true
 		}
 		return false
 	}
 	var be badDataError
-	return !errors.As(err, &be) // dial, I/O, timeout, closed connection or pool
+	var re refusedError
+	return !errors.As(err, &be) && !errors.As(err, &re) // dial, I/O, timeout, closed connection or pool
+}
+
+// isMissingDatabase reports an error of a database that does not exist:
+// at start a mistake to fix (a wrong name), not an outage to ride out.
+func isMissingDatabase(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "3D000"
+}
+
+// isUndefinedTable reports an error of a table that does not exist: the
+// database lost sluice's tables (it was dropped and made again).
+func isUndefinedTable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42P01"
+}
+
+// refusedError is a database the store will not take rules from: another
+// database than the one whose rules are in force, or the same one at a
+// lower revision. Its message says what to do.
+type refusedError struct{ msg string }
+
+func (e refusedError) Error() string { return e.msg }
+
+func isRefused(err error) bool {
+	var re refusedError
+	return errors.As(err, &re)
 }
 
 // refreshNow puts in force what the database holds when its revision is
@@ -519,54 +624,136 @@ func (p *Postgres) refreshLocked(ctx context.Context, force bool) error {
 		return err
 	}
 	cur := p.cur.Load()
-	if !force && cur != nil && cur.fromDB {
-		var head int64
-		if err := p.pool.QueryRow(ctx, `SELECT revision FROM sluice_state`).Scan(&head); err != nil {
-			return err
+	why := p.refused.Load()
+	if !force && cur != nil && (cur.fromDB || why != nil) {
+		var h head
+		if err := p.pool.QueryRow(ctx, headSQL).Scan(&h.revision, &h.id); err != nil {
+			return p.tablesGone(err, cur)
 		}
-		if head == cur.ix.Revision() {
+		switch {
+		case why != nil && h == p.seen:
+			return refusedError{*why} // nothing moved since it was refused
+		case why == nil && h.id == cur.db && h.revision == cur.ix.Revision():
 			return nil
 		}
 	}
-	set, err := loadSet(ctx, p.pool)
+	set, id, err := loadSet(ctx, p.pool)
 	if err != nil {
-		return err
+		return p.tablesGone(err, cur)
 	}
-	if cur != nil && cur.fromDB && set.Revision == cur.ix.Revision() {
-		return nil
+	if cur != nil {
+		if err := p.judgeLocked(ctx, cur, head{set.Revision, id}); err != nil {
+			if isRefused(err) {
+				p.seen = head{set.Revision, id}
+			}
+			return err
+		}
+		if cur.fromDB && cur.db == id && set.Revision == cur.ix.Revision() {
+			return nil
+		}
 	}
 	ix, err := rules.Compile(set)
 	if err != nil {
 		return badDataError{fmt.Errorf("the rules in the database do not load: %w", err)}
 	}
-	if cur != nil && cur.fromDB && ix.Revision() < cur.ix.Revision() {
-		p.log.Warn("rulestore: the rules database's revision went backwards (restored from a backup?); taking the database's rules",
-			"database", p.loc, "revision", ix.Revision(), "was", cur.ix.Revision())
-	}
-	p.installLocked(ix, true)
+	p.installLocked(ix, true, id)
 	return nil
 }
 
+// judgeLocked decides whether the store may take the rules of the
+// database, at head h, in place of cur: when it is the same database at
+// the same or a higher revision, or a database restored from a snapshot of
+// cur's database at cur's revision or later (sluice_lineage). Otherwise it
+// returns a refusedError that says why and what to do. p.mu must be held.
+func (p *Postgres) judgeLocked(ctx context.Context, cur *inForce, h head) error {
+	rev := cur.ix.Revision()
+	switch {
+	case cur.db == "" && h.revision < rev: // a snapshot from before databases had an identity
+		return p.refusal(cur, fmt.Sprintf("is at revision %d, lower than the revision %d of this instance's snapshot", h.revision, rev), false)
+	case cur.db == "":
+		return nil
+	case h.id == cur.db && h.revision < rev:
+		return p.refusal(cur, fmt.Sprintf("went back from revision %d to %d (restored from an older backup?)", rev, h.revision), false)
+	case h.id == cur.db:
+		return nil
+	}
+	var upTo int64
+	err := p.pool.QueryRow(ctx, `SELECT revision FROM sluice_lineage WHERE id = $1`, cur.db).Scan(&upTo)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return p.refusal(cur, fmt.Sprintf("is another database (id %s, revision %d) than the one whose rules this instance serves (id %s, revision %d)",
+			h.id, h.revision, cur.db, rev), false)
+	case err != nil:
+		return err
+	case rev > upTo:
+		return p.refusal(cur, fmt.Sprintf("was restored from revision %d of database %s, but this instance serves revision %d of it: the restore lacks revisions %d to %d",
+			upTo, cur.db, rev, upTo+1, rev), true)
+	}
+	p.log.Info("rulestore: the rules database was restored from the database whose rules this instance served; taking its rules",
+		"database", p.loc, "id", h.id, "revision", h.revision, "restored_from", cur.db, "restored_revision", upTo, "was", rev)
+	return nil
+}
+
+// refusal is the refusedError of a database that what describes; again:
+// the database was restored already, from a snapshot older than this
+// instance's rules.
+func (p *Postgres) refusal(cur *inForce, what string, again bool) refusedError {
+	snap, force := p.snapshot, ""
+	if snap == "" {
+		snap = "FILE (the --rules-snapshot of the instance with the highest revision)"
+	}
+	if again {
+		force = "--force "
+	}
+	return refusedError{fmt.Sprintf("rulestore: the rules database %s %s. This instance keeps serving its rules (revision %d) and refuses writes "+
+		"until they are restored into the database: sluice rules restore %s--from-snapshot %s --rules %s; then every instance takes the restored rules",
+		p.loc, what, cur.ix.Revision(), force, snap, p.loc)}
+}
+
+// tablesGone turns the error of a database without sluice's tables (made
+// again empty under a running instance) into a refusal; other errors are
+// returned as they are.
+func (p *Postgres) tablesGone(err error, cur *inForce) error {
+	if cur == nil || !isUndefinedTable(err) {
+		return err
+	}
+	return p.refusal(cur, fmt.Sprintf("lacks sluice's tables (%v): it was dropped and made again, or its tables were dropped", err), false)
+}
+
 // noteLocked records the outcome of a database access in Status and logs
-// the changes of state: unreachable, bad data, healthy again. p.mu must be
-// held.
+// the changes of state: unreachable, bad data, refused, healthy again.
+// p.mu must be held.
 func (p *Postgres) noteLocked(err error) {
 	rev := int64(0)
 	if cur := p.cur.Load(); cur != nil {
 		rev = cur.ix.Revision()
 	}
+	why := p.refused.Load()
 	switch {
 	case err == nil:
-		if !p.down && p.badData == "" {
+		if !p.down && p.badData == "" && why == nil {
 			return
 		}
-		if p.down {
+		switch {
+		case why != nil:
+			p.log.Info("rulestore: the rules database is accepted again", "database", p.loc, "revision", rev)
+		case p.down:
 			p.log.Info("rulestore: rules database reachable again", "database", p.loc, "revision", rev)
-		} else {
+		default:
 			p.log.Info("rulestore: the rules in the database load again", "database", p.loc, "revision", rev)
 		}
 		p.down, p.badData = false, ""
-		p.setError("")
+		p.refused.Store(nil)
+		p.setError("", false)
+		return
+	case isRefused(err):
+		msg := err.Error()
+		if why == nil || *why != msg {
+			p.log.Error("rulestore: refusing the rules database", "database", p.loc, "revision", rev, "error", msg)
+		}
+		p.down, p.badData = false, ""
+		p.refused.Store(&msg)
+		p.setError(msg, true)
 		return
 	case isBadData(err):
 		msg := err.Error()
@@ -575,7 +762,17 @@ func (p *Postgres) noteLocked(err error) {
 				"database", p.loc, "revision", rev, "error", err)
 		}
 		p.down, p.badData = false, msg
-		p.setError(fmt.Sprintf("rulestore: the rules database %s: %s; serving the last good rules", p.loc, msg))
+		p.refused.Store(nil)
+		p.setError(fmt.Sprintf("rulestore: the rules database %s: %s; serving the last good rules", p.loc, msg), false)
+		return
+	}
+	if why != nil {
+		// A refused database that is now unreachable stays refused: only
+		// a check that accepts it ends the refusal.
+		if !p.down {
+			p.log.Warn("rulestore: rules database unreachable", "database", p.loc, "revision", rev, "error", err)
+		}
+		p.down = true
 		return
 	}
 	if !p.down {
@@ -587,14 +784,16 @@ func (p *Postgres) noteLocked(err error) {
 	if !errors.Is(err, ErrUnavailable) {
 		msg = fmt.Sprintf("rulestore: the rules database %s is unreachable: %v; serving the last good rules", p.loc, err)
 	}
-	p.setError(msg)
+	p.setError(msg, false)
 }
 
-// setError sets Status().Error (and ErrorAt, when the error starts).
-func (p *Postgres) setError(msg string) {
+// setError sets Status().Error (and ErrorAt, when the error starts) and
+// Refused.
+func (p *Postgres) setError(msg string, refused bool) {
 	now := p.now()
 	p.stMu.Lock()
 	defer p.stMu.Unlock()
+	p.st.Refused = refused
 	switch {
 	case msg == "":
 		p.st.Error, p.st.ErrorAt = "", time.Time{}
@@ -605,16 +804,17 @@ func (p *Postgres) setError(msg string) {
 	}
 }
 
-// installLocked puts ix in force, writes the snapshot, and tells the
-// subscribers. p.mu must be held, which keeps the calls in order.
-func (p *Postgres) installLocked(ix *rules.Index, fromDB bool) {
-	p.cur.Store(&inForce{ix: ix, fromDB: fromDB})
+// installLocked puts ix, the rules of database db, in force, writes the
+// snapshot (when fromDB), and tells the subscribers. p.mu must be held,
+// which keeps the calls in order.
+func (p *Postgres) installLocked(ix *rules.Index, fromDB bool, db string) {
+	p.cur.Store(&inForce{ix: ix, fromDB: fromDB, db: db})
 	now := p.now()
 	p.stMu.Lock()
-	p.st.Revision, p.st.Loaded = ix.Revision(), now
+	p.st.Revision, p.st.Loaded, p.st.Database = ix.Revision(), now, db
 	p.stMu.Unlock()
 	if fromDB && p.snapshot != "" {
-		if err := p.writeSnapshot(ix.Set()); err != nil {
+		if err := p.writeSnapshot(ix.Set(), db); err != nil {
 			p.log.Warn("rulestore: cannot write the rules snapshot", "snapshot", p.snapshot, "error", err)
 		}
 	}

@@ -14,7 +14,8 @@ import (
 )
 
 // History returns the recorded changes q selects, newest first; see
-// Historian. An unreachable database is an error wrapping ErrUnavailable.
+// Historian. An unreachable or refused database is an error wrapping
+// ErrUnavailable.
 func (p *Postgres) History(ctx context.Context, q HistoryQuery) ([]Change, error) {
 	switch q.Kind {
 	case "", KindRule, KindClient, KindDefaultPlan:
@@ -27,6 +28,9 @@ func (p *Postgres) History(ctx context.Context, q HistoryQuery) ([]Change, error
 		limit = DefaultHistoryLimit
 	case limit > MaxHistoryLimit:
 		limit = MaxHistoryLimit
+	}
+	if why := p.refused.Load(); why != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, refusedError{*why})
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.writeTO)
 	defer cancel()
@@ -89,6 +93,9 @@ func (p *Postgres) SetAt(ctx context.Context, revision int64) (*rules.Set, error
 	if revision < 0 {
 		return nil, fmt.Errorf("%w: revision %d: revisions start at 0", ErrNotFound, revision)
 	}
+	if why := p.refused.Load(); why != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, refusedError{*why})
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.writeTO)
 	defer cancel()
 	if err := p.ensureMigrated(ctx); err != nil {
@@ -135,7 +142,7 @@ func oldestKept(ctx context.Context, tx pgx.Tx, head int64) (int64, error) {
 }
 
 func setAt(ctx context.Context, tx pgx.Tx, revision int64) (*rules.Set, error) {
-	now, err := loadSet(ctx, tx)
+	now, _, err := loadSet(ctx, tx)
 	if err != nil {
 		return nil, err
 	}

@@ -167,21 +167,36 @@ type queryRower interface {
 }
 
 // loadSQL reads the whole rule set in one statement, and so from one
-// snapshot, in one round trip: the head, the rules in order as [id, body]
-// pairs, and the clients as [id, plan] pairs.
-const loadSQL = `SELECT s.revision, s.default_plan,
+// snapshot, in one round trip: the head, the database's identity, the
+// rules in order as [id, body] pairs, and the clients as [id, plan] pairs.
+const loadSQL = `SELECT s.revision, s.default_plan, (SELECT d.id::text FROM sluice_database d),
 	COALESCE((SELECT json_agg(json_build_array(r.id, r.body) ORDER BY r.position, r.id) FROM sluice_rules r), '[]'),
 	COALESCE((SELECT json_agg(json_build_array(c.id, c.plan)) FROM sluice_clients c), '[]')
 	FROM sluice_state s`
 
-// loadSet reads the rule set the database holds. Rows that do not decode
-// are a badDataError. The set is not compiled.
-func loadSet(ctx context.Context, q queryRower) (*rules.Set, error) {
+// headSQL reads the head and the database's identity: the refresh's
+// one small query, and an Update's lock (with FOR UPDATE OF s).
+const headSQL = `SELECT s.revision, d.id::text FROM sluice_state s CROSS JOIN sluice_database d`
+
+// loadSet reads the rule set the database holds and the database's
+// identity. Rows that do not decode are a badDataError. The set is not
+// compiled.
+func loadSet(ctx context.Context, q queryRower) (*rules.Set, string, error) {
 	s := &rules.Set{}
+	var id *string
 	var rulesJSON, clientsJSON []byte
-	if err := q.QueryRow(ctx, loadSQL).Scan(&s.Revision, &s.DefaultPlan, &rulesJSON, &clientsJSON); err != nil {
-		return nil, err
+	if err := q.QueryRow(ctx, loadSQL).Scan(&s.Revision, &s.DefaultPlan, &id, &rulesJSON, &clientsJSON); err != nil {
+		return nil, "", err
 	}
+	if id == nil {
+		return nil, "", badDataError{errors.New("sluice_database has no row: the database has no identity")}
+	}
+	set, err := decodeSet(s, rulesJSON, clientsJSON)
+	return set, *id, err
+}
+
+// decodeSet fills s with the rules and clients loadSQL read.
+func decodeSet(s *rules.Set, rulesJSON, clientsJSON []byte) (*rules.Set, error) {
 	var rs [][2]json.RawMessage
 	if err := json.Unmarshal(rulesJSON, &rs); err != nil {
 		return nil, badDataError{fmt.Errorf("sluice_rules: %w", err)}
@@ -328,18 +343,29 @@ func jsonArg(b []byte) any {
 	return string(b)
 }
 
-// snapshotHeader opens the snapshot file.
+// snapshotHeader opens the snapshot file. Its second line names the
+// database the rules come from (snapshotIDPrefix and its identity), read
+// back by readSnapshot.
 const snapshotHeader = `# sluice rules snapshot
+` + snapshotIDPrefix + `%s
+# database: %s, revision %d
 #
-# The last rules this instance loaded from its rules database (%s),
-# rewritten whenever they change. sluice serve --rules-snapshot reads it at
-# start only when the database is unreachable, and serves these rules until
-# the database is back. Do not edit it: change the rules through the admin
-# API or 'sluice rules apply -f'. It is a valid rules file.
+# The last rules this instance took from its rules database, rewritten
+# whenever they change (never with an older revision or another database's
+# rules). sluice serve --rules-snapshot reads it at start: it serves these
+# rules while the database is unreachable, and keeps serving them when the
+# database is another one or went back to an older revision. To put these
+# rules into a new database: sluice rules restore --from-snapshot FILE.
+# Do not edit it: change the rules through the admin API or
+# 'sluice rules apply -f'. It is a valid rules file.
 `
 
-// writeSnapshot writes set to the snapshot file atomically.
-func (p *Postgres) writeSnapshot(set *rules.Set) error {
+// snapshotIDPrefix starts the snapshot line that names the database.
+const snapshotIDPrefix = "# database-id: "
+
+// writeSnapshot writes set, the rules of database id, to the snapshot file
+// atomically.
+func (p *Postgres) writeSnapshot(set *rules.Set, id string) error {
 	if set == nil {
 		set = &rules.Set{}
 	}
@@ -348,21 +374,33 @@ func (p *Postgres) writeSnapshot(set *rules.Set) error {
 		return err
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, snapshotHeader, p.loc)
+	fmt.Fprintf(&b, snapshotHeader, id, p.loc, set.Revision)
 	b.WriteByte('\n')
 	b.Write(body)
 	return writeAtomic(p.snapshot, b.Bytes())
 }
 
-// loadSnapshot reads and compiles the snapshot file.
-func (p *Postgres) loadSnapshot() (*rules.Index, error) {
-	data, err := os.ReadFile(p.snapshot)
+// readSnapshot reads and compiles a snapshot file and returns its rules
+// and the identity of the database they come from ("" for a snapshot
+// written before databases had one).
+func readSnapshot(path string) (*rules.Index, string, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	ix, err := compileFile(data, -1)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p.snapshot, err)
+		return nil, "", fmt.Errorf("%s: %w", path, err)
 	}
-	return ix, nil
+	id := ""
+	for line := range strings.Lines(string(data)) {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		if v, ok := strings.CutPrefix(line, snapshotIDPrefix); ok {
+			id = strings.TrimSpace(v)
+			break
+		}
+	}
+	return ix, id, nil
 }

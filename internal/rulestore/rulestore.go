@@ -96,4 +96,13 @@ type Status struct {
 	// set, the rules in force are older than what the store holds.
 	Error   string    `json:"error,omitempty"`
 	ErrorAt time.Time `json:"error_at,omitzero"`
+	// Database is the identity of the rules database the rules in force
+	// come from (Postgres; "" for a file, or a snapshot written before
+	// databases had one).
+	Database string `json:"database,omitempty"`
+	// Refused is true while the store refuses the database it reaches
+	// (Postgres): another database than the one whose rules are in force,
+	// or the same one at a lower revision. The rules in force stay, writes
+	// fail with ErrUnavailable, and Error says why and what to do.
+	Refused bool `json:"refused,omitempty"`
 }
