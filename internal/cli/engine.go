@@ -98,13 +98,22 @@ func openEngine(ctx context.Context, f serveFlags, instrument func(*slog.Logger,
 
 // ready is the /readyz verdict: ready as soon as rules are loaded, with the
 // rules source's and the store's state. A broken edit of the rules file
-// leaves the last good rules in force, so it is reported but still ready.
+// leaves the last good rules in force, so it is reported but still ready;
+// so is a refused rules database (replaced, or at an older revision:
+// rules.refused), since taking every instance of a fleet out of its load
+// balancer would turn it into an outage.
 func (e *engine) ready() (bool, map[string]any) {
 	st := e.src.Status()
 	rs := map[string]any{"source": st.Kind, "location": st.Location, "revision": st.Revision}
+	if st.Database != "" {
+		rs["database"] = st.Database
+	}
 	if st.Error != "" {
 		rs["error"] = st.Error
 		rs["error_at"] = st.ErrorAt
+	}
+	if st.Refused {
+		rs["refused"] = true
 	}
 	return true, map[string]any{"rules": rs, "store": e.storeInfo()}
 }

@@ -74,7 +74,11 @@ func newRulesCmd() *cobra.Command {
 --admin and --admin-token are also read from SLUICE_ADMIN and
 SLUICE_ADMIN_TOKEN. For an admin API served with TLS, give an https://
 --admin and, unless its certificate is signed by a CA the system trusts,
---admin-ca; for mutual TLS, --admin-client-cert and --admin-client-key.`,
+--admin-ca; for mutual TLS, --admin-client-cert and --admin-client-key.
+
+  sluice rules restore --from-snapshot FILE --rules postgres://...
+
+puts a --rules-snapshot file into a replaced rules database, directly.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.url, "admin", "http://127.0.0.1:9090", "admin API base URL")
@@ -83,7 +87,7 @@ SLUICE_ADMIN_TOKEN. For an admin API served with TLS, give an https://
 	pf.StringVar(&f.ca, "admin-ca", "", "PEM CA certificate(s) the admin API's TLS certificate is checked against (default: the system's)")
 	pf.StringVar(&f.clientCert, "admin-client-cert", "", "PEM client certificate for an admin API with mutual TLS (--admin-tls-client-ca)")
 	pf.StringVar(&f.clientKey, "admin-client-key", "", "PEM private key of --admin-client-cert")
-	cmd.AddCommand(newRulesListCmd(f), newRulesGetCmd(f), newRulesApplyCmd(f), newRulesDeleteCmd(f))
+	cmd.AddCommand(newRulesListCmd(f), newRulesGetCmd(f), newRulesApplyCmd(f), newRulesDeleteCmd(f), newRulesRestoreCmd())
 	return cmd
 }
 

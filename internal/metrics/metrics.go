@@ -13,6 +13,7 @@
 //	sluice_rules_revision                           revision of the rules in force
 //	sluice_rules_load_failing                       1 while the rules store holds a change that does not load
 //	sluice_rules_load_errors_total                  rules store load failures
+//	sluice_rules_database_refused                   1 while the rules store refuses its database (replaced, or at an older revision)
 //	go_*, process_*                                 the Go runtime and the process
 //
 // Every label takes its values from a bounded set: rule is a rule id (or ""

@@ -248,9 +248,16 @@ func TestWatchers(t *testing.T) {
 	if e := value("sluice_rules_load_errors_total"); e != " 2" {
 		t.Errorf("a second problem: errors %q, want 2", e)
 	}
+	if got := value("sluice_rules_database_refused"); got != " 0" {
+		t.Errorf("a load problem: refused %q, want 0", got)
+	}
+	st = rulestore.Status{Error: "the rules database ... is another database", ErrorAt: time.Unix(300, 0), Refused: true}
+	if f, r := value("sluice_rules_load_failing"), value("sluice_rules_database_refused"); f != " 1" || r != " 1" {
+		t.Errorf("a refused database: failing %q, refused %q, want 1, 1", f, r)
+	}
 	st = rulestore.Status{}
-	if f, e := value("sluice_rules_load_failing"), value("sluice_rules_load_errors_total"); f != " 0" || e != " 2" {
-		t.Errorf("fixed: failing %q, errors %q, want 0, 2", f, e)
+	if f, e, r := value("sluice_rules_load_failing"), value("sluice_rules_load_errors_total"), value("sluice_rules_database_refused"); f != " 0" || e != " 3" || r != " 0" {
+		t.Errorf("fixed: failing %q, errors %q, refused %q, want 0, 3, 0", f, e, r)
 	}
 }
 

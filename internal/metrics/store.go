@@ -163,7 +163,9 @@ func (m *Metrics) WatchLocalDenials(n func() int64) {
 // not load, so that older rules stay in force) and
 // sluice_rules_load_errors_total (each distinct load problem, counted
 // once when a scrape first sees it: a problem fixed between two scrapes is
-// not counted). status is rulestore.Source.Status.
+// not counted), and sluice_rules_database_refused (1 while the store
+// refuses its database: another one, or an older revision, than the one
+// whose rules are in force). status is rulestore.Source.Status.
 func (m *Metrics) WatchRules(status func() rulestore.Status) {
 	m.reg.MustRegister(&rulesCollector{status: status})
 }
@@ -181,11 +183,14 @@ var (
 		"1 while the rules store holds a change that does not load (the last good rules stay in force), else 0.", nil, nil)
 	rulesErrorsDesc = prometheus.NewDesc("sluice_rules_load_errors_total",
 		"Rules store load failures (each distinct problem, counted when a scrape first sees it).", nil, nil)
+	rulesRefusedDesc = prometheus.NewDesc("sluice_rules_database_refused",
+		"1 while the rules store refuses its database (another database, or an older revision, than the one whose rules are in force; see /readyz), else 0.", nil, nil)
 )
 
 func (c *rulesCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rulesFailingDesc
 	ch <- rulesErrorsDesc
+	ch <- rulesRefusedDesc
 }
 
 func (c *rulesCollector) Collect(ch chan<- prometheus.Metric) {
@@ -203,4 +208,9 @@ func (c *rulesCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(rulesFailingDesc, prometheus.GaugeValue, failing)
 	ch <- prometheus.MustNewConstMetric(rulesErrorsDesc, prometheus.CounterValue, n)
+	refused := 0.0
+	if st.Refused {
+		refused = 1
+	}
+	ch <- prometheus.MustNewConstMetric(rulesRefusedDesc, prometheus.GaugeValue, refused)
 }

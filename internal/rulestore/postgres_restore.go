@@ -86,8 +86,8 @@ func RestoreSnapshot(ctx context.Context, cfg RestoreConfig) (*RestoreResult, er
 		return nil, fmt.Errorf("rulestore: restore: %w", err)
 	}
 	if from == "" && !cfg.Force {
-		return nil, fmt.Errorf("rulestore: restore: the snapshot %s names no database (it was written by a sluice that did not record one), so running instances would not take the restored rules; "+
-			"restore it with --force and restart every instance after removing its snapshot", cfg.Snapshot)
+		return nil, fmt.Errorf("rulestore: restore: the snapshot %s names no database (a sluice that did not record one wrote it), so instances that know their database would not take the restored rules; "+
+			"--force restores it anyway (then restart those instances after removing their snapshots)", cfg.Snapshot)
 	}
 	pc, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
