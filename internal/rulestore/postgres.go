@@ -592,7 +592,7 @@ func isUndefinedTable(err error) bool {
 
 // refusedError is a database the store will not take rules from: another
 // database than the one whose rules are in force, or the same one at a
-// lower revision. Its message says what to do.
+// lower revision. Its message ("the rules database ...") says what to do.
 type refusedError struct{ msg string }
 
 func (e refusedError) Error() string { return e.msg }
@@ -705,7 +705,7 @@ func (p *Postgres) refusal(cur *inForce, what string, again bool) refusedError {
 	if again {
 		force = "--force "
 	}
-	return refusedError{fmt.Sprintf("rulestore: the rules database %s %s. This instance keeps serving its rules (revision %d) and refuses writes "+
+	return refusedError{fmt.Sprintf("the rules database %s %s. This instance keeps serving its rules (revision %d) and refuses writes "+
 		"until they are restored into the database: sluice rules restore %s--from-snapshot %s --rules %s; then every instance takes the restored rules",
 		p.loc, what, cur.ix.Revision(), force, snap, p.loc)}
 }
@@ -753,7 +753,7 @@ func (p *Postgres) noteLocked(err error) {
 		}
 		p.down, p.badData = false, ""
 		p.refused.Store(&msg)
-		p.setError(msg, true)
+		p.setError("rulestore: "+msg, true)
 		return
 	case isBadData(err):
 		msg := err.Error()
