@@ -21,7 +21,7 @@ type rulesStoreFlags struct {
 
 // addRulesStoreFlags registers the PostgreSQL rules store's flags on fl.
 func addRulesStoreFlags(fl *pflag.FlagSet, f *rulesStoreFlags) {
-	fl.StringVar(&f.snapshot, "rules-snapshot", "", "with --rules postgres://...: file the rules in force are saved to on every change, served at start while the database is unreachable")
+	fl.StringVar(&f.snapshot, "rules-snapshot", "", "with --rules postgres://...: file the rules in force are saved to on every change, with the database's identity: served at start while the database is unreachable, and instead of a replaced database's rules (see sluice rules restore)")
 	fl.DurationVar(&f.refresh, "rules-refresh", 5*time.Second, "with --rules postgres://...: how often the database's revision is checked (the safety net under notifications)")
 	fl.BoolVar(&f.notify, "rules-notify", true, "with --rules postgres://...: LISTEN for changes, in force within about a second (false: only --rules-refresh)")
 }

@@ -46,10 +46,15 @@ type PostgresConfig struct {
 	// transaction mode); changes then wait for the refresh.
 	NoNotify bool
 	// SnapshotPath, when set, is a file the rules in force are written to
-	// (atomically) whenever they change, so that an instance can start —
-	// serving those rules — while the database is unreachable. It is a
-	// valid rules file. Default "": no snapshot; the instance then cannot
-	// start without the database.
+	// (atomically) whenever they change, with the identity of their
+	// database, so that an instance can start — serving those rules —
+	// while the database is unreachable, and, restarted on a database that
+	// is another one or at a lower revision, serves them rather than take
+	// that database's (see the type's doc). It is a valid rules file, never
+	// rewritten with an older revision or another database's rules; one
+	// that exists but does not load stops OpenPostgres. Default "": no
+	// snapshot; the instance then cannot start without the database, and
+	// takes whatever rules the database holds at start.
 	SnapshotPath string
 	// ConnectTimeout bounds each attempt to reach the database: at start
 	// (before falling back on the snapshot), and each reconnection of the
