@@ -42,8 +42,9 @@ database; every instance that served that database at the snapshot's
 revision or before then takes the restored rules.
 
 It refuses, unless --force, a database with changes of its own (a revision
-above 0) that is not the snapshot's, the snapshot's database when it is not
-older than the snapshot, and a snapshot that names no database.
+above 0) that is not the snapshot's, the snapshot's database (or one
+restored from it) when that is not older than the snapshot, and a snapshot
+that names no database.
 
 --rules is also read from SLUICE_RULES, as sluice serve reads it.`,
 		Args: cobra.NoArgs,

@@ -66,8 +66,8 @@ type RestoreResult struct {
 //
 // Without Force it refuses a database that holds changes of its own
 // (revision above 0) when it is not the snapshot's database, and the
-// snapshot's database at the snapshot's revision or later: there is
-// nothing to restore.
+// snapshot's database at the snapshot's revision or later, or a database
+// restored from it at that revision or later: there is nothing to restore.
 func RestoreSnapshot(ctx context.Context, cfg RestoreConfig) (*RestoreResult, error) {
 	switch {
 	case cfg.URL == "":
@@ -122,6 +122,13 @@ func RestoreSnapshot(ctx context.Context, cfg RestoreConfig) (*RestoreResult, er
 	if err != nil {
 		return nil, fmt.Errorf("rulestore: restore: the rules database %s: read its rules: %w", loc, err)
 	}
+	var restoredUpTo int64 = -1 // the snapshot's database is in the lineage up to this revision
+	if from != "" {
+		err := tx.QueryRow(ctx, `SELECT revision FROM sluice_lineage WHERE id = $1`, from).Scan(&restoredUpTo)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("rulestore: restore: the rules database %s: read its lineage: %w", loc, err)
+		}
+	}
 	res := &RestoreResult{Location: loc, From: from, FromRevision: snap.Revision(), Replaced: h.id, ReplacedRevision: h.revision,
 		Revision: max(h.revision, snap.Revision()) + 1, Rules: len(snap.Set().Rules), Clients: len(snap.Set().Clients)}
 	switch {
@@ -129,6 +136,9 @@ func RestoreSnapshot(ctx context.Context, cfg RestoreConfig) (*RestoreResult, er
 	case h.id == from && h.revision >= snap.Revision():
 		return nil, fmt.Errorf("rulestore: restore: the rules database %s is the snapshot's database (%s) at revision %d, not older than the snapshot's %d: nothing to restore "+
 			"(--force writes the snapshot's rules over the database's)", loc, h.id, h.revision, snap.Revision())
+	case restoredUpTo >= snap.Revision():
+		return nil, fmt.Errorf("rulestore: restore: the rules database %s (%s, revision %d) was restored already from the snapshot's database %s at revision %d, not older than the snapshot's %d: nothing to restore "+
+			"(--force writes the snapshot's rules over the database's)", loc, h.id, h.revision, from, restoredUpTo, snap.Revision())
 	case h.id != from && h.revision > 0:
 		return nil, fmt.Errorf("rulestore: restore: the rules database %s (%s) holds changes of its own (revision %d, %d rules), so it is not a fresh replacement of the snapshot's database %s; "+
 			"--force replaces its rules with the snapshot's (its history keeps them)", loc, h.id, h.revision, len(old.Rules), from)
