@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -704,6 +705,9 @@ func (p *Postgres) judgeLocked(ctx context.Context, cur *inForce, h head) error 
 // instance's rules.
 func (p *Postgres) refusal(cur *inForce, what string, again bool) refusedError {
 	snap, force := p.snapshot, ""
+	if abs, err := filepath.Abs(snap); err == nil && snap != "" {
+		snap = abs
+	}
 	if snap == "" {
 		snap = "FILE (the --rules-snapshot of the instance with the highest revision)"
 	}
