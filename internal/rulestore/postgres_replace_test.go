@@ -331,3 +331,36 @@ func TestPostgresUnreadableSnapshot(t *testing.T) {
 		t.Errorf("OpenPostgres with a broken snapshot = %v, want an error naming it and the way out", err)
 	}
 }
+
+// TestPostgresSnapshotWithoutIdentity: a snapshot written before databases
+// had an identity is checked by its revision: a database behind it is
+// refused, one at it or ahead is taken, and the snapshot then names it.
+func TestPostgresSnapshotWithoutIdentity(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	fx := newPGFixture(t, url)
+	fx.cfg.SnapshotPath = filepath.Join(t.TempDir(), "snap.yaml")
+	old := "# sluice rules snapshot\nrevision: 2\nrules:\n  - {id: kept, limit: 3, window: 1m}\n"
+	if err := os.WriteFile(fx.cfg.SnapshotPath, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := fx.open(t) // the new database is at revision 0
+	if st := p.Status(); !st.Refused || !strings.Contains(st.Error, "is at revision 0, lower than the revision 2 of this instance's snapshot") ||
+		fmt.Sprint(ruleIDs(p.Current())) != "[kept]" {
+		t.Errorf("Status %+v, rules %v; want the snapshot's rule kept and the revision named", st, ruleIDs(p.Current()))
+	}
+	p.Close()
+	if readFile(t, fx.cfg.SnapshotPath) != old {
+		t.Error("the snapshot was rewritten with revision 0")
+	}
+	if err := pgtest.Exec(url, `UPDATE sluice_state SET revision = 2`); err != nil {
+		t.Fatal(err)
+	}
+	p = fx.open(t)
+	id := query[string](t, url, `SELECT id::text FROM sluice_database`)
+	if st := p.Status(); st.Refused || st.Error != "" || st.Database != id || p.Current().Revision() != 2 {
+		t.Errorf("Status %+v at revision %d; want the database %s taken at revision 2", st, p.Current().Revision(), id)
+	}
+	if _, got, err := readSnapshot(fx.cfg.SnapshotPath); err != nil || got != id {
+		t.Errorf("the snapshot names database %q (%v), want %s", got, err, id)
+	}
+}
