@@ -364,3 +364,34 @@ func TestPostgresSnapshotWithoutIdentity(t *testing.T) {
 		t.Errorf("the snapshot names database %q (%v), want %s", got, err, id)
 	}
 }
+
+// TestPostgresForeignDatabaseAhead: a replaced database that an instance
+// without a snapshot took and wrote to, past the revision the others
+// serve, is still another database: refused by identity, not revision.
+func TestPostgresForeignDatabaseAhead(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	fx := newPGFixture(t, url)
+	p := fx.open(t)
+	run(t, p)
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := p.Update(ctx, -1, addRule(rule(fmt.Sprintf("k%d", i), 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pgtest.Replace(url); err != nil {
+		t.Fatal(err)
+	}
+	other := newPGFixture(t, url).open(t) // no snapshot: it takes the empty database
+	for i := range 5 {
+		if _, err := other.Update(ctx, -1, addRule(rule(fmt.Sprintf("f%d", i), 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the store refuses the other database", func() bool {
+		return strings.Contains(p.Status().Error, "is another database (id "+other.Status().Database+", revision 5)")
+	}, fx)
+	if got := ruleIDs(p.Current()); fmt.Sprint(got) != "[k0 k1 k2]" || p.Current().Revision() != 3 {
+		t.Errorf("rules in force = %v at %d, want [k0 k1 k2] at 3", got, p.Current().Revision())
+	}
+}
