@@ -149,11 +149,13 @@ func TestFleetReplacedDatabase(t *testing.T) {
 	if err != nil || !strings.Contains(out2, fmt.Sprintf("restored %d rules and 1 clients", replacedRules)) || !strings.Contains(out2, "as revision 11") {
 		t.Fatalf("rules restore: %v\n%s\nwant %d rules restored as revision 11", err, out2, replacedRules)
 	}
+	restored := time.Now()
 	for _, in := range []*instance{a, b} {
 		waitFor(t, 10*time.Second, func() bool {
 			rs := in.readyRules(t)
 			return rs["revision"] == float64(rev+1) && rs["refused"] == nil && rs["error"] == nil
 		})
+		t.Logf("%s serves the restored database %s after the restore command returned", in.admin, time.Since(restored).Round(time.Millisecond))
 		if r, n := in.ruleCount(t); r != rev+1 || n != replacedRules {
 			t.Errorf("%s serves %d rules at revision %d after the restore, want %d at %d", in.admin, n, r, replacedRules, rev+1)
 		}
