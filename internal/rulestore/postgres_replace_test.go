@@ -18,9 +18,9 @@ import (
 // that a lost one would not hide in a handful.
 const replaceRules = 120
 
-// fill writes replaceRules rules (one revision each), two clients and a
+// fillRules writes replaceRules rules (one revision each), two clients and a
 // default plan through p, and returns the set in force.
-func fill(t *testing.T, p *Postgres) *rules.Set {
+func fillRules(t *testing.T, p *Postgres) *rules.Set {
 	t.Helper()
 	ctx := context.Background()
 	for i := range replaceRules {
@@ -91,7 +91,7 @@ func TestPostgresReplacedDatabase(t *testing.T) {
 	fa.cfg.SnapshotPath, fb.cfg.SnapshotPath = filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
 	a, b := fa.open(t), fb.open(t)
 	run(t, b)
-	want := fill(t, a)
+	want := fillRules(t, a)
 	rev := want.Revision
 	waitFor(t, "b takes the rules", func() bool { return b.Current().Revision() == rev }, fb)
 	waitFor(t, "b's snapshot is written", func() bool {
