@@ -173,7 +173,7 @@ func TestFleetIfMatchConflict(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				body := map[string]any{"id": "race", "limit": 10 + i, "window": "1m"}
+				body := map[string]any{"id": "race", "limit": 10 + 2*round + i, "window": "1m"} // a new value each round: an unchanged PUT is a no-op
 				resp := doWith(t, "PUT", in.admin+"/rules/race", body, nil, "If-Match", etag)
 				st[i], tags[i] = resp.StatusCode, resp.Header.Get("ETag")
 			}()
