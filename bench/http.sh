@@ -16,7 +16,8 @@
 #   RATE=20000 bench/http.sh              # fixed rate of the latency run
 #
 # Needs go, wrk and curl. Uses ports 18080, 19090 (sluice) and 18090
-# (baseline) on 127.0.0.1. Kills only the processes it started.
+# (baseline) on 127.0.0.1 (its gRPC listener is off: --grpc-listen ""), so
+# it runs beside a default `sluice serve`. Kills only the processes it started.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -41,7 +42,7 @@ go build -o "$tmp/baseline" ./bench/baseline
 
 echo "== start"
 printf 'rules: []\n' > "$tmp/rules.yaml"
-"$tmp/sluice" serve --listen "$DATA" --admin-listen "$ADMIN" --rules "$tmp/rules.yaml" --log-level warn 2> "$tmp/sluice.log" &
+"$tmp/sluice" serve --listen "$DATA" --admin-listen "$ADMIN" --grpc-listen "" --rules "$tmp/rules.yaml" --log-level warn 2> "$tmp/sluice.log" &
 pids+=($!)
 "$tmp/baseline" -listen "$BASE" 2> "$tmp/baseline.log" &
 pids+=($!)

@@ -75,12 +75,15 @@ go test -race -count=1 -timeout 20m -p 1 $(go list ./... | grep -E "$timed")
 
 if [ "${SKIP_FUZZ:-}" != 1 ]; then
   fuzztime="${FUZZTIME:-10s}"
+  fuzzdir="$(mktemp -d)"
+  trap 'rm -rf "$fuzzdir"' EXIT
+  fuzzlog="$fuzzdir/fuzz.log"
   for pkg in $(go list ./...); do
     for target in $(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true); do
       log "fuzz $pkg $target ($fuzztime)"
-      go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" "$pkg" >/tmp/sluice-fuzz.log 2>&1 || {
-        cat /tmp/sluice-fuzz.log; exit 1; }
-      tail -n 1 /tmp/sluice-fuzz.log
+      go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" "$pkg" >"$fuzzlog" 2>&1 || {
+        cat "$fuzzlog"; exit 1; }
+      tail -n 1 "$fuzzlog"
     done
   done
 fi
