@@ -24,7 +24,7 @@ func addEngineFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.rules, "rules", "sluice-rules.yaml", "rules store: a YAML file path, or a postgres:// URL (see docs/fleet.md)")
 	fl.DurationVar(&f.rulesPoll, "rules-poll", time.Second, "how often the rules file is checked for hand edits")
 	addRulesStoreFlags(fl, &f.rulesStore)
-	fl.StringVar(&f.redis, "redis", "", "Redis address(es), host:port[,host:port...]; a cluster is detected; empty: embedded in-memory store")
+	fl.StringVar(&f.redis, "redis", "", "Redis address(es), host:port or redis://host:port (rediss:// for TLS), comma-separated; a cluster is detected; empty: embedded in-memory store")
 	fl.StringVar(&f.redisUser, "redis-username", "", "Redis ACL user")
 	fl.StringVar(&f.redisPass, "redis-password", "", "Redis password (prefer SLUICE_REDIS_PASSWORD)")
 	fl.BoolVar(&f.redisTLS, "redis-tls", false, "connect to Redis with TLS")

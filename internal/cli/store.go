@@ -7,7 +7,10 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,13 +47,13 @@ func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]
 		}, nil
 	}
 	cfg := sredis.DefaultConfig()
-	for _, a := range strings.Split(f.redis, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			cfg.Addrs = append(cfg.Addrs, a)
-		}
+	addrs, urlTLS, err := parseRedisAddrs(f.redis)
+	if err != nil {
+		return nil, nil, err
 	}
+	cfg.Addrs = addrs
 	cfg.Username, cfg.Password = f.redisUser, f.redisPass
-	if f.redisTLS || f.redisTLSCA != "" {
+	if f.redisTLS || urlTLS || f.redisTLSCA != "" {
 		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 		if f.redisTLSCA != "" {
 			pem, err := os.ReadFile(f.redisTLSCA)
@@ -124,3 +127,52 @@ func instanceID() string {
 // The failover store asks the Redis stores' shared denial cache while Redis
 // is unavailable.
 var _ failover.LocalDenier = (*sredis.DenialCache)(nil)
+
+// parseRedisAddrs parses the value of --redis: addresses separated by
+// commas, each host:port or a redis:// or rediss:// URL (what users
+// paste; rediss:// turns TLS on, tls reports it). An address that can
+// never work — no host, no port or port 0, another scheme, a database
+// other than 0, an empty entry — is an error naming --redis, so that
+// sluice does not start degraded for ever on a typo. A password in a URL
+// is refused: it belongs in SLUICE_REDIS_PASSWORD, out of ps.
+func parseRedisAddrs(s string) (addrs []string, tls bool, err error) {
+	entries := strings.Split(s, ",")
+	for i, e := range entries {
+		e = strings.TrimSpace(e)
+		at := fmt.Sprintf("--redis %q", e)
+		if len(entries) > 1 {
+			at = fmt.Sprintf("--redis entry %d of %d (%q)", i+1, len(entries), e)
+		}
+		if e == "" {
+			return nil, false, fmt.Errorf("%s is empty: give addresses as host:port separated by one comma, e.g. 10.0.1.1:6379,10.0.1.2:6379", at)
+		}
+		hostport := e
+		if scheme, _, ok := strings.Cut(e, "://"); ok {
+			u, perr := url.Parse(e)
+			switch {
+			case scheme != "redis" && scheme != "rediss":
+				return nil, false, fmt.Errorf("%s: want host:port, redis://host:port or rediss://host:port (TLS), not %s://", at, scheme)
+			case perr != nil:
+				return nil, false, fmt.Errorf("%s: want redis://host:port: %v", at, perr)
+			case u.User != nil:
+				return nil, false, fmt.Errorf("%s: give the user as --redis-username and the password as SLUICE_REDIS_PASSWORD, not in the URL (every user of the machine reads the command line)", at)
+			case u.Path != "" && u.Path != "/" && u.Path != "/0", u.RawQuery != "":
+				return nil, false, fmt.Errorf("%s: sluice uses database 0 and takes no options: give redis://%s", at, u.Host)
+			}
+			hostport = u.Host
+			if u.Port() == "" && u.Hostname() != "" {
+				hostport = net.JoinHostPort(u.Hostname(), "6379")
+			}
+			tls = tls || scheme == "rediss"
+		}
+		host, port, serr := net.SplitHostPort(hostport)
+		if serr != nil || host == "" {
+			return nil, false, fmt.Errorf("%s: want host:port, e.g. 127.0.0.1:6379 (or redis://127.0.0.1:6379)", at)
+		}
+		if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
+			return nil, false, fmt.Errorf("%s: port %q: want 1 … 65535", at, port)
+		}
+		addrs = append(addrs, hostport)
+	}
+	return addrs, tls, nil
+}
