@@ -62,7 +62,7 @@ func newRulesCmd() *cobra.Command {
 	f := &adminFlags{}
 	cmd := &cobra.Command{
 		Use:   "rules",
-		Short: "List, show, apply and delete rate-limit rules through the admin API",
+		Short: "List, get, apply and delete rate-limit rules through the admin API",
 		Long: `Operate on the rules of a running sluice through its admin API.
 
   sluice rules list                    the rules in force, as a table
@@ -88,7 +88,30 @@ puts a --rules-snapshot file into a replaced rules database, directly.`,
 	pf.StringVar(&f.clientCert, "admin-client-cert", "", "PEM client certificate for an admin API with mutual TLS (--admin-tls-client-ca)")
 	pf.StringVar(&f.clientKey, "admin-client-key", "", "PEM private key of --admin-client-cert")
 	cmd.AddCommand(newRulesListCmd(f), newRulesGetCmd(f), newRulesApplyCmd(f), newRulesDeleteCmd(f), newRulesRestoreCmd())
+	// Without RunE cobra prints the help and exits 0 on any verb it does
+	// not know: a typo would look like success.
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		return unknownVerb(cmd, args[0])
+	}
 	return cmd
+}
+
+// unknownVerb is the error of `sluice rules <verb>` for a verb it does not
+// have: the closest ones, and the list.
+func unknownVerb(cmd *cobra.Command, verb string) error {
+	verbs := "list, get, apply, delete, restore"
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", verb, cmd.CommandPath())
+	if s := cmd.SuggestionsFor(verb); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", s[0])
+	}
+	return fmt.Errorf("%s (verbs: %s; see '%s --help')", msg, verbs, cmd.CommandPath())
 }
 
 // oneID is the Args of subcommands that take exactly one rule id.
@@ -111,9 +134,10 @@ func badOutput(o string, formats ...string) error {
 func newRulesListCmd(f *adminFlags) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List the rules in force, with the revision",
-		Args:  cobra.NoArgs,
+		Use:        "list",
+		SuggestFor: []string{"ls", "show-all"},
+		Short:      "List the rules in force, with the revision",
+		Args:       cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.client()
 			if err != nil {
@@ -199,9 +223,10 @@ func writeRuleTable(w io.Writer, set *rules.Set) error {
 func newRulesGetCmd(f *adminFlags) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "get ID",
-		Short: "Print one rule as YAML",
-		Args:  oneID,
+		Use:        "get ID",
+		SuggestFor: []string{"show", "describe", "cat"},
+		Short:      "Print one rule as YAML",
+		Args:       oneID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client()
 			if err != nil {
@@ -307,9 +332,10 @@ func readRulesFile(name string, stdin io.Reader) (*rules.Set, error) {
 
 func newRulesDeleteCmd(f *adminFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "delete ID",
-		Short: "Delete one rule",
-		Args:  oneID,
+		Use:        "delete ID",
+		SuggestFor: []string{"remove", "rm", "del"},
+		Short:      "Delete one rule",
+		Args:       oneID,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client()
 			if err != nil {
