@@ -218,7 +218,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if named, ok = s.tokens.Check(r); !ok {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			s.writeError(w, r, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
-				Message: "Authorization: want \"Bearer <admin token>\""})
+				Message: "Authorization: want \"Bearer <token>\" with one of the tokens of this server's --admin-token (SLUICE_ADMIN_TOKEN)"})
 			return
 		}
 	}

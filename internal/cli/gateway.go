@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/listen"
+	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/middleware"
 )
 
@@ -130,8 +131,12 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 		return errors.New("gateway: --upstream is required (the URL calls are proxied to)")
 	}
 	target, err := url.Parse(f.upstream)
-	if err != nil {
-		return fmt.Errorf("gateway: --upstream: %w", err)
+	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+		example := "http://" + strings.TrimPrefix(f.upstream, "//")
+		if _, rest, ok := strings.Cut(f.upstream, "://"); ok {
+			example = "http://" + rest
+		}
+		return fmt.Errorf("gateway: --upstream %q: want an http:// or https:// URL with a host, e.g. %s", f.upstream, example)
 	}
 	if err := f.engine.checkSecrets(); err != nil {
 		return err
@@ -203,13 +208,7 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintln(w, `{"status":"ok"}`)
 		})
-		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-			_, detail := eng.ready()
-			detail["status"] = "ready"
-			w.Header().Set("Content-Type", "application/json")
-			writeJSON(w, detail) //nolint:errcheck // the client is gone
-
-		})
+		mux.Handle("GET /readyz", server.ReadyHandler(eng.ready)) // as serve's: one line, 503 when not ready
 		acfg := f.adminGuard.config(f.adminListen, f.adminToken, log)
 		mux.Handle("/", admin.New(eng.src, acfg))
 		adminTLS, err := httpTLS(f.engine.net.adminTLS, "--admin-tls", log)
@@ -220,16 +219,17 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 		tlss = append(tlss, adminTLS)
 		names = append(names, "admin API")
 	}
-	listeners := make([]net.Listener, len(servers))
+	specs := make([]listenSpec, len(servers))
 	for i, s := range servers {
-		ln, err := listenOn(s.Addr, tlss[i])
-		if err != nil {
-			for _, l := range listeners[:i] {
-				l.Close()
-			}
-			return fmt.Errorf("gateway: %s: %w", names[i], err)
+		flag := "listen"
+		if i == 1 {
+			flag = "admin-listen"
 		}
-		listeners[i] = ln
+		specs[i] = listenSpec{flag: flag, what: names[i], addr: s.Addr, open: func() (net.Listener, error) { return listenOn(s.Addr, tlss[i]) }}
+	}
+	listeners, err := listenAll("gateway", specs)
+	if err != nil {
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -64,7 +64,7 @@ func TestGatewayFlagErrors(t *testing.T) {
 		want string
 	}{
 		{"no upstream", nil, "--upstream is required"},
-		{"bad upstream", []string{"--upstream", "ftp://x"}, "scheme must be http or https"},
+		{"bad upstream", []string{"--upstream", "ftp://x"}, "want an http:// or https:// URL"},
 		{"bad trusted proxies", []string{"--upstream", "http://127.0.0.1:1", "--trusted-proxies", "10.0.0.0/99"}, "--trusted-proxies"},
 		{"bad forwarded header", []string{"--upstream", "http://127.0.0.1:1", "--forwarded-header", "X-Real-IP"}, "want X-Forwarded-For or Forwarded"},
 		{"bad api key header", []string{"--upstream", "http://127.0.0.1:1", "--api-key-header", "X Key"}, "not a header name"},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -56,6 +57,39 @@ func (f *adminFlags) client() (*client.Client, error) {
 		hc.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
 	}
 	return client.New(u, client.WithToken(strings.TrimSpace(f.token)), client.WithHTTPClient(hc)), nil
+}
+
+// explain adds to an error of the admin API what to do about it: a 401
+// names where the token comes from, a 404 of a server that is not the
+// admin API and a refused connection name --admin's right value.
+func (f *adminFlags) explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	base := f.url
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	const where = "--admin (SLUICE_ADMIN) is the address of sluice serve's --admin-listen, default http://127.0.0.1:9090"
+	var ae *client.Error
+	if errors.As(err, &ae) {
+		e := *ae
+		switch {
+		case e.Status == http.StatusUnauthorized && f.token == "":
+			e.Message += "; no token was sent: set SLUICE_ADMIN_TOKEN (or --admin-token) to one of the server's --admin-token tokens"
+		case e.Status == http.StatusUnauthorized:
+			e.Message += "; the token of --admin-token (SLUICE_ADMIN_TOKEN) is not one of the server's --admin-token tokens"
+		case e.Status == http.StatusNotFound && e.Code == "":
+			e.Message = fmt.Sprintf("%s is not the admin API (it answered %q): %s", base, e.Message, where)
+		default:
+			return err
+		}
+		return &e
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("nothing answers at %s: is sluice running? %s (%w)", base, where, err)
+	}
+	return err
 }
 
 func newRulesCmd() *cobra.Command {
@@ -145,7 +179,7 @@ func newRulesListCmd(f *adminFlags) *cobra.Command {
 			}
 			set, err := c.ListRules(cmd.Context())
 			if err != nil {
-				return err
+				return f.explain(err)
 			}
 			w := cmd.OutOrStdout()
 			switch output {
@@ -234,7 +268,7 @@ func newRulesGetCmd(f *adminFlags) *cobra.Command {
 			}
 			r, err := c.GetRule(cmd.Context(), args[0])
 			if err != nil {
-				return err
+				return f.explain(err)
 			}
 			w := cmd.OutOrStdout()
 			switch output {
@@ -299,7 +333,7 @@ printed and nothing is applied. -f - reads the file from standard input.`,
 			}
 			res, err := c.Apply(cmd.Context(), set, dryRun)
 			if err != nil {
-				return err
+				return f.explain(err)
 			}
 			return writeApplyResult(cmd.OutOrStdout(), res, dryRun)
 		},
@@ -342,7 +376,7 @@ func newRulesDeleteCmd(f *adminFlags) *cobra.Command {
 				return err
 			}
 			if err := c.DeleteRule(cmd.Context(), args[0]); err != nil {
-				return err
+				return f.explain(err)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "- rule %s\n", args[0])
 			return err

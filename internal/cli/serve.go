@@ -127,21 +127,16 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	tlss := []*listen.TLS{dataTLS, adminTLS}
 	names := []string{"data plane", "admin API"}
-	listeners := make([]net.Listener, len(servers))
-	for i, s := range servers {
-		ln, err := listenOn(s.Addr, tlss[i])
-		if err != nil {
-			for _, l := range listeners[:i] {
-				l.Close()
-			}
-			return fmt.Errorf("serve: %s: %w", names[i], err)
-		}
-		listeners[i] = ln
+	specs := []listenSpec{
+		{flag: "listen", what: names[0], addr: f.listen, open: func() (net.Listener, error) { return listenOn(f.listen, tlss[0]) }},
+		{flag: "admin-listen", what: names[1], addr: f.adminListen, open: func() (net.Listener, error) { return listenOn(f.adminListen, tlss[1]) }},
 	}
-	if err := obs.listen(); err != nil {
-		for _, l := range listeners {
-			l.Close()
-		}
+	if f.obs.grpcListen != "" {
+		specs = append(specs, listenSpec{flag: "grpc-listen", what: "Envoy rate limit service (gRPC)", addr: f.obs.grpcListen,
+			open: func() (net.Listener, error) { err := obs.listen(); return obs.ln, err }})
+	}
+	listeners, err := listenAll("serve", specs)
+	if err != nil {
 		return err
 	}
 	defer obs.close()

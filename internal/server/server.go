@@ -111,6 +111,10 @@ func New(l *limiter.Limiter, cfg Config) *Server {
 	s.mux.Handle("POST /ratelimit/check", s.handler(s.check))
 	s.mux.Handle("GET /healthz", s.handler(s.healthz))
 	s.mux.Handle("GET /readyz", s.handler(s.readyz))
+	// Other methods: a JSON 405, as every other error (not net/http's text).
+	s.mux.Handle("/ratelimit/check", s.handler(methodNotAllowed("POST")))
+	s.mux.Handle("/healthz", s.handler(methodNotAllowed("GET", "HEAD")))
+	s.mux.Handle("/readyz", s.handler(methodNotAllowed("GET", "HEAD")))
 	return s
 }
 
