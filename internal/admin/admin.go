@@ -265,6 +265,11 @@ func (s *server) apiError(err error) *APIError {
 	case errors.Is(err, rulestore.ErrConflict):
 		return &APIError{Status: http.StatusPreconditionFailed, Code: CodePreconditionFailed,
 			Message: "If-Match: " + strings.TrimPrefix(err.Error(), rulestore.ErrConflict.Error()+": ")}
+	case errors.Is(err, rulestore.ErrUnavailable):
+		// First: a store that cannot take writes because of what it holds
+		// (a broken hand edit of the rules file wraps that file's field
+		// error) is not the request's fault.
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error()}
 	case errors.Is(err, rulestore.ErrInvalid):
 		if errors.As(err, &fe) {
 			return invalid("%s", fe.Error())
@@ -277,8 +282,6 @@ func (s *server) apiError(err error) *APIError {
 	case errors.Is(err, rulestore.ErrGone):
 		return &APIError{Status: http.StatusGone, Code: CodeGone,
 			Message: strings.TrimPrefix(err.Error(), rulestore.ErrGone.Error()+": ")}
-	case errors.Is(err, rulestore.ErrUnavailable):
-		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the request was canceled before the change was stored"}
 	case errors.Is(err, rulestore.ErrClosed):

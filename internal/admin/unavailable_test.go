@@ -90,3 +90,31 @@ func TestDatabaseFailuresAre503(t *testing.T) {
 		wantUnavailable(t, e, e.do("PUT", "/rules/b", ruleA), `"1"`, "refused", "boom refused")
 	})
 }
+
+// TestBrokenHandEditIs503: while the rules file holds a hand edit that
+// does not load — a YAML syntax error, an unknown field, a limit of 0 —
+// every write is 503 naming the file and its error (the README's
+// promise), never a 400 that reads as if the request body were wrong.
+func TestBrokenHandEditIs503(t *testing.T) {
+	for _, tc := range []struct{ name, body, cause string }{
+		{"syntax", "rules: [\n", "yaml"},
+		{"unknown field", "rules:\n  - id: a\n    limt: 10\n    window: 1m\n", "limt"},
+		{"limit 0", "rules:\n  - id: a\n    limit: 0\n    window: 1m\n", "limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			e.must(e.do("PUT", "/rules/a", ruleA), 201)
+			if err := os.WriteFile(e.path, []byte(tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []struct{ method, path, body string }{
+				{"PUT", "/rules/b", `{"limit": 1, "window": "1m"}`},
+				{"DELETE", "/rules/a", ""},
+				{"POST", "/apply", `{"rules": []}`},
+			} {
+				r := e.do(w.method, w.path, w.body, "Content-Type", "application/json")
+				wantUnavailable(t, e, r, `"1"`, e.path, tc.cause, "fix or revert the file")
+			}
+		})
+	}
+}
