@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/rules"
@@ -158,6 +159,9 @@ func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
 		if errors.As(err, &fe) {
 			return invalid("%s", fe.Error())
 		}
+		if looksLikeYAML(body) {
+			return invalid("body: %v; this looks like YAML, and POST /apply takes JSON: send a rules file with sluice rules apply -f FILE, which reads YAML", err)
+		}
 		return invalid("body: %v", err)
 	}
 	var present map[string]json.RawMessage
@@ -214,4 +218,15 @@ func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
 		Changes  []Change `json:"changes"`
 	}{rev, dryRun, changes})
 	return nil
+}
+
+// looksLikeYAML reports whether a body that is not JSON starts as a rules
+// file does: a comment, a document marker or a key and a colon.
+func looksLikeYAML(b []byte) bool {
+	t := strings.TrimSpace(string(b))
+	if strings.HasPrefix(t, "#") || strings.HasPrefix(t, "---") {
+		return true
+	}
+	key, _, ok := strings.Cut(t, ":")
+	return ok && key != "" && !strings.ContainsAny(key, "{}[]\"\n")
 }
