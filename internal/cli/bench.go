@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -94,14 +95,17 @@ service it takes capacity from real callers.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if f.grpc && !cmd.Flags().Changed("target") {
-				f.target = defaultGRPCTarget
+			if f.target == "" {
+				f.target = defaultHTTPTarget
+				if f.grpc {
+					f.target = defaultGRPCTarget
+				}
 			}
 			return runBench(ctx, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.target, "target", "http://127.0.0.1:8080", "base URL of the sluice data plane; with --grpc, host:port of its --grpc-listen (default "+defaultGRPCTarget+")")
+	fl.StringVar(&f.target, "target", "", "base URL of the sluice data plane (default "+defaultHTTPTarget+"); with --grpc, host:port of its --grpc-listen (default "+defaultGRPCTarget+")")
 	fl.IntVar(&f.concurrency, "concurrency", 64, "workers, each with one connection and one call in flight")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "how long to generate load")
 	fl.Float64Var(&f.rate, "rate", 0, "total calls per second; 0: as fast as possible")
@@ -182,8 +186,8 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 		if f.rate > 0 {
 			pace = fmt.Sprintf("at %g/s", f.rate)
 		}
-		fmt.Fprintf(stdout, "POST %s: %d connections, %s, for %s, %d clients by %s\n",
-			h.URL(), f.concurrency, pace, f.duration, f.clients, mode)
+		fmt.Fprintf(stdout, "POST %s: %s, %s, for %s, %s by %s\n",
+			h.URL(), plural(f.concurrency, "connection"), pace, f.duration, plural(f.clients, "client"), mode)
 	}
 	return runLoad(ctx, f, h.NewCall, stdout)
 }
@@ -249,6 +253,7 @@ type benchReport struct {
 	FirstError      string          `json:"first_error,omitempty"`
 	Target          string          `json:"target"`
 	res             *loadgen.Result // for writeText
+	health          bool            // --grpc-health: the calls are health checks
 }
 
 type latencyMS struct {
@@ -280,6 +285,7 @@ func newBenchReport(f benchFlags, res *loadgen.Result) *benchReport {
 		Late:        res.Late,
 		Missed:      res.Missed,
 		Target:      f.target,
+		health:      f.grpc && f.health,
 	}
 	if res.FirstErr != nil {
 		r.FirstError = res.FirstErr.Error()
@@ -288,8 +294,14 @@ func newBenchReport(f benchFlags, res *loadgen.Result) *benchReport {
 }
 
 func (r *benchReport) writeText(w io.Writer) error {
-	fmt.Fprintf(w, "decisions   %d in %.2fs: %.0f decisions/s\n", r.Requests, r.DurationS, r.DecisionsPerSec)
-	fmt.Fprintf(w, "outcomes    %d allowed, %d denied, %d errors\n", r.Allowed, r.Denied, r.Errors)
+	if r.health {
+		// --grpc-health: calls of the health service, which decide nothing.
+		fmt.Fprintf(w, "health checks %d in %.2fs: %.0f checks/s\n", r.Requests, r.DurationS, r.DecisionsPerSec)
+		fmt.Fprintf(w, "outcomes    %d serving, %d errors\n", r.Allowed, r.Errors)
+	} else {
+		fmt.Fprintf(w, "decisions   %d in %.2fs: %.0f decisions/s\n", r.Requests, r.DurationS, r.DecisionsPerSec)
+		fmt.Fprintf(w, "outcomes    %d allowed, %d denied, %d errors\n", r.Allowed, r.Denied, r.Errors)
+	}
 	l := r.LatencyMS
 	fmt.Fprintf(w, "latency     p50 %.3fms  p90 %.3fms  p99 %.3fms  p99.9 %.3fms  max %.3fms\n", l.P50, l.P90, l.P99, l.P999, l.Max)
 	if r.FirstError != "" {
@@ -300,4 +312,12 @@ func (r *benchReport) writeText(w io.Writer) error {
 			r.Rate, r.Late, r.Missed)
 	}
 	return nil
+}
+
+// plural is "1 connection", "4 connections".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

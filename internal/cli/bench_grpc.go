@@ -13,6 +13,9 @@ import (
 // defaultGRPCTarget is bench --grpc's --target when none is given.
 const defaultGRPCTarget = "127.0.0.1:8081"
 
+// defaultHTTPTarget is --target without --grpc.
+const defaultHTTPTarget = "http://127.0.0.1:8080"
+
 // grpcLoad is what bench --grpc drives: ShouldRateLimit or the health
 // check, over shared connections.
 type grpcLoad interface {
@@ -67,11 +70,11 @@ func runBenchGRPC(ctx context.Context, f benchFlags, mode string, stdout, stderr
 			pace = fmt.Sprintf("at %g/s", f.rate)
 		}
 		if f.health {
-			fmt.Fprintf(stdout, "%s %s: %d callers on %d connections, %s, for %s\n",
-				what, g.Target(), f.concurrency, g.Conns(), pace, f.duration)
+			fmt.Fprintf(stdout, "%s %s: %s on %s, %s, for %s\n",
+				what, g.Target(), plural(f.concurrency, "caller"), plural(g.Conns(), "connection"), pace, f.duration)
 		} else {
-			fmt.Fprintf(stdout, "%s %s (domain %s): %d callers on %d connections, %s, for %s, %d clients by %s\n",
-				what, g.Target(), f.domain, f.concurrency, g.Conns(), pace, f.duration, f.clients, strings.Replace(mode, "ip", "remote_address", 1))
+			fmt.Fprintf(stdout, "%s %s (domain %s): %s on %s, %s, for %s, %s by %s\n",
+				what, g.Target(), f.domain, plural(f.concurrency, "caller"), plural(g.Conns(), "connection"), pace, f.duration, plural(f.clients, "client"), strings.Replace(mode, "ip", "remote_address", 1))
 		}
 	}
 	return runLoad(ctx, f, g.NewCall, stdout)

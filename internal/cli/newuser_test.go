@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/loadgen"
 )
 
 // TestRulesUnknownSubcommand: a mistyped or invented `sluice rules` verb
@@ -168,5 +170,38 @@ func TestRedisAddressChecked(t *testing.T) {
 		"--grpc-listen", "", "--admin-listen", "127.0.0.1:0", "--rules", rules)
 	if code != 1 || !strings.Contains(errOut, "--redis") {
 		t.Errorf("serve --redis 16479: exit %d, stderr %q; want refused at start naming --redis", code, errOut)
+	}
+}
+
+// TestBenchWords: one connection is "1 connection"; --grpc-health calls
+// are reported as health checks, not decisions allowed; --target's help
+// gives each default once.
+func TestBenchWords(t *testing.T) {
+	if got := plural(1, "connection"); got != "1 connection" {
+		t.Errorf("plural(1, connection) = %q", got)
+	}
+	if got := plural(4, "connection"); got != "4 connections" {
+		t.Errorf("plural(4, connection) = %q", got)
+	}
+	res := &loadgen.Result{Requests: 4, Allowed: 4, Elapsed: 2 * time.Second}
+	res.Latency.Record(time.Millisecond)
+	var b strings.Builder
+	if err := newBenchReport(benchFlags{grpc: true, health: true}, res).writeText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); strings.Contains(got, "decision") || strings.Contains(got, "allowed") ||
+		!strings.Contains(got, "health checks 4 in 2.00s: 2 checks/s") || !strings.Contains(got, "4 serving, 0 errors") {
+		t.Errorf("--grpc-health report:\n%s\nwant health checks and serving, no decisions or allowed", got)
+	}
+	code, out, _ := sluice(t, "", "bench", "--help")
+	line := ""
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "--target") {
+			line = l
+		}
+	}
+	if code != 0 || strings.Count(line, "default") != 2 || strings.Count(line, "127.0.0.1:8080") != 1 || strings.Count(line, "127.0.0.1:8081") != 1 ||
+		strings.Index(line, "127.0.0.1:8080") > strings.Index(line, "with --grpc") {
+		t.Errorf("bench --help's --target line %q: want each default (HTTP, --grpc) once", line)
 	}
 }
