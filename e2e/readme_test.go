@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -254,4 +255,30 @@ func matchLine(want, got string, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// TestHTTPDecisionsCounted: sluice_decisions_total counts the decisions of
+// POST /ratelimit/check too, as docs/envoy.md's table says, and an answer
+// with no matching rule is what the README says: allowed, rule and client
+// null, limit 0, and none of the quota headers.
+func TestHTTPDecisionsCounted(t *testing.T) {
+	in := serve(t, filepath.Join(t.TempDir(), "rules.yaml"))
+	var a map[string]any
+	resp := do(t, "POST", in.data+"/ratelimit/check", map[string]any{"user": "alice"}, &a)
+	if a["allowed"] != true || a["rule"] != nil || a["client"] != nil || a["limit"] != float64(0) {
+		t.Errorf("no matching rule: %v, want allowed, rule and client null, limit 0", a)
+	}
+	for _, h := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Ratelimit", "Ratelimit-Policy", "Retry-After"} {
+		if v := resp.Header.Get(h); v != "" {
+			t.Errorf("no matching rule: %s: %s, want no quota header", h, v)
+		}
+	}
+	in.putRule(t, map[string]any{"id": "per-user", "limit": 10, "window": "1m"})
+	for range 3 {
+		in.check(t, map[string]any{"user": "alice"})
+	}
+	fams := scrapeMetrics(t, in.data+"/metrics")
+	if got := counterValue(fams["sluice_decisions_total"], map[string]string{"rule": "per-user", "outcome": "allowed"}); got != 3 {
+		t.Errorf(`sluice_decisions_total{rule="per-user",outcome="allowed"} = %v after 3 HTTP decisions, want 3`, got)
+	}
 }
