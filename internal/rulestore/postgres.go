@@ -315,7 +315,14 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	}
 
 	octx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
-	err = p.refreshNow(octx, true)
+	// Noted (and logged) only when the store is returned: an error that
+	// stops the start is said once, by the error itself.
+	p.mu.Lock()
+	err = p.refreshLocked(octx, true)
+	if err == nil || isUnavailable(err) && p.snapshot != "" && ctx.Err() == nil {
+		p.noteLocked(err)
+	}
+	p.mu.Unlock()
 	cancel()
 	if err == nil {
 		return p, nil
@@ -328,6 +335,12 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	}
 	if ctx.Err() != nil || !isUnavailable(err) || isMissingDatabase(err) || p.snapshot == "" {
 		pool.Close()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "3D000" { // invalid_catalog_name
+			db := pool.Config().ConnConfig.Database
+			return nil, fmt.Errorf("rulestore: the rules database %s: database %q does not exist: create it (CREATE DATABASE %s, owned by the role sluice connects as; sluice makes its tables), or fix the database name in --rules",
+				p.loc, db, pgx.Identifier{db}.Sanitize())
+		}
 		if isUnavailable(err) && ctx.Err() == nil {
 			return nil, fmt.Errorf("rulestore: the rules database %s is unreachable: %w "+
 				"(with --rules-snapshot FILE an instance starts on the last rules it saw while the database is down)", p.loc, err)
