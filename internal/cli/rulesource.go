@@ -3,7 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -42,6 +45,11 @@ func openRules(ctx context.Context, rulesArg string, poll time.Duration, f rules
 	if f.refresh <= 0 {
 		return nil, errors.New("serve: --rules-refresh must be > 0, e.g. 5s")
 	}
+	if f.snapshot != "" {
+		if err := checkSnapshotDir(f.snapshot); err != nil {
+			return nil, err
+		}
+	}
 	src, err := rulestore.OpenPostgres(ctx, rulestore.PostgresConfig{
 		URL:             rulesArg,
 		RefreshInterval: f.refresh,
@@ -53,4 +61,25 @@ func openRules(ctx context.Context, rulesArg string, poll time.Duration, f rules
 		return nil, err
 	}
 	return src, nil
+}
+
+// checkSnapshotDir refuses a --rules-snapshot that can never be written —
+// its directory missing, not a directory, or not writable — so that the
+// safety net is not silently absent.
+func checkSnapshotDir(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("serve: --rules-snapshot %s: its directory %s: %w; create it (mkdir -p %s) or give another path", path, dir, err, dir)
+	case !fi.IsDir():
+		return fmt.Errorf("serve: --rules-snapshot %s: %s is not a directory; give a path in a directory", path, dir)
+	}
+	probe, err := os.CreateTemp(dir, ".sluice-snapshot-check-*")
+	if err != nil {
+		return fmt.Errorf("serve: --rules-snapshot %s: sluice cannot write in %s: %w; give it write access or another path", path, dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
 }

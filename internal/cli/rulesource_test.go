@@ -28,6 +28,10 @@ func TestOpenRules(t *testing.T) {
 		{"postgres", db, rulesStoreFlags{refresh: 5 * time.Second, notify: true}, "postgres", ""},
 		{"postgresql scheme", strings.Replace(db, "postgres://", "postgresql://", 1), rulesStoreFlags{refresh: time.Second}, "postgres", ""},
 		{"postgres bad refresh", db, rulesStoreFlags{refresh: 0}, "", "--rules-refresh must be > 0"},
+		// Issue 18: a snapshot that can never be written is refused at
+		// start, not a WARN on every change while the safety net is absent.
+		{"postgres snapshot in a missing directory", db, rulesStoreFlags{snapshot: filepath.Join(t.TempDir(), "no", "such", "s.yaml"), refresh: time.Second}, "", "--rules-snapshot"},
+		{"postgres snapshot in a file, not a directory", db, rulesStoreFlags{snapshot: filepath.Join(file, "s.yaml"), refresh: time.Second}, "", "--rules-snapshot"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src, err := openRules(context.Background(), tc.rules, time.Second, tc.flags, log)
