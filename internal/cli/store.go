@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/store/failover"
 	"github.com/sluicehq/sluice/store/memory"
@@ -124,3 +125,12 @@ func instanceID() string {
 // The failover store asks the Redis stores' shared denial cache while Redis
 // is unavailable.
 var _ failover.LocalDenier = (*sredis.DenialCache)(nil)
+
+// What metrics.Instrument reads from the stores serve opens.
+var (
+	_ metrics.BucketStore = (*memory.Store)(nil)
+	_ metrics.Breaker     = (*failover.Store)(nil)
+	_ metrics.LocalDenier = (*failover.Store)(nil)
+	_ metrics.ErrorNamer  = (*failover.Store)(nil)
+	_ metrics.ErrorNamer  = (*sredis.Store)(nil)
+)
