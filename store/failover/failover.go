@@ -313,9 +313,6 @@ func (s *Store) Since() time.Time { return time.Unix(0, s.since.Load()) }
 // Instances returns the live instance count the fallback divides limits by.
 func (s *Store) Instances() int { return int(s.live.Load()) }
 
-// Denials returns Config.Denials.
-func (s *Store) Denials() LocalDenier { return s.cfg.Denials }
-
 // Stats returns the running counts.
 func (s *Store) Stats() *Stats { return &s.stats }
 
