@@ -141,9 +141,13 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 	}
 	sc := l.scratch.Get().(*scratch)
 	defer l.scratch.Put(sc)
-	d, ops, err := l.plan(ix, req, sc)
-	if err != nil || len(ops) == 0 {
-		return d, err
+	var d Decision
+	ops, err := l.plan(ix, req, sc, &d)
+	if err != nil {
+		return Decision{}, err
+	}
+	if len(ops) == 0 {
+		return d, nil
 	}
 	info, err := l.store.Take(ctx, ops, sc.res[:len(ops)])
 	if err != nil {
@@ -185,11 +189,11 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 	for i := range reqs {
 		sc := l.scratch.Get().(*scratch)
 		scs[i] = sc
-		d, ops, err := l.plan(ix, &reqs[i], sc)
+		ops, err := l.plan(ix, &reqs[i], sc, &ds[i])
 		if err != nil {
 			return err
 		}
-		ds[i], n[i] = d, len(ops)
+		n[i] = len(ops)
 		if keys == nil && len(ops) > 0 {
 			keys = make(map[bucket]int, len(reqs)*len(ops))
 		}
@@ -236,10 +240,10 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 
 // plan builds in sc the client ids of req and the ops of the rules that
 // apply to it under ix, each keyed by the identity its rule wants (the
-// rules in sc.used, the identities in sc.kinds), and returns the decision
-// so far: allowed, with its plan and the count of ops, Now set when no rule
-// applies (then nothing needs taking).
-func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch) (Decision, []Op, error) {
+// rules in sc.used, the identities in sc.kinds), and sets d to the
+// decision so far: allowed, with its plan and the count of ops, Now set
+// when no rule applies (then nothing needs taking).
+func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) ([]Op, error) {
 	// Client ids live in sc.ids for the length of the call only: the store
 	// copies what it keeps.
 	// sc.ids has room for all three: it never reallocates.
@@ -254,7 +258,7 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch) (Decision, []
 	plan := ix.Plan(req.Plan, user, apiKey, ip)
 	matched := ix.Match(plan, req.Method, req.Path, sc.matched[:0])
 	if len(matched) > MaxRulesPerCall {
-		return Decision{}, nil, ErrTooManyRules
+		return nil, ErrTooManyRules
 	}
 	cost := req.Cost
 	if cost <= 0 {
@@ -271,11 +275,11 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch) (Decision, []
 		ops = append(ops, Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow,
 			FailClosed: r.FailureMode == rules.FailClosed})
 	}
-	d := Decision{Allowed: true, Plan: plan, Matched: len(ops)}
+	*d = Decision{Allowed: true, Plan: plan, Matched: len(ops)}
 	if len(ops) == 0 {
 		d.Now = time.Now()
 	}
-	return d, ops, nil
+	return ops, nil
 }
 
 // fold folds the results of the n ops plan built in sc (sc.res) and the
