@@ -125,6 +125,9 @@ type scratch struct {
 	matched [MaxRulesPerCall]*rules.Compiled
 	ops     [MaxRulesPerCall]Op
 	res     [MaxRulesPerCall]algorithm.Result
+	used    [MaxRulesPerCall]*rules.Compiled // the rule of each op
+	kinds   [MaxRulesPerCall]rules.By        // the identity each op is keyed by
+	at      [MaxRulesPerCall]int             // CheckMany: each op's bucket in the one take
 }
 
 // Check decides req: every enabled rule matching the call's plan and
@@ -138,7 +141,109 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 	}
 	sc := l.scratch.Get().(*scratch)
 	defer l.scratch.Put(sc)
+	var d Decision
+	ops, err := l.plan(ix, req, sc, &d)
+	if err != nil {
+		return Decision{}, err
+	}
+	if len(ops) == 0 {
+		return d, nil
+	}
+	info, err := l.store.Take(ctx, ops, sc.res[:len(ops)])
+	if err != nil {
+		return Decision{}, err
+	}
+	fold(&d, sc, len(ops), info)
+	return d, nil
+}
 
+// CheckMany decides several calls at once, all or nothing: each request is
+// planned as Check plans it, the buckets of all are taken in one store
+// operation (a bucket several requests name is taken once, for the sum of
+// their costs), and ds[i] is the decision of reqs[i], folded as Check folds
+// it from the results of its own rules. A denial consumes nothing — unless
+// the requests name more than MaxRulesPerCall buckets together: they are
+// then taken in atomic steps of MaxRulesPerCall, and a step that denies
+// gives back nothing the other steps took. Every request is decided under
+// the same rules. ds must be at least as long as reqs.
+func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) error {
+	ix := l.rules.Load()
+	if ix == nil {
+		return ErrNoRules
+	}
+	ds = ds[:len(reqs)]
+	scs := make([]*scratch, len(reqs))
+	defer func() {
+		for _, sc := range scs {
+			if sc != nil {
+				l.scratch.Put(sc)
+			}
+		}
+	}()
+	type bucket struct{ client, rule string }
+	var (
+		all  []Op
+		keys map[bucket]int
+		n    = make([]int, len(reqs)) // ops of each request
+	)
+	for i := range reqs {
+		sc := l.scratch.Get().(*scratch)
+		scs[i] = sc
+		ops, err := l.plan(ix, &reqs[i], sc, &ds[i])
+		if err != nil {
+			return err
+		}
+		n[i] = len(ops)
+		if keys == nil && len(ops) > 0 {
+			keys = make(map[bucket]int, len(reqs)*len(ops))
+		}
+		// The ops' client ids live in sc.ids, which is held until the end.
+		for j := range ops {
+			op := &ops[j]
+			k := bucket{op.Client, op.Rule}
+			at, ok := keys[k]
+			if ok {
+				all[at].Cost += op.Cost
+			} else {
+				at = len(all)
+				keys[k] = at
+				all = append(all, *op)
+			}
+			sc.at[j] = at
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	res := make([]algorithm.Result, len(all))
+	var info TakeInfo
+	for start := 0; start < len(all); start += MaxRulesPerCall {
+		end := min(start+MaxRulesPerCall, len(all))
+		step, err := l.store.Take(ctx, all[start:end], res[start:end])
+		if err != nil {
+			return err
+		}
+		info.Now = max(info.Now, step.Now)
+		info.Source = max(info.Source, step.Source) // the most degraded
+	}
+	for i, sc := range scs {
+		if n[i] == 0 {
+			continue
+		}
+		for j := range n[i] {
+			sc.res[j] = res[sc.at[j]]
+		}
+		fold(&ds[i], sc, n[i], info)
+	}
+	return nil
+}
+
+// plan builds in sc the client ids of req and the ops of the rules that
+// apply to it under ix, each keyed by the identity its rule wants (the
+// rules in sc.used, the identities in sc.kinds), and sets d to the
+// decision so far: allowed, with its plan and the count of ops, Now set
+// when no rule applies (then nothing needs taking).
+func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) ([]Op, error) {
 	// Client ids live in sc.ids for the length of the call only: the store
 	// copies what it keeps.
 	// sc.ids has room for all three: it never reallocates.
@@ -153,38 +258,37 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 	plan := ix.Plan(req.Plan, user, apiKey, ip)
 	matched := ix.Match(plan, req.Method, req.Path, sc.matched[:0])
 	if len(matched) > MaxRulesPerCall {
-		return Decision{}, ErrTooManyRules
+		return nil, ErrTooManyRules
 	}
 	cost := req.Cost
 	if cost <= 0 {
 		cost = 1
 	}
 	ops := sc.ops[:0]
-	var kinds [MaxRulesPerCall]rules.By
-	var used [MaxRulesPerCall]*rules.Compiled
 	for _, r := range matched {
 		by, client := pick(r.By, user, apiKey, ip)
 		if client == "" {
 			continue // the call lacks the identity this rule is keyed by
 		}
-		kinds[len(ops)] = by
-		used[len(ops)] = r
+		sc.kinds[len(ops)] = by
+		sc.used[len(ops)] = r
 		ops = append(ops, Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow,
 			FailClosed: r.FailureMode == rules.FailClosed})
 	}
-	d := Decision{Allowed: true, Plan: plan, Matched: len(ops)}
+	*d = Decision{Allowed: true, Plan: plan, Matched: len(ops)}
 	if len(ops) == 0 {
 		d.Now = time.Now()
-		return d, nil
 	}
-	res := sc.res[:len(ops)]
-	info, err := l.store.Take(ctx, ops, res)
-	if err != nil {
-		return Decision{}, err
-	}
+	return ops, nil
+}
+
+// fold folds the results of the n ops plan built in sc (sc.res) and the
+// store's info into d: the call passes only if every rule that is not a
+// shadow allowed it, and d describes the most restrictive of them.
+func fold(d *Decision, sc *scratch, n int, info TakeInfo) {
 	d.Now = time.UnixMicro(info.Now)
 	d.Source = info.Source
-
+	ops, res, used := sc.ops[:n], sc.res[:n], &sc.used
 	best := -1
 	for i := range ops {
 		r := &res[i]
@@ -210,7 +314,7 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 		d.Allowed = true
 	}
 	r := &res[best]
-	d.Rule, d.Client = used[best], kinds[best]
+	d.Rule, d.Client = used[best], sc.kinds[best]
 	d.Limit = used[best].Limit
 	d.Remaining = r.Remaining
 	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
@@ -218,7 +322,25 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 		d.Reason = r.Reason
 		d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
 	}
-	return d, nil
+}
+
+// MoreRestrictive reports whether decision a constrains its caller more
+// than b: a decision with a rule over one without, then as Check ranks the
+// rules of one call (see moreRestrictive). Callers that answer several
+// decisions at once (CheckMany) describe the most restrictive.
+func MoreRestrictive(a, b *Decision) bool {
+	if (a.Rule == nil) != (b.Rule == nil) {
+		return b.Rule == nil
+	}
+	ra, rb := a.result(), b.result()
+	return moreRestrictive(&ra, &rb)
+}
+
+// result is d as the result of its most restrictive rule (in ns, not µs:
+// only the order matters).
+func (d *Decision) result() algorithm.Result {
+	return algorithm.Result{Allowed: d.Allowed, Reason: d.Reason, Remaining: d.Remaining,
+		ResetAfter: int64(d.ResetAfter), RetryAfter: int64(d.RetryAfter)}
 }
 
 // moreRestrictive reports whether a constrains the caller more than b: a

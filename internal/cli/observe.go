@@ -18,9 +18,6 @@ import (
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
-	"github.com/sluicehq/sluice/store/failover"
-	"github.com/sluicehq/sluice/store/memory"
-	sredis "github.com/sluicehq/sluice/store/redis"
 )
 
 // observeFlags are the flags of the Envoy gRPC API and of observability.
@@ -58,27 +55,7 @@ type observer struct {
 func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store limiter.Store) *observer {
 	o := &observer{f: f.obs, log: log, metrics: metrics.New()}
 	m := o.metrics
-	switch st := store.(type) {
-	case *memory.Store:
-		o.store = m.Store("memory", st)
-		m.WatchBuckets(st.Len)
-		m.WatchEvictions(st.Evictions)
-	case *failover.Store:
-		// The decision's time in the store layer (Redis or, while it
-		// fails, the local fallback) is store="failover"; the calls to
-		// Redis themselves are store="redis".
-		o.store = m.Store("failover", st)
-		st.SetOnCall(m.SharedCall)
-		m.WatchFailover(st)
-		m.WatchLocalDenials(func() int64 {
-			if c, ok := st.Denials().(*sredis.DenialCache); ok {
-				return c.Hits()
-			}
-			return 0
-		})
-	default:
-		o.store = m.Store("other", st)
-	}
+	o.store = m.Instrument(store)
 	m.WatchRules(src.Status)
 	cfg := rls.Config{Limiter: limiter.Config{IPv6Prefix: f.ipv6Prefix}, Metrics: m, Logger: log}
 	if o.f.accessLog {

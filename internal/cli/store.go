@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/store/failover"
 	"github.com/sluicehq/sluice/store/memory"
@@ -176,3 +177,12 @@ func parseRedisAddrs(s string) (addrs []string, tls bool, err error) {
 	}
 	return addrs, tls, nil
 }
+
+// What metrics.Instrument reads from the stores serve opens.
+var (
+	_ metrics.BucketStore = (*memory.Store)(nil)
+	_ metrics.Breaker     = (*failover.Store)(nil)
+	_ metrics.LocalDenier = (*failover.Store)(nil)
+	_ metrics.ErrorNamer  = (*failover.Store)(nil)
+	_ metrics.ErrorNamer  = (*sredis.Store)(nil)
+)

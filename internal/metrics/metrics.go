@@ -115,6 +115,7 @@ type Metrics struct {
 	revision   prometheus.Gauge
 	storeTime  *prometheus.HistogramVec
 	storeErrs  *prometheus.CounterVec
+	namer      ErrorNamer // the instrumented store's, if any: set before serving
 
 	cache atomic.Pointer[ruleCache]
 	mu    sync.Mutex // serializes SetRules

@@ -19,7 +19,8 @@ import (
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
-	sredis "github.com/sluicehq/sluice/store/redis"
+	"github.com/sluicehq/sluice/store/failover"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 func compile(t testing.TB, s *rules.Set) *rules.Index {
@@ -205,7 +206,7 @@ func TestErrorKind(t *testing.T) {
 		{context.Canceled, "canceled"},
 		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, "network"},
 		{net.ErrClosed, "network"},
-		{fmt.Errorf("redis: %w", sredis.ErrReply), "reply"},
+		{fmt.Errorf("redis: %w", limiter.ErrStoreReply), "reply"},
 		{limiter.ErrTooManyRules, "too_many_rules"},
 		{errors.New("something else"), "other"},
 	}
@@ -213,6 +214,54 @@ func TestErrorKind(t *testing.T) {
 		if got := ErrorKind(tt.err); got != tt.want {
 			t.Errorf("ErrorKind(%v) = %q, want %q", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestInstrument: a store's own state reaches the metrics through the
+// interfaces it implements, under the store label its kind gives.
+func TestInstrument(t *testing.T) {
+	mem, err := memory.New(memory.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	m := New()
+	st := m.Instrument(mem)
+	ops := []limiter.Op{{Client: "user:a", Rule: "a", Cost: 1, Params: algorithm.Params{Limit: 5, Window: int64(time.Second / time.Microsecond)}}}
+	res := make([]algorithm.Result, 1)
+	if _, err := st.Take(context.Background(), ops, res); err != nil {
+		t.Fatal(err)
+	}
+	fams := gather(t, m)
+	if got := series(fams["sluice_store_buckets"]); len(got) != 1 || got[0] != " 1" {
+		t.Errorf("sluice_store_buckets = %v, want 1", got)
+	}
+	if got := fams["sluice_store_duration_seconds"].GetMetric(); len(got) != 1 || got[0].GetLabel()[0].GetValue() != "memory" {
+		t.Errorf("sluice_store_duration_seconds = %v, want store=memory", got)
+	}
+	if fams["sluice_store_breaker_state"] != nil {
+		t.Errorf("the memory store exports a breaker state")
+	}
+
+	down := errors.New("connection refused")
+	fo := failover.New(func(context.Context) (failover.Primary, error) { return nil, down }, failover.Config{})
+	defer fo.Close()
+	m = New()
+	st = m.Instrument(fo)
+	if _, err := st.Take(context.Background(), ops, res); err != nil {
+		t.Fatal(err)
+	}
+	fams = gather(t, m)
+	if got := strings.Join(series(fams["sluice_store_breaker_state"]), ";"); got != "state=closed 0;state=connecting 1;state=open 0" {
+		t.Errorf("sluice_store_breaker_state = %q, want connecting", got)
+	}
+	for _, name := range []string{"sluice_instances", "sluice_store_local_denials_total", "sluice_store_overdue_total", "sluice_store_breaker_openings_total"} {
+		if fams[name] == nil {
+			t.Errorf("%s is not exported for the failover store", name)
+		}
+	}
+	if got := fams["sluice_store_duration_seconds"].GetMetric(); len(got) != 1 || got[0].GetLabel()[0].GetValue() != "failover" {
+		t.Errorf("sluice_store_duration_seconds = %v, want store=failover", got)
 	}
 }
 

@@ -9,13 +9,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/limiter"
-	"github.com/sluicehq/sluice/store/failover"
-	sredis "github.com/sluicehq/sluice/store/redis"
 )
 
 // Store wraps a limiter.Store to time every Take into
@@ -33,7 +30,7 @@ type Store struct {
 var _ limiter.Store = (*Store)(nil)
 
 // Store returns next instrumented under the label store=name ("memory",
-// "redis").
+// "redis"); Instrument also names it and exports its own state.
 func (m *Metrics) Store(name string, next limiter.Store) *Store {
 	return &Store{next: next, name: name, took: m.storeTime.WithLabelValues(name), m: m}
 }
@@ -44,7 +41,7 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	info, err := s.next.Take(ctx, ops, res)
 	s.took.Observe(time.Since(start).Seconds())
 	if err != nil {
-		s.m.storeErrs.WithLabelValues(s.name, ErrorKind(err)).Inc()
+		s.m.storeErrs.WithLabelValues(s.name, s.m.errorKind(err)).Inc()
 	}
 	return info, err
 }
@@ -55,22 +52,90 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 func (m *Metrics) SharedCall(d time.Duration, err error) {
 	m.storeTime.WithLabelValues("redis").Observe(d.Seconds())
 	if err != nil {
-		m.storeErrs.WithLabelValues("redis", ErrorKind(err)).Inc()
+		m.storeErrs.WithLabelValues("redis", m.errorKind(err)).Inc()
 	}
 }
 
-// WatchFailover exports the failover layer's state: the breaker
+// What metrics reads from a store, if the store has it. Each store
+// implements those that fit it; Instrument finds them.
+type (
+	// BucketStore holds its buckets in this process (store/memory.Store).
+	BucketStore interface {
+		Len() int          // buckets held
+		Evictions() uint64 // buckets evicted to stay under the ceiling
+	}
+	// Breaker is a store layer with a circuit breaker before a shared store
+	// and a local fallback behind it (store/failover.Store).
+	Breaker interface {
+		// BreakerState names the breaker's state: "closed", "open" or
+		// "connecting".
+		BreakerState() string
+		// Instances is the live instance count the fallback divides
+		// limits by.
+		Instances() int
+		// BreakerCounts are the running counts: the breaker's openings,
+		// the calls overdue, the probes made and those that failed.
+		BreakerCounts() (openings, overdue, probes, probesFailed int64)
+		// SetOnCall sets the function told about every call to the
+		// shared store.
+		SetOnCall(fn func(d time.Duration, err error))
+	}
+	// LocalDenier has a local denial cache (store/redis.Store,
+	// store/failover.Store).
+	LocalDenier interface {
+		// LocalDenials is the count of calls it denied without a round
+		// trip to the shared store.
+		LocalDenials() int64
+	}
+	// ErrorNamer names the kind of the errors only it knows (a Redis error
+	// reply: "redis"), or says "" (store/redis.Store, store/failover.Store).
+	ErrorNamer interface {
+		ErrorKind(err error) string
+	}
+)
+
+// breakerStates are the values of sluice_store_breaker_state's label.
+var breakerStates = [...]string{"closed", "open", "connecting"}
+
+// Instrument returns st instrumented (Store) under the label store=
+// "failover" for a Breaker (the decision's time in the store layer: Redis
+// or, while it fails, the local fallback; the calls to Redis themselves
+// are store="redis", through SetOnCall), "memory" for a BucketStore,
+// "other" else, and exports what st tells of itself through the interfaces
+// above.
+func (m *Metrics) Instrument(st limiter.Store) *Store {
+	if n, ok := st.(ErrorNamer); ok {
+		m.namer = n
+	}
+	name := "other"
+	if b, ok := st.(BucketStore); ok {
+		name = "memory"
+		m.WatchBuckets(b.Len)
+		m.WatchEvictions(b.Evictions)
+	}
+	if b, ok := st.(Breaker); ok {
+		name = "failover"
+		b.SetOnCall(m.SharedCall)
+		m.WatchBreaker(b)
+	}
+	if d, ok := st.(LocalDenier); ok {
+		m.WatchLocalDenials(d.LocalDenials)
+	}
+	return m.Store(name, st)
+}
+
+// WatchBreaker exports the state of b: the breaker
 // (sluice_store_breaker_state{state} = 1 for the current state), the live
 // instances the local fallback divides limits by, the breaker's openings,
 // the calls that went overdue and the probes they caused.
-func (m *Metrics) WatchFailover(fo *failover.Store) {
-	for _, st := range []failover.State{failover.Closed, failover.Open, failover.Connecting} {
+func (m *Metrics) WatchBreaker(b Breaker) {
+	for _, st := range breakerStates {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "sluice_store_breaker_state",
 			Help:        "1 for the shared store's circuit breaker state (closed: decisions go to Redis; open: the store is failing and decisions are local; connecting: never connected yet), 0 for the others.",
-			ConstLabels: prometheus.Labels{"state": st.String()},
+			ConstLabels: prometheus.Labels{"state": st},
 		}, func() float64 {
-			if cur, _ := fo.State(); cur == st {
+			if b.BreakerState() == st {
 				return 1
 			}
 			return 0
@@ -79,33 +144,34 @@ func (m *Metrics) WatchFailover(fo *failover.Store) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_instances",
 		Help: "Live sluice instances the local fallback divides limits by (last known).",
-	}, func() float64 { return float64(fo.Instances()) }))
+	}, func() float64 { return float64(b.Instances()) }))
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "sluice_store_breaker_openings_total",
 		Help: "Times the shared store's circuit breaker opened.",
-	}, func() float64 { return float64(fo.Stats().Opened.Load()) }))
+	}, func() float64 { n, _, _, _ := b.BreakerCounts(); return float64(n) }))
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "sluice_store_overdue_total",
 		Help: "Calls to the shared store still unanswered after --store-timeout (each made the breaker probe Redis; the call waited on).",
-	}, func() float64 { return float64(fo.Stats().Overdue.Load()) }))
+	}, func() float64 { _, n, _, _ := b.BreakerCounts(); return float64(n) }))
 	for _, r := range []string{"ok", "failed"} {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "sluice_store_probes_total",
 			Help:        "Probes of the shared store made while the breaker was closed, on a connection of their own, by result (a failed one opens the breaker).",
 			ConstLabels: prometheus.Labels{"result": r},
 		}, func() float64 {
-			st := fo.Stats()
+			_, _, probes, failed := b.BreakerCounts()
 			if r == "failed" {
-				return float64(st.ProbesFailed.Load())
+				return float64(failed)
 			}
-			return float64(st.Probes.Load() - st.ProbesFailed.Load())
+			return float64(probes - failed)
 		}))
 	}
 }
 
 // ErrorKind classifies a store error for the kind label: timeout, canceled,
-// network, redis (an error reply), reply (a reply of the wrong shape),
-// too_many_rules or other.
+// network, reply (a reply of the wrong shape), too_many_rules or other.
+// The kinds only a store knows (redis, an error reply) are its
+// ErrorNamer's: see Instrument.
 func ErrorKind(err error) string {
 	var ne net.Error
 	switch {
@@ -115,24 +181,33 @@ func ErrorKind(err error) string {
 		return "canceled"
 	case errors.Is(err, limiter.ErrTooManyRules):
 		return "too_many_rules"
-	case errors.Is(err, sredis.ErrReply):
+	case errors.Is(err, limiter.ErrStoreReply):
 		return "reply"
 	case errors.As(err, &ne):
 		if ne.Timeout() {
 			return "timeout"
 		}
 		return "network"
-	case errors.Is(err, rueidis.ErrClosing), errors.Is(err, net.ErrClosed):
+	case errors.Is(err, net.ErrClosed):
 		return "network"
-	}
-	if _, ok := rueidis.IsRedisErr(err); ok {
-		return "redis"
 	}
 	return "other"
 }
 
+// errorKind is ErrorKind, or the instrumented store's name for an error
+// ErrorKind calls other.
+func (m *Metrics) errorKind(err error) string {
+	k := ErrorKind(err)
+	if k == "other" && m.namer != nil {
+		if n := m.namer.ErrorKind(err); n != "" {
+			return n
+		}
+	}
+	return k
+}
+
 // WatchBuckets exports sluice_store_buckets, read from n at each scrape
-// (memory.Store.Len).
+// (BucketStore.Len).
 func (m *Metrics) WatchBuckets(n func() int) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_store_buckets",
@@ -150,7 +225,7 @@ func (m *Metrics) WatchEvictions(n func() uint64) {
 }
 
 // WatchLocalDenials exports sluice_store_local_denials_total, read from n at
-// each scrape (redis.Store.LocalDenials).
+// each scrape (LocalDenier.LocalDenials).
 func (m *Metrics) WatchLocalDenials(n func() int64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "sluice_store_local_denials_total",

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/headers"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -76,32 +75,6 @@ func descriptorStatus(d *limiter.Decision, lim *rlsv3.RateLimitResponse_RateLimi
 	st.LimitRemaining = clampU32(d.Remaining)
 	st.DurationUntilReset = durationpb.New(max(d.ResetAfter, 0))
 	return st
-}
-
-// moreRestrictive reports whether a constrains the caller more than b, as
-// the limiter ranks rules: a decision with a rule over none, a denial over
-// an allowance, a call that can never pass over one that can wait, a longer
-// wait, fewer remaining, a later reset.
-func moreRestrictive(a, b *limiter.Decision) bool {
-	if (a.Rule == nil) != (b.Rule == nil) {
-		return b.Rule == nil
-	}
-	if a.Allowed != b.Allowed {
-		return !a.Allowed
-	}
-	if !a.Allowed {
-		ac, bc := a.Reason == algorithm.ReasonCostExceedsCapacity, b.Reason == algorithm.ReasonCostExceedsCapacity
-		if ac != bc {
-			return ac
-		}
-		if a.RetryAfter != b.RetryAfter {
-			return a.RetryAfter > b.RetryAfter
-		}
-	}
-	if a.Remaining != b.Remaining {
-		return a.Remaining < b.Remaining
-	}
-	return a.ResetAfter > b.ResetAfter
 }
 
 // headerNames are the headers of SPEC §5 in the order they are sent, with

@@ -104,3 +104,30 @@ func BenchmarkShouldRateLimitGRPC(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
 }
+
+// BenchmarkShouldRateLimitEach is a request of three descriptors that
+// disagree (three users), each decided as its own check and all taken in
+// one store operation.
+func BenchmarkShouldRateLimitEach(b *testing.B) {
+	srv, _ := benchServer(b)
+	reqs := make([]*rlsv3.RateLimitRequest, 10_000)
+	for i := range reqs {
+		reqs[i] = request("bench",
+			desc("user", "u"+strconv.Itoa(3*i), "method", "GET", "path", "/api/orders"),
+			desc("user", "u"+strconv.Itoa(3*i+1), "method", "GET", "path", "/api/orders"),
+			desc("user", "u"+strconv.Itoa(3*i+2), "method", "GET", "path", "/api/orders"))
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			i := next.Add(7919) % int64(len(reqs))
+			if _, err := srv.ShouldRateLimit(ctx, reqs[i]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

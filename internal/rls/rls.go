@@ -71,10 +71,8 @@ package rls
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,7 +85,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/limiter"
@@ -125,6 +122,8 @@ type Server struct {
 	health *health.Server
 
 	views atomic.Pointer[views]
+	mu    sync.Mutex                  // serializes SetRules
+	lims  map[string]*limiter.Limiter // by domain ("": the rules with no domain), kept across rule sets
 
 	lastLog    atomic.Int64 // Unix ns of the last store error logged
 	suppressed atomic.Int64 // store errors not logged since
@@ -133,15 +132,10 @@ type Server struct {
 // views are the limiters of one rule set: one per domain some rule names,
 // and one for the rules with no domain.
 type views struct {
-	root   *view
-	by     map[string]*view
+	root   *limiter.Limiter
+	by     map[string]*limiter.Limiter
 	limits []*rlsv3.RateLimitResponse_RateLimit // CurrentLimit of each rule, by Seq
 	ix     *rules.Index
-}
-
-type view struct {
-	ix  *rules.Index
-	lim *limiter.Limiter
 }
 
 // New returns a server deciding over store. Until SetRules it answers
@@ -155,17 +149,34 @@ func New(store limiter.Store, cfg Config) *Server {
 	return s
 }
 
-// SetRules puts ix in force for the requests that start after it returns.
+// SetRules puts ix in force for the requests that start after it returns:
+// each domain's limiter, the one of the rules with no domain included,
+// gets its view of ix (limiter.SetRules). A domain that no rule names any
+// more loses its limiter; its requests go to the rules with no domain.
 func (s *Server) SetRules(ix *rules.Index) {
-	vs := &views{ix: ix, by: make(map[string]*view)}
-	mk := func(v *rules.Index) *view {
-		l := limiter.New(s.store, s.cfg.Limiter)
-		l.SetRules(v)
-		return &view{ix: v, lim: l}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lims == nil {
+		s.lims = make(map[string]*limiter.Limiter)
 	}
-	vs.root = mk(ix)
+	lim := func(d string, v *rules.Index) *limiter.Limiter {
+		l := s.lims[d]
+		if l == nil {
+			l = limiter.New(s.store, s.cfg.Limiter)
+			s.lims[d] = l
+		}
+		l.SetRules(v)
+		return l
+	}
+	vs := &views{ix: ix, by: make(map[string]*limiter.Limiter)}
+	vs.root = lim("", ix)
 	for _, d := range ix.Domains() {
-		vs.by[d] = mk(ix.Domain(d))
+		vs.by[d] = lim(d, ix.Domain(d))
+	}
+	for d := range s.lims {
+		if d != "" && vs.by[d] == nil {
+			delete(s.lims, d)
+		}
 	}
 	rs := ix.Rules()
 	vs.limits = make([]*rlsv3.RateLimitResponse_RateLimit, len(rs))
@@ -175,9 +186,10 @@ func (s *Server) SetRules(ix *rules.Index) {
 	s.views.Store(vs)
 }
 
-func (vs *views) view(domain string) *view {
-	if v := vs.by[domain]; v != nil {
-		return v
+// limiter returns the limiter of domain.
+func (vs *views) limiter(domain string) *limiter.Limiter {
+	if l := vs.by[domain]; l != nil {
+		return l
 	}
 	return vs.root
 }
@@ -256,7 +268,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	if vs == nil {
 		return nil, limiter.Decision{}, status.Error(codes.Unavailable, "rls: no rules loaded yet")
 	}
-	v := vs.view(req.GetDomain())
+	lim := vs.limiter(req.GetDomain())
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(calls)),
@@ -267,7 +279,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		if len(calls) > 1 {
 			c = &merged
 		}
-		d, err := v.lim.Check(ctx, &c.req)
+		d, err := lim.Check(ctx, &c.req)
 		if err != nil {
 			return nil, limiter.Decision{}, s.unavailable(ctx, err)
 		}
@@ -285,7 +297,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		return resp, d, nil
 	}
 
-	ds, err := s.decideEach(ctx, v, calls)
+	ds, err := s.decideEach(ctx, lim, calls)
 	if err != nil {
 		return nil, limiter.Decision{}, err
 	}
@@ -296,7 +308,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		if moreRestrictive(d, &ds[best]) {
+		if limiter.MoreRestrictive(d, &ds[best]) {
 			best = i
 		}
 		if m := s.cfg.Metrics; m != nil {
@@ -307,41 +319,17 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	return resp, ds[best], nil
 }
 
-// decideEach decides each call as its own check, all or nothing: a first
-// pass collects every call's rules (without taking), one store take applies
-// them all atomically, and a second pass folds each call's results into
-// its decision, with the limiter's own code both times.
-func (s *Server) decideEach(ctx context.Context, v *view, calls []call) ([]limiter.Decision, error) {
-	b := &batch{keys: make(map[string]int)}
-	l := limiter.New(b, s.cfg.Limiter)
-	l.SetRules(v.ix)
+// decideEach decides each call as its own check, all or nothing, in one
+// limiter.CheckMany: every call's rules taken in one store operation
+// (beyond limiter.MaxRulesPerCall buckets, in atomic steps of that many).
+func (s *Server) decideEach(ctx context.Context, lim *limiter.Limiter, calls []call) ([]limiter.Decision, error) {
+	reqs := make([]limiter.Request, len(calls))
 	for i := range calls {
-		if _, err := l.Check(ctx, &calls[i].req); err != nil {
-			return nil, s.unavailable(ctx, err)
-		}
+		reqs[i] = calls[i].req
 	}
-	// One call matches at most limiter.MaxRulesPerCall rules (Compile
-	// refuses more), but several together can name more buckets than one
-	// store operation takes: then they are taken in atomic steps of that
-	// many, and a denial in one step gives back nothing another took.
-	b.res = make([]algorithm.Result, len(b.ops))
-	for start := 0; start < len(b.ops); start += limiter.MaxRulesPerCall {
-		end := min(start+limiter.MaxRulesPerCall, len(b.ops))
-		info, err := s.store.Take(ctx, b.ops[start:end], b.res[start:end])
-		if err != nil {
-			return nil, s.unavailable(ctx, err)
-		}
-		b.info.Now = max(b.info.Now, info.Now)
-		b.info.Source = max(b.info.Source, info.Source) // the most degraded
-	}
-	b.replay = true
 	ds := make([]limiter.Decision, len(calls))
-	for i := range calls {
-		d, err := l.Check(ctx, &calls[i].req)
-		if err != nil {
-			return nil, s.unavailable(ctx, err)
-		}
-		ds[i] = d
+	if err := lim.CheckMany(ctx, reqs, ds); err != nil {
+		return nil, s.unavailable(ctx, err)
 	}
 	return ds, nil
 }
@@ -409,44 +397,4 @@ func clientOf(by rules.By, calls []call, ipv6Prefix int) string {
 		}
 	}
 	return ""
-}
-
-// batch is the limiter.Store of decideEach. While recording it collects
-// the ops of every call, merging those of one bucket, and allows them all
-// without taking; while replaying it answers each op with the result of the
-// one real take.
-type batch struct {
-	ops    []limiter.Op
-	keys   map[string]int // client "\x00" rule → index in ops
-	res    []algorithm.Result
-	info   limiter.TakeInfo
-	replay bool
-	mu     sync.Mutex // a limiter may call Take from any goroutine
-}
-
-func (b *batch) Take(_ context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i := range ops {
-		op := &ops[i]
-		key := op.Client + "\x00" + op.Rule
-		j, ok := b.keys[key]
-		if b.replay {
-			if !ok {
-				return limiter.TakeInfo{}, errors.New("rls: internal error: an op was not recorded")
-			}
-			res[i] = b.res[j]
-			continue
-		}
-		if ok {
-			b.ops[j].Cost += op.Cost
-		} else {
-			b.keys[key] = len(b.ops)
-			c := *op
-			c.Client = strings.Clone(op.Client) // op's aliases the limiter's scratch
-			b.ops = append(b.ops, c)
-		}
-		res[i] = algorithm.Result{Allowed: true}
-	}
-	return b.info, nil
 }

@@ -313,11 +313,37 @@ func (s *Store) Since() time.Time { return time.Unix(0, s.since.Load()) }
 // Instances returns the live instance count the fallback divides limits by.
 func (s *Store) Instances() int { return int(s.live.Load()) }
 
-// Denials returns Config.Denials.
-func (s *Store) Denials() LocalDenier { return s.cfg.Denials }
-
 // Stats returns the running counts.
 func (s *Store) Stats() *Stats { return &s.stats }
+
+// BreakerState names the breaker's state (State.String): "closed", "open"
+// or "connecting".
+func (s *Store) BreakerState() string { st, _ := s.State(); return st.String() }
+
+// BreakerCounts returns the running counts of the breaker: its openings,
+// the calls overdue, the probes made while closed and those that failed.
+func (s *Store) BreakerCounts() (openings, overdue, probes, probesFailed int64) {
+	return s.stats.Opened.Load(), s.stats.Overdue.Load(), s.stats.Probes.Load(), s.stats.ProbesFailed.Load()
+}
+
+// LocalDenials returns how many calls Config.Denials denied without a round
+// trip, when it counts them (a Hits method, as store/redis's cache has);
+// else 0.
+func (s *Store) LocalDenials() int64 {
+	if c, ok := s.cfg.Denials.(interface{ Hits() int64 }); ok {
+		return c.Hits()
+	}
+	return 0
+}
+
+// ErrorKind names an error of the shared store as the Primary does (an
+// ErrorKind method, as store/redis's has), or says "".
+func (s *Store) ErrorKind(err error) string {
+	if p, ok := s.Primary().(interface{ ErrorKind(error) string }); ok {
+		return p.ErrorKind(err)
+	}
+	return ""
+}
 
 // Primary returns the shared store, or nil while not connected.
 func (s *Store) Primary() Primary {

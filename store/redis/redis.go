@@ -235,6 +235,19 @@ func (s *Store) LocalDenials() int64 {
 	return s.deny.Hits()
 }
 
+// ErrorKind names the errors only Redis makes, for metrics: "redis" for an
+// error reply, "network" for a client closing or unable to connect; "" for
+// any other error.
+func (s *Store) ErrorKind(err error) string {
+	if _, ok := rueidis.IsRedisErr(err); ok {
+		return "redis"
+	}
+	if errors.Is(err, rueidis.ErrClosing) {
+		return "network"
+	}
+	return ""
+}
+
 // Client returns the underlying rueidis client (for health probes and tests).
 func (s *Store) Client() rueidis.Client { return s.client }
 

@@ -266,3 +266,21 @@ func TestAdvice(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorKind: a real error reply of Redis is named "redis", an error the
+// store does not know is left to the caller ("").
+func TestErrorKind(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, nil, srv.Addr())
+	c := s.Client()
+	err := c.Do(context.Background(), c.B().Arbitrary("NOSUCHCOMMAND").Build()).Error()
+	if err == nil {
+		t.Fatal("an unknown command succeeded")
+	}
+	if got := s.ErrorKind(err); got != "redis" {
+		t.Errorf("ErrorKind(%v) = %q, want redis", err, got)
+	}
+	if got := s.ErrorKind(fmt.Errorf("x: %w", context.Canceled)); got != "" {
+		t.Errorf("ErrorKind(canceled) = %q, want \"\"", got)
+	}
+}
