@@ -132,9 +132,16 @@ type scratch struct {
 // call consumes nothing. Shadow rules are evaluated and consumed like the
 // others but never deny.
 func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
+	d, _, err := l.decide(ctx, req, -1)
+	return d, err
+}
+
+// decide is Check, and with maxWait ≥ 0 (µs) Reserve, which also returns
+// the wait (µs).
+func (l *Limiter) decide(ctx context.Context, req *Request, maxWait int64) (Decision, int64, error) {
 	ix := l.rules.Load()
 	if ix == nil {
-		return Decision{}, ErrNoRules
+		return Decision{}, 0, ErrNoRules
 	}
 	sc := l.scratch.Get().(*scratch)
 	defer l.scratch.Put(sc)
@@ -153,7 +160,7 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 	plan := ix.Plan(req.Plan, user, apiKey, ip)
 	matched := ix.Match(plan, req.Method, req.Path, sc.matched[:0])
 	if len(matched) > MaxRulesPerCall {
-		return Decision{}, ErrTooManyRules
+		return Decision{}, 0, ErrTooManyRules
 	}
 	cost := req.Cost
 	if cost <= 0 {
@@ -174,13 +181,23 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 	}
 	d := Decision{Allowed: true, Plan: plan, Matched: len(ops)}
 	if len(ops) == 0 {
+		if maxWait >= 0 {
+			return Decision{}, 0, ErrNoBudget
+		}
 		d.Now = time.Now()
-		return d, nil
+		return d, 0, nil
 	}
 	res := sc.res[:len(ops)]
-	info, err := l.store.Take(ctx, ops, res)
+	var info TakeInfo
+	var wait int64
+	var err error
+	if maxWait < 0 {
+		info, err = l.store.Take(ctx, ops, res)
+	} else {
+		info, wait, err = l.reserve(ctx, ops, res, used[:len(ops)], maxWait)
+	}
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, 0, err
 	}
 	d.Now = time.UnixMicro(info.Now)
 	d.Source = info.Source
@@ -218,7 +235,7 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 		d.Reason = r.Reason
 		d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
 	}
-	return d, nil
+	return d, wait, nil
 }
 
 // moreRestrictive reports whether a constrains the caller more than b: a
