@@ -71,7 +71,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	}
 	now := ""
 	if s.cfg.Clock != nil {
-		now = strconv.FormatInt(s.cfg.Clock(), 10)
+		now = strconv.FormatInt(s.cfg.Clock()-epoch, 10)
 	}
 	reply, err := reserveScript.Exec(ctx, s.client, keys, []string{now, string(params), strconv.FormatInt(maxWait, 10)}).ToString()
 	if err != nil {
@@ -82,6 +82,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	}
 	at, ok1 := exactInt(reply)
 	wait, ok2 := exactInt(reply[8:])
+	at += epoch
 	if !ok1 || !ok2 || at <= 0 || wait < 0 || wait > maxWait {
 		return limiter.TakeInfo{}, 0, fmt.Errorf("%w: reserve returned time %q and wait %q", ErrReply, reply[:8], reply[8:16])
 	}

@@ -32,17 +32,13 @@ local cur = call('MGET', unpack(KEYS))
 -- the stored state of key i, as the arguments its algorithm takes
 local function st_read(kind, v)
   local f1, f2, f3 = decode(v, kind)
-  if not f1 then f1, f2, f3 = 0, 0, 0 end
+  if not f1 then f1, f2, f3 = NEW, 0, 0 end
   return {f1, f2, f3}
 end
 
 -- the instant the state is new again (algorithm.Idle's until)
 local function st_until(kind, s)
-  if kind == 1 then
-    if s[1] == 0 then return 0 end
-    if s[2] > 0 then return s[1] + 1 end
-    return s[1]
-  end
+  if kind == 1 and s[2] > 0 then return s[1] + 1 end
   return s[1]
 end
 
