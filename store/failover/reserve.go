@@ -37,7 +37,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 				if ctx.Err() != nil {
 					return limiter.TakeInfo{}, 0, ctx.Err()
 				}
-				if errors.Is(err, algorithm.ErrReserveKind) || errors.Is(err, limiter.ErrTooManyRules) {
+				if errors.Is(err, algorithm.ErrReserveKind) || errors.Is(err, limiter.ErrReserveUnsupported) || errors.Is(err, limiter.ErrTooManyRules) {
 					return limiter.TakeInfo{}, 0, err
 				}
 				if errors.Is(err, context.DeadlineExceeded) {

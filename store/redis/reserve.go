@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -31,7 +30,8 @@ const takeEvalMarker = "-- evaluate every call --"
 
 // ErrReserveClients: on a Redis Cluster, a reservation's rules must all be
 // keyed by one client, whose buckets live on one shard.
-var ErrReserveClients = errors.New("redis: on a Redis Cluster a reservation's rules must all be keyed by the same client (user, api_key or ip)")
+// It wraps limiter.ErrReserveUnsupported.
+var ErrReserveClients = fmt.Errorf("%w: on a Redis Cluster a reservation's rules must all be keyed by the same client (user, api_key or ip)", limiter.ErrReserveUnsupported)
 
 var _ limiter.Reserver = (*Store)(nil)
 
