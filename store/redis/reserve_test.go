@@ -175,3 +175,38 @@ func TestReserveCluster(t *testing.T) {
 		t.Fatalf("two clients on a cluster: err %v, want ErrReserveClients", err)
 	}
 }
+
+// BenchmarkReserve measures reserve.lua's own time per decision (INFO
+// commandstats), beside BenchmarkTake's take.lua on the same kind of
+// bucket: 100 calls a second, a call every 7 ms. "queued" reserves
+// with a max wait of one second, so the bucket holds a queue of slots;
+// "room" with none, so it is a check's work.
+func BenchmarkReserve(b *testing.B) {
+	srv := redistest.Start(b)
+	var clock atomic.Int64
+	s := newStore(b, &clock, srv.Addr())
+	for _, k := range []algorithm.Kind{algorithm.TokenBucket, algorithm.LeakyBucket} {
+		for _, mode := range []struct {
+			name    string
+			maxWait int64
+		}{{"room", 0}, {"queued", conformance.Second}} {
+			b.Run(k.String()+"/"+mode.name, func(b *testing.B) {
+				ops := []limiter.Op{{Client: "user:bench-" + mode.name, Rule: fmt.Sprint(k), Params: algorithm.Params{Kind: k, Limit: 100, Window: conformance.Second}, Cost: 1}}
+				res := make([]algorithm.Result, 1)
+				now := conformance.Base
+				do(b, srv, "config", "resetstat")
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					now += 7 * conformance.Millisecond
+					clock.Store(now)
+					if _, _, err := s.Reserve(context.Background(), ops, res, mode.maxWait); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(scriptMicros(b, srv), "redis-µs/call")
+			})
+		}
+	}
+}
