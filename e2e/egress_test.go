@@ -55,7 +55,7 @@ func TestEgressSharedBudget(t *testing.T) {
 	const duration = 20 * time.Second
 	type summary struct {
 		Sent, Refused, Failed int64
-		FirstError           string `json:"first_error"`
+		FirstError            string `json:"first_error"`
 	}
 	sums := make([]summary, 3)
 	var wg sync.WaitGroup
