@@ -3,7 +3,6 @@ package failover
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
@@ -22,35 +21,8 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	if State(s.state.Load()) == Closed {
 		if b := s.primary.Load(); b != nil {
 			if rs, ok := b.p.(limiter.Reserver); ok {
-				cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-				start := time.Now()
-				info, wait, err := rs.Reserve(cctx, ops, res, maxWait)
-				cancel()
-				if fn := s.onCall.Load(); fn != nil {
-					(*fn)(time.Since(start), err)
-				}
-				s.count(start)
-				if err == nil {
-					s.stats.Store.Add(1)
-					return info, wait, nil
-				}
-				if ctx.Err() != nil {
-					return limiter.TakeInfo{}, 0, ctx.Err()
-				}
-				if errors.Is(err, algorithm.ErrReserveKind) || errors.Is(err, limiter.ErrReserveUnsupported) || errors.Is(err, limiter.ErrTooManyRules) {
-					return limiter.TakeInfo{}, 0, err
-				}
-				if errors.Is(err, context.DeadlineExceeded) {
-					s.stats.Timeouts.Add(1)
-				} else {
-					s.stats.Errors.Add(1)
-				}
-				if len(ops) > 0 {
-					client := strings.Clone(ops[0].Client)
-					s.failing.Store(&client)
-				}
-				if n := s.fails.Add(1); int(n) >= s.cfg.FailureThreshold && n*10 >= s.calls.Load() {
-					s.trip(err)
+				if info, wait, err, decided := s.reserveShared(ctx, rs, ops, res, maxWait); decided {
+					return info, wait, err
 				}
 			}
 		}
@@ -61,4 +33,47 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	}
 	s.stats.Unavailable.Add(1)
 	return limiter.TakeInfo{Now: time.Now().UnixMicro(), Source: limiter.SourceUnavailable}, 0, nil
+}
+
+// reserveShared is takeShared for a reservation: the same deadline, the
+// same accounting of the store's failures. decided is false when the
+// reservation must be denied as while the store is unavailable.
+func (s *Store) reserveShared(ctx context.Context, rs limiter.Reserver, ops []limiter.Op, res []algorithm.Result, maxWait int64) (info limiter.TakeInfo, wait int64, err error, decided bool) {
+	e := s.opened.Load()
+	end := time.Now().Add(s.cfg.MaxWait)
+	capped := false
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-callerMargin).Before(end) {
+		end, capped = dl.Add(-callerMargin), true
+	}
+	cctx, cancel := context.WithDeadline(ctx, end)
+	stopOpened := context.AfterFunc(e.ctx, cancel)
+	start := time.Now()
+	info, wait, err = rs.Reserve(cctx, ops, res, maxWait)
+	took := time.Since(start)
+	stopOpened()
+	cancel()
+	if fn := s.onCall.Load(); fn != nil {
+		(*fn)(took, err)
+	}
+	s.count(s.cfg.Now())
+	if err == nil {
+		s.stats.Store.Add(1)
+		return info, wait, nil, true
+	}
+	ours := capped && timedOut(err) && !errors.Is(ctx.Err(), context.Canceled)
+	if ctx.Err() != nil && !ours {
+		return limiter.TakeInfo{}, 0, ctx.Err(), true
+	}
+	if errors.Is(err, algorithm.ErrReserveKind) || errors.Is(err, limiter.ErrReserveUnsupported) || errors.Is(err, limiter.ErrTooManyRules) {
+		return limiter.TakeInfo{}, 0, err, true // the call's, not the store's
+	}
+	s.stats.Errors.Add(1)
+	if errors.Is(err, limiter.ErrStoreReply) || e.ctx.Err() != nil || timedOut(err) {
+		return limiter.TakeInfo{}, 0, nil, false
+	}
+	s.suspectCall(ops)
+	if n := s.fails.Add(1); int(n) >= s.cfg.FailureThreshold && n*10 >= s.calls.Load() {
+		s.trip(err, clientOf(ops))
+	}
+	return limiter.TakeInfo{}, 0, nil, false
 }
