@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/headers"
+	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -161,7 +162,12 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	}
 	out = strconv.AppendInt(out, waitMS, 10)
 	out = append(out, ',')
-	out = appendAnswer(out, &d, &req.CheckRequest, s.cfg.IPv6Prefix)
+	var id [identity.MaxID]byte
+	var client []byte
+	if d.Rule != nil {
+		client = s.l.AppendClientID(id[:0], d.Client, &lr) // the id the limiter keyed the bucket by
+	}
+	out = appendAnswer(out, &d, client)
 	// appendAnswer began its own object: drop its '{'.
 	i := bytes.IndexByte(out[len(`{"wait_ms":`):], '{') + len(`{"wait_ms":`)
 	out = append(out[:i], out[i+1:]...)
