@@ -131,12 +131,11 @@ rules:
 	slices.SortFunc(received, func(a, b time.Time) int { return a.Compare(b) })
 	spread := received[len(received)-1].Sub(received[0])
 	// Two at once, then a slot each 20 ms within the 2 s wait, counted from
-	// each call's arrival: 102 when all arrive at once, one more per 20 ms
-	// of spread.
-	most := 102 + int(spread/(20*time.Millisecond)) + 1
-	if ok < 102 || ok > most || ok+limited != n || len(arrivals) != ok {
-		t.Fatalf("%d passed, %d got 429, upstream saw %d (arrival spread %v); want 102 to %d passed, the rest 429, the upstream exactly the passed",
-			ok, limited, len(arrivals), spread, most)
+	// each call's reservation: 102 when all arrive at once, more as they
+	// spread (the rate itself is checked on the upstream's side below).
+	if ok < 102 || ok+limited != n || len(arrivals) != ok {
+		t.Fatalf("%d passed, %d got 429, upstream saw %d (arrival spread %v); want at least 102 passed, the rest 429, the upstream exactly the passed",
+			ok, limited, len(arrivals), spread)
 	}
 	if limited == 0 {
 		t.Fatal("no call got 429: the burst did not exceed the maximum wait")
