@@ -13,6 +13,7 @@ package middleware
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/sluicehq/sluice/headers"
 	"github.com/sluicehq/sluice/limiter"
@@ -26,6 +27,7 @@ type options struct {
 	cost     func(*http.Request) int64
 	endpoint func(*http.Request) (method, path string)
 	onError  func(http.ResponseWriter, *http.Request, error)
+	shape    time.Duration // WithShaping's max wait; 0: reject at once
 }
 
 // WithIdentifier sets who calls are from: JWT verification, the API key
@@ -158,6 +160,10 @@ func (f *filter) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 	req := limiter.Request{User: c.User, APIKey: c.APIKey, IP: c.IP, Plan: c.Plan, Method: method, Path: p, Cost: 1}
 	if f.o.cost != nil {
 		req.Cost = max(f.o.cost(r), 1)
+	}
+	if f.o.shape > 0 {
+		f.serveShaped(w, r, next, &req)
+		return
 	}
 	d, err := f.l.Check(r.Context(), &req)
 	if err != nil {

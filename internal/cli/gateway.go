@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/middleware"
 )
 
@@ -37,6 +38,7 @@ type gatewayFlags struct {
 	responseTimeout time.Duration
 	minBodyRate     int64         // --min-body-rate, bytes/s
 	bodyRateGrace   time.Duration // --body-rate-grace
+	shapeMaxWait    time.Duration // --shape-max-wait: 0 rejects at once
 
 	jwtSecret     string
 	jwtKeys       string
@@ -79,6 +81,7 @@ SLUICE_JWT_HS256_SECRET.`,
 	fl.DurationVar(&f.responseTimeout, "upstream-timeout", 30*time.Second, "how long the upstream may take to send its response headers (then 504); bodies stream without limit")
 	fl.Int64Var(&f.minBodyRate, "min-body-rate", 1024, "bytes a second a request body must arrive at, on average, once --body-rate-grace has passed (then 408 and the connection is closed)")
 	fl.DurationVar(&f.bodyRateGrace, "body-rate-grace", 10*time.Second, "how long a request body may take before --min-body-rate applies")
+	fl.DurationVar(&f.shapeMaxWait, "shape-max-wait", 0, "shaping mode, for egress: hold each call until its reserved slot, up to this long, and answer 429 at once beyond it (0: off, calls are rejected at once; at most 1h; every matching rule must be a token_bucket or leaky_bucket)")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "admin API address (and /healthz, /readyz); empty: no admin API; a non-loopback address requires --admin-token")
 	addAdminGuardFlags(fl, &f.adminGuard)
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token(s) the admin API requires, comma-separated; \"name:secret\" records changes as name's (empty: none, loopback only)")
@@ -164,6 +167,13 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 	if f.adminListen == "" && f.engine.net.adminTLS.Enabled() {
 		return errors.New("gateway: --admin-tls-cert, --admin-tls-key and --admin-tls-client-ca need --admin-listen, the admin API they would serve")
 	}
+	if f.shapeMaxWait < 0 || f.shapeMaxWait > limiter.MaxWait {
+		return fmt.Errorf("gateway: --shape-max-wait must be from 0 (off) to 1h, got %s", f.shapeMaxWait)
+	}
+	var mwOpts []middleware.Option
+	if f.shapeMaxWait > 0 {
+		mwOpts = append(mwOpts, middleware.WithShaping(f.shapeMaxWait))
+	}
 	if f.bodyRateGrace < time.Millisecond {
 		return fmt.Errorf("gateway: --body-rate-grace must be at least 1ms, got %s", f.bodyRateGrace)
 	}
@@ -179,6 +189,7 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 		DialTimeout:     f.dialTimeout,
 		ResponseTimeout: f.responseTimeout,
 		Identifier:      id,
+		Middleware:      mwOpts,
 		Logger:          log,
 	})
 	if err != nil {

@@ -109,6 +109,7 @@ func (s *Server) logAllowed() bool {
 func New(l *limiter.Limiter, cfg Config) *Server {
 	s := &Server{l: l, cfg: cfg.withDefaults(), mux: http.NewServeMux()}
 	s.mux.Handle("POST /ratelimit/check", s.handler(s.check))
+	s.mux.Handle("POST /ratelimit/reserve", s.handler(s.reserve))
 	s.mux.Handle("GET /healthz", s.handler(s.healthz))
 	s.mux.Handle("GET /readyz", s.handler(s.readyz))
 	// Other methods: a JSON 405, as every other error (not net/http's text).

@@ -1,0 +1,179 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/headers"
+	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/limiter"
+)
+
+// MaxWaitMS is the largest max_wait_ms of a reservation: one hour, as
+// limiter.MaxWait.
+const MaxWaitMS = 3_600_000
+
+// Codes of the reserve API's errors.
+const (
+	CodeNoBudget           = "no_budget"           // 404: no rule matches the reservation
+	CodeReserveUnsupported = "reserve_unsupported" // 409: a matching rule's algorithm cannot reserve; 501: the store cannot
+)
+
+// ReserveRequest is the body of POST /ratelimit/reserve: a check request
+// and max_wait_ms, the longest the caller will wait for its slot:
+//
+//	{"user":"api.partner.example","plan":"egress","cost":1,"max_wait_ms":2000}
+type ReserveRequest struct {
+	CheckRequest
+	MaxWaitMS int64 // 0..MaxWaitMS; 0 when absent or null
+}
+
+// ParseReserve parses and validates a reserve request body: the fields and
+// rules of ParseCheck, plus max_wait_ms, a whole number of milliseconds from
+// 0 to 3600000 written without sign, fraction or exponent (0 when absent or
+// null). The error is an *APIError (400, "invalid_request") whose message
+// names the field.
+func ParseReserve(body []byte) (ReserveRequest, error) {
+	var out ReserveRequest
+	rest, wait, err := splitMaxWait(body)
+	if err != nil {
+		return out, err
+	}
+	out.MaxWaitMS = wait
+	out.CheckRequest, err = ParseCheck(rest)
+	return out, err
+}
+
+// splitMaxWait takes max_wait_ms out of the object in body and returns the
+// object without it (for ParseCheck, which judges the rest as strictly as a
+// check), and its value. A key repeated at the top level is refused, as
+// ParseCheck does.
+func splitMaxWait(body []byte) ([]byte, int64, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if d, ok := tok.(json.Delim); err != nil || !ok || d != '{' {
+		return nil, 0, invalid("the body must be one JSON object")
+	}
+	out := append(make([]byte, 0, len(body)), '{')
+	seen := make(map[string]bool, 8)
+	var wait int64
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			return nil, 0, invalid("the body must be one JSON object")
+		}
+		if seen[key] {
+			return nil, 0, invalid(quote(key) + ": repeated")
+		}
+		seen[key] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, 0, invalid("the body must be one JSON object: " + err.Error())
+		}
+		if key == "max_wait_ms" {
+			if wait, err = parseMaxWait(raw); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = appendString(out, key)
+		out = append(out, ':')
+		out = append(out, raw...)
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, 0, invalid("the body must be one JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, 0, invalid("the body must be one JSON object with nothing after it")
+	}
+	return append(out, '}'), wait, nil
+}
+
+func parseMaxWait(raw json.RawMessage) (int64, error) {
+	const want = "max_wait_ms: must be a whole number of milliseconds from 0 to 3600000"
+	s := string(raw)
+	if s == "null" {
+		return 0, nil
+	}
+	if len(s) == 0 || len(s) > 7 || (len(s) > 1 && s[0] == '0') {
+		return 0, invalid(want + ", got " + quote(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, invalid(want + ", got " + quote(s))
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n > MaxWaitMS {
+		return 0, invalid(want + ", got " + quote(s))
+	}
+	return n, nil
+}
+
+// reserve is POST /ratelimit/reserve: a slot of the matching rules' budget
+// within max_wait_ms, or a denial that takes nothing.
+func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
+	buf := bufPool.Get().(*buffers)
+	defer buf.release()
+	body, err := s.readBody(w, r, buf.body[:0])
+	buf.body = body
+	if err != nil {
+		return err
+	}
+	req, err := ParseReserve(body)
+	if err != nil {
+		return err
+	}
+	lr := limiter.Request{User: req.User, APIKey: req.APIKey, IP: req.IP, Plan: req.Plan,
+		Method: req.Method, Path: req.Path, Cost: req.Cost}
+	d, wait, err := s.l.Reserve(r.Context(), &lr, msDuration(req.MaxWaitMS))
+	switch {
+	case errors.Is(err, limiter.ErrNoBudget):
+		return &APIError{Status: http.StatusNotFound, Code: CodeNoBudget,
+			Message: "no rule matches this reservation, so there is no budget to reserve from; add a token_bucket or leaky_bucket rule that matches its plan and endpoint"}
+	case errors.Is(err, limiter.ErrReserveKind):
+		return &APIError{Status: http.StatusConflict, Code: CodeReserveUnsupported, Message: err.Error()}
+	case errors.Is(err, limiter.ErrReserveUnsupported):
+		return &APIError{Status: http.StatusNotImplemented, Code: CodeReserveUnsupported, Message: err.Error()}
+	case err != nil:
+		return s.unavailable(r.Context(), err)
+	}
+	if s.cfg.OnDecision != nil {
+		s.cfg.OnDecision(&d)
+	}
+	h := w.Header()
+	headers.Set(h, &d)
+	h[headers.ContentType] = jsonContentType
+	// The check's answer with "wait_ms" first.
+	out := append(buf.out[:0], `{"wait_ms":`...)
+	var waitMS int64
+	if d.Allowed {
+		waitMS = ceilMillis(wait)
+	}
+	out = strconv.AppendInt(out, waitMS, 10)
+	out = append(out, ',')
+	var id [identity.MaxID]byte
+	var client []byte
+	if d.Rule != nil {
+		client = s.l.AppendClientID(id[:0], d.Client, &lr) // the id the limiter keyed the bucket by
+	}
+	out = appendAnswer(out, &d, client)
+	// appendAnswer began its own object: drop its '{'.
+	i := bytes.IndexByte(out[len(`{"wait_ms":`):], '{') + len(`{"wait_ms":`)
+	out = append(out[:i], out[i+1:]...)
+	buf.out = out
+	w.Write(out) //nolint:errcheck // the client is gone; nothing to do
+	return nil
+}
+
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

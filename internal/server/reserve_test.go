@@ -1,0 +1,151 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/rules"
+)
+
+type reserveAnswer struct {
+	WaitMS int64 `json:"wait_ms"`
+	answer
+}
+
+func postReserve(t testing.TB, h http.Handler, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("POST", "/ratelimit/reserve", strings.NewReader(body)))
+	return w
+}
+
+func reserveOK(t *testing.T, s *Server, body string) reserveAnswer {
+	t.Helper()
+	w := postReserve(t, s, body)
+	if w.Code != http.StatusOK {
+		t.Fatalf("POST /ratelimit/reserve %s: status %d, body %s", body, w.Code, w.Body)
+	}
+	var a reserveAnswer
+	dec := json.NewDecoder(w.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		t.Fatalf("answer %q: %v", w.Body, err)
+	}
+	return a
+}
+
+func egressSet(kind algorithm.Kind) *rules.Set {
+	return &rules.Set{Rules: []rules.Rule{{
+		ID: "partner", Match: rules.Match{Plan: "egress"}, By: rules.ByUser, Limit: 10, Window: seconds(time.Second),
+		Burst: 2, Algorithm: kind,
+	}, {
+		ID: "ingress", Match: rules.Match{Plan: "ingress"}, Limit: 10, Window: seconds(time.Second), Algorithm: algorithm.FixedWindow,
+	}}}
+}
+
+func TestReserveSlots(t *testing.T) {
+	s, clk := newTestServer(t, egressSet(algorithm.TokenBucket), Config{})
+	body := `{"user":"api.partner.example","plan":"egress","max_wait_ms":300}`
+	var waits []int64
+	for range 5 {
+		a := reserveOK(t, s, body)
+		if !a.Allowed || a.RetryAfterMS != 0 || a.Rule == nil || *a.Rule != "partner" || *a.Client != "user:api.partner.example" {
+			t.Fatalf("answer %+v, want allowed by partner", a)
+		}
+		waits = append(waits, a.WaitMS)
+	}
+	if want := []int64{0, 0, 100, 200, 300}; !equal(waits, want) {
+		t.Fatalf("wait_ms %v, want %v", waits, want)
+	}
+	for range 2 {
+		a := reserveOK(t, s, body)
+		if a.Allowed || a.WaitMS != 0 || a.RetryAfterMS != 100 || a.Reason != "rate_limited" {
+			t.Fatalf("beyond max_wait_ms: %+v, want denied, retry_after_ms 100, nothing taken", a)
+		}
+	}
+	clk.Add(100 * time.Millisecond)
+	if a := reserveOK(t, s, body); !a.Allowed || a.WaitMS != 300 {
+		t.Fatalf("100ms later: %+v, want allowed, wait_ms 300", a)
+	}
+	// No max_wait_ms: only room now.
+	if a := reserveOK(t, s, `{"user":"other.example","plan":"egress"}`); !a.Allowed || a.WaitMS != 0 {
+		t.Fatalf("no max_wait_ms on an empty budget: %+v, want allowed at once", a)
+	}
+}
+
+func TestReserveErrors(t *testing.T) {
+	s, _ := newTestServer(t, egressSet(algorithm.LeakyBucket), Config{})
+	tests := []struct {
+		body   string
+		status int
+		want   string
+	}{
+		{`{"user":"h","plan":"ingress","max_wait_ms":10}`, 409, `rule \"ingress\" uses fixed_window`},
+		{`{"user":"h","plan":"nothing","max_wait_ms":10}`, 404, `"no_budget"`},
+		{`{"user":"h","plan":"egress","max_wait_ms":-1}`, 400, "max_wait_ms: must be a whole number of milliseconds from 0 to 3600000"},
+		{`{"user":"h","plan":"egress","max_wait_ms":1.5}`, 400, "max_wait_ms: must be"},
+		{`{"user":"h","plan":"egress","max_wait_ms":1e3}`, 400, "max_wait_ms: must be"},
+		{`{"user":"h","plan":"egress","max_wait_ms":"10"}`, 400, "max_wait_ms: must be"},
+		{`{"user":"h","plan":"egress","max_wait_ms":3600001}`, 400, "max_wait_ms: must be"},
+		{`{"user":"h","plan":"egress","max_wait_ms":010}`, 400, ""},
+		{`{"user":"h","plan":"egress","max_wait_ms":1,"max_wait_ms":2}`, 400, "repeated"},
+		{`{"user":"h","\u0075ser":"x","plan":"egress"}`, 400, "repeated"},
+		{`{"user":"h","plan":"egress","bogus":1}`, 400, "bogus"},
+		{`{"plan":"egress","max_wait_ms":5}`, 400, "want at least one of user, api_key, ip"},
+		{`{"user":"h"} {}`, 400, "nothing after it"},
+		{`[1]`, 400, "one JSON object"},
+		{``, 400, ""},
+	}
+	for _, tt := range tests {
+		w := postReserve(t, s, tt.body)
+		if w.Code != tt.status || !strings.Contains(w.Body.String(), tt.want) {
+			t.Errorf("POST %s: %d %s, want %d containing %q", tt.body, w.Code, w.Body, tt.status, tt.want)
+		}
+	}
+	// null is absent; an escaped key is the same key.
+	if a := reserveOK(t, s, `{"user":"h","plan":"egress","max_wait_ms":null}`); !a.Allowed {
+		t.Errorf("max_wait_ms null: %+v", a)
+	}
+	if a := reserveOK(t, s, `{"user":"h","plan":"egress","max_wait\u005fms":0}`); !a.Allowed {
+		t.Errorf("escaped max_wait_ms: %+v", a)
+	}
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzParseReserve: any body ends in a request or an *APIError, never a
+// panic, and an accepted max_wait_ms is within bounds and agrees with
+// ParseCheck on the rest.
+func FuzzParseReserve(f *testing.F) {
+	for _, s := range []string{`{"user":"a","max_wait_ms":5}`, `{"ip":"10.0.0.1","cost":2,"max_wait_ms":null}`,
+		`{"max_wait_ms":3600000,"api_key":"k"}`, `{"user":"a","max_wait_ms":1,"max_wait_ms":1}`, `{`, `{"user":"\ud800"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := ParseReserve(body)
+		if err != nil {
+			if _, ok := err.(*APIError); !ok {
+				t.Fatalf("ParseReserve(%q): error %T %v, want an *APIError", body, err, err)
+			}
+			return
+		}
+		if r.MaxWaitMS < 0 || r.MaxWaitMS > MaxWaitMS || r.Cost < 1 {
+			t.Fatalf("ParseReserve(%q) = %+v: out of bounds", body, r)
+		}
+	})
+}

@@ -1,0 +1,66 @@
+package failover_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/store/failover"
+	sredis "github.com/sluicehq/sluice/store/redis"
+)
+
+// Reservations go through the shared store; while it is down they are
+// denied (store_unavailable), even under a failure_mode: open rule: the
+// local fallback never grants a slot.
+func TestReserveFailsClosed(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := sredis.DefaultConfig()
+	cfg.Addrs = []string{srv.Addr()}
+	cfg.DialTimeout = 500 * time.Millisecond
+	fo := failover.New(func(ctx context.Context) (failover.Primary, error) {
+		s, err := sredis.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}, failover.Config{Instances: 1, ProbeInterval: 100 * time.Millisecond, Timeout: storeTimeout, Logger: testLogger()})
+	t.Cleanup(func() { fo.Close() })
+	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{{ID: "egress", Match: rules.Match{Plan: "egress"}, By: rules.ByUser,
+		Limit: 10, Window: rules.Duration(time.Second), Algorithm: algorithm.LeakyBucket, FailureMode: rules.FailOpen}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := limiter.New(fo, limiter.Config{})
+	l.SetRules(ix)
+	req := limiter.Request{User: "api.partner.example", Plan: "egress"}
+	ctx := context.Background()
+
+	var waits []time.Duration
+	for start := time.Now(); len(waits) < 3; {
+		d, wait, err := l.Reserve(ctx, &req, time.Second)
+		if err == nil && d.Source == limiter.SourceStore && d.Allowed {
+			waits = append(waits, wait)
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("no reservation from the store in 10 s (last %+v, %v)", d, err)
+		}
+	}
+	if waits[2] == 0 {
+		t.Fatalf("waits %v: the third reservation should wait (two at once, then one each 100 ms)", waits)
+	}
+
+	srv.Kill()
+	for i := range 20 {
+		d, wait, err := l.Reserve(ctx, &req, time.Second)
+		if err != nil {
+			t.Fatalf("reservation %d with Redis down: %v, want a denial", i, err)
+		}
+		if d.Allowed || wait != 0 || d.Reason != algorithm.ReasonStoreUnavailable || d.Source != limiter.SourceUnavailable {
+			t.Fatalf("reservation %d with Redis down = %+v wait %v, want denied, store_unavailable", i, d, wait)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/algorithm/conformance"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/store/memory"
+	sredis "github.com/sluicehq/sluice/store/redis"
+)
+
+// TestReserveMatchesMemory runs the same random reservations (and a few
+// checks) through reserve.lua and the embedded store, on one test clock:
+// every answer, wait and time must be identical.
+func TestReserveMatchesMemory(t *testing.T) {
+	srv := redistest.Start(t)
+	var clock atomic.Int64
+	rs := newStore(t, &clock, srv.Addr())
+	ms, err := memory.New(memory.Config{Clock: clock.Load, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ms.Close() })
+	r := rand.New(rand.NewPCG(5, 6))
+	windows := []int64{conformance.Millisecond, 7 * conformance.Millisecond, conformance.Second, 3 * conformance.Second, conformance.Minute, conformance.Hour}
+	limits := []int64{1, 2, 3, 7, 10, 100, 997, 10000}
+	kinds := []algorithm.Kind{algorithm.TokenBucket, algorithm.LeakyBucket}
+	ctx := context.Background()
+	waited, denied := 0, 0
+	for iter := range 60 {
+		client := fmt.Sprintf("user:diff-%d", iter)
+		nops := 1 + r.IntN(2)
+		var ps []algorithm.Params
+		for range nops {
+			p := algorithm.Params{Kind: kinds[r.IntN(2)], Window: windows[r.IntN(len(windows))], Limit: limits[r.IntN(len(limits))]}
+			if r.IntN(2) == 0 {
+				p.Burst = int64(1 + r.IntN(5))
+			}
+			ps = append(ps, p)
+		}
+		now := conformance.Base + r.Int64N(conformance.Day)
+		for step := range 30 {
+			now += r.Int64N(ps[0].Window/(2*ps[0].Limit) + 2)
+			clock.Store(now)
+			ops := make([]limiter.Op, nops)
+			for i, p := range ps {
+				ops[i] = limiter.Op{Client: client, Rule: fmt.Sprintf("r%d", i), Params: p, Cost: 1 + r.Int64N(p.Capacity()+1), Shadow: i == 1 && r.IntN(4) == 0}
+			}
+			if r.IntN(10) == 0 { // a check between reservations: both stores clamp alike
+				gr, wr := make([]algorithm.Result, nops), make([]algorithm.Result, nops)
+				gi, err1 := rs.Take(ctx, ops, gr)
+				wi, err2 := ms.Take(ctx, ops, wr)
+				if err1 != nil || err2 != nil || gi.Now != wi.Now || !equalResults(gr, wr) {
+					t.Fatalf("iter %d step %d Take: redis %+v %+v %v, memory %+v %+v %v", iter, step, gi, gr, err1, wi, wr, err2)
+				}
+				continue
+			}
+			maxWait := []int64{0, conformance.Millisecond, ps[0].Window / 2, 2 * ps[0].Window, conformance.Hour}[r.IntN(5)]
+			gr, wr := make([]algorithm.Result, nops), make([]algorithm.Result, nops)
+			gi, gw, err1 := rs.Reserve(ctx, ops, gr, maxWait)
+			wi, ww, err2 := ms.Reserve(ctx, ops, wr, maxWait)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("iter %d step %d: Reserve errors: redis %v, memory %v", iter, step, err1, err2)
+			}
+			if gi.Now != wi.Now || gw != ww || !equalResults(gr, wr) {
+				t.Fatalf("iter %d step %d %+v maxWait %d:\n redis  now %d wait %d %+v\n memory now %d wait %d %+v",
+					iter, step, ops, maxWait, gi.Now, gw, gr, wi.Now, ww, wr)
+			}
+			if gw > 0 {
+				waited++
+			}
+			for i := range gr {
+				if !gr[i].Allowed && !ops[i].Shadow {
+					denied++
+					break
+				}
+			}
+		}
+	}
+	if waited < 50 || denied < 50 {
+		t.Fatalf("%d reservations waited and %d were denied: too few to compare", waited, denied)
+	}
+}
+
+func equalResults(a, b []algorithm.Result) bool {
+	for i := range a {
+		x, y := a[i], b[i]
+		x.Changed, y.Changed = false, false
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// Two stores (two sluice instances) on one Redis, on the server's clock,
+// reserving at once from many goroutines: the slots (the server's now plus
+// the wait) are the leaky bucket's, never more than its burst at once and
+// one each interval after, across both instances.
+func TestReserveSharedAcrossInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	stores := []*sredis.Store{newStore(t, nil, srv.Addr()), newStore(t, nil, srv.Addr())}
+	p := algorithm.Params{Kind: algorithm.LeakyBucket, Limit: 50, Window: conformance.Second} // 20 ms apart, 2 at once
+	const n = 80
+	slots := make([]int64, n)
+	var longest atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := make([]algorithm.Result, 1)
+			ops := []limiter.Op{{Client: "user:api.partner.example", Rule: "egress", Params: p, Cost: 1}}
+			info, wait, err := stores[i%2].Reserve(context.Background(), ops, res, 5*conformance.Second)
+			if err != nil || !res[0].Allowed {
+				t.Errorf("Reserve = %+v, %v", res[0], err)
+				return
+			}
+			slots[i] = info.Now + wait
+			for w := longest.Load(); wait > w && !longest.CompareAndSwap(w, wait); w = longest.Load() {
+			}
+		}()
+	}
+	wg.Wait()
+	// The key outlives every slot handed out: its expiry counts from now.
+	if pttl, err := strconv.ParseInt(do(t, srv, "pttl", stores[0].Key("user:api.partner.example", "egress")), 10, 64); err != nil || pttl*1000 <= longest.Load() {
+		t.Fatalf("PTTL %d ms (%v), want beyond the longest wait %d µs", pttl, err, longest.Load())
+	}
+	slices.Sort(slots)
+	for i := 2; i < n; i++ {
+		if d := slots[i] - slots[i-2]; d < 20_000 {
+			t.Fatalf("slots %d and %d are %d µs apart, want at least 20000 (two at once, then one each 20 ms)", i-2, i, d)
+		}
+	}
+}
+
+// On a Redis Cluster a reservation is one script on the shard of its
+// client; rules keyed by two clients are refused.
+func TestReserveCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	var clock atomic.Int64
+	clock.Store(conformance.Base)
+	s := openStore(t, func(cfg *sredis.Config) { cfg.Clock = clock.Load; cfg.DenialCache = false }, c.Addrs()...)
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: conformance.Second, Burst: 1}
+	ops := []limiter.Op{
+		{Client: "user:h", Rule: "a", Params: p, Cost: 1},
+		{Client: "user:h", Rule: "b", Params: algorithm.Params{Kind: algorithm.LeakyBucket, Limit: 5, Window: conformance.Second}, Cost: 1},
+	}
+	var waits []int64
+	for range 4 {
+		res := make([]algorithm.Result, 2)
+		_, wait, err := s.Reserve(context.Background(), ops, res, conformance.Second)
+		if err != nil || !res[0].Allowed || !res[1].Allowed {
+			t.Fatalf("Reserve = %+v, %v", res, err)
+		}
+		waits = append(waits, wait)
+	}
+	// a: one token, then one each 100 ms; b: two at once, then one each 200 ms.
+	if want := []int64{0, 100_000, 200_000, 400_000}; !slices.Equal(waits, want) {
+		t.Fatalf("waits %v, want %v", waits, want)
+	}
+	ops[1].Client = "ip:192.0.2.1"
+	_, _, err := s.Reserve(context.Background(), ops, make([]algorithm.Result, 2), conformance.Second)
+	if !errors.Is(err, sredis.ErrReserveClients) {
+		t.Fatalf("two clients on a cluster: err %v, want ErrReserveClients", err)
+	}
+}
+
+// BenchmarkReserve measures reserve.lua's own time per decision (INFO
+// commandstats), beside BenchmarkTake's take.lua on the same kind of
+// bucket: 100 calls a second, a call every 7 ms. "queued" reserves
+// with a max wait of one second, so the bucket holds a queue of slots;
+// "room" with none, so it is a check's work.
+func BenchmarkReserve(b *testing.B) {
+	srv := redistest.Start(b)
+	var clock atomic.Int64
+	s := newStore(b, &clock, srv.Addr())
+	for _, k := range []algorithm.Kind{algorithm.TokenBucket, algorithm.LeakyBucket} {
+		for _, mode := range []struct {
+			name    string
+			maxWait int64
+		}{{"room", 0}, {"queued", conformance.Second}} {
+			b.Run(k.String()+"/"+mode.name, func(b *testing.B) {
+				ops := []limiter.Op{{Client: "user:bench-" + mode.name, Rule: fmt.Sprint(k), Params: algorithm.Params{Kind: k, Limit: 100, Window: conformance.Second}, Cost: 1}}
+				res := make([]algorithm.Result, 1)
+				now := conformance.Base
+				do(b, srv, "config", "resetstat")
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					now += 7 * conformance.Millisecond
+					clock.Store(now)
+					if _, _, err := s.Reserve(context.Background(), ops, res, mode.maxWait); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(scriptMicros(b, srv), "redis-µs/call")
+			})
+		}
+	}
+}
