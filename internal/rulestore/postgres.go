@@ -319,7 +319,7 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	// stops the start is said once, by the error itself.
 	p.mu.Lock()
 	err = p.refreshLocked(octx, true)
-	if err == nil || isUnavailable(err) && p.snapshot != "" && ctx.Err() == nil {
+	if err == nil || isRefused(err) || isUnavailable(err) && p.snapshot != "" && ctx.Err() == nil {
 		p.noteLocked(err)
 	}
 	p.mu.Unlock()
