@@ -1,5 +1,6 @@
 // Package headers turns a limiter.Decision into the quota headers every
-// decision carries and into the 429 answer of a denied call (SPEC §5):
+// decision carries and into the 429 answer of a denied call (docs/api.md,
+// "Quota headers"):
 //
 //	X-RateLimit-Limit: 100
 //	X-RateLimit-Remaining: 0

@@ -179,9 +179,9 @@ func (f *filter) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 }
 
 // undecided is the one place a call the limiter could not decide is
-// handled (its store down or too slow, no rules loaded). Today it answers
-// through the error handler; failing open per rule (SPEC §1.7) is to be
-// decided here.
+// handled (no rules loaded, a store that returned an error), through the
+// error handler. A shared store that is down is not such a call when it is
+// wrapped in store/failover: each rule's failure_mode decides it.
 func (f *filter) undecided(w http.ResponseWriter, r *http.Request, err error) {
 	f.o.onError(w, r, err)
 }

@@ -1,4 +1,4 @@
-// Package admin serves sluice's admin API (SPEC §6): reading and changing
+// Package admin serves sluice's admin API (docs/api.md): reading and changing
 // the rules, the client registry and the default plan of a rulestore.Source,
 // one resource at a time or declaratively with POST /apply.
 //

@@ -274,8 +274,9 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// limiterError answers a call the limiter could not decide: 503. This is
-// where failing open per rule (SPEC §1.7) will go.
+// limiterError answers a call the limiter could not decide (no rules
+// loaded, a store error): 503. A shared store that is down is decided by
+// each rule's failure_mode in store/failover, not here.
 func (g *Gateway) limiterError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away

@@ -55,7 +55,7 @@
 // One status per descriptor: OVER_LIMIT or OK, current_limit (see
 // CurrentLimit), limit_remaining and duration_until_reset of the most
 // restrictive rule. overall_code is OVER_LIMIT when any descriptor is over
-// its limit. response_headers_to_add carries SPEC §5's headers of the most
+// its limit. response_headers_to_add carries the quota headers of the most
 // restrictive decision (X-RateLimit-Limit, X-RateLimit-Remaining,
 // X-RateLimit-Reset, RateLimit-Policy, RateLimit), so Envoy adds them to
 // every answer; an OVER_LIMIT answer also carries Retry-After,

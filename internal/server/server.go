@@ -1,4 +1,4 @@
-// Package server is sluice's data plane (--listen, SPEC §4): the HTTP
+// Package server is sluice's data plane (--listen, docs/api.md): the HTTP
 // decision API POST /ratelimit/check, and GET /healthz and GET /readyz.
 // Other handlers (/metrics) are added with Server.Handle.
 //

@@ -106,7 +106,8 @@ func check(t *testing.T, s *Server, clk *fakeClock, body string) (answer, http.H
 	return a, h
 }
 
-// checkHeaders checks that the headers of SPEC §5 agree with the answer a.
+// checkHeaders checks that the quota headers (docs/api.md) agree with the
+// answer a.
 func checkHeaders(t *testing.T, h http.Header, a *answer, clk *fakeClock) {
 	t.Helper()
 	if a.Rule == nil {
