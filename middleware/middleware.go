@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/headers"
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -87,36 +88,10 @@ func DefaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // WriteError answers status with Content-Type: application/json and
-// {"error":"<code>","message":"<message>"}; code and message must not need
-// JSON escaping beyond what WriteError does (quotes and backslashes).
+// {"error":"<code>","message":"<message>"}, any code and message escaped as
+// JSON needs: the error body of every sluice API (docs/api.md).
 func WriteError(w http.ResponseWriter, status int, code, message string) {
-	b := make([]byte, 0, 32+len(code)+len(message))
-	b = append(b, `{"error":"`...)
-	b = appendEscaped(b, code)
-	b = append(b, `","message":"`...)
-	b = appendEscaped(b, message)
-	b = append(b, "\"}\n"...)
-	h := w.Header()
-	h[headers.ContentType] = jsonContentType
-	h.Del("Content-Length")
-	w.WriteHeader(status)
-	w.Write(b) //nolint:errcheck // the client is gone; nothing to do
-}
-
-var jsonContentType = []string{"application/json"}
-
-func appendEscaped(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20:
-			b = append(b, ' ')
-		default:
-			b = append(b, c)
-		}
-	}
-	return b
+	jsonhttp.WriteError(w, status, code, message)
 }
 
 // Middleware returns a middleware that checks every call with l before

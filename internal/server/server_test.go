@@ -289,38 +289,6 @@ func TestAppendAnswer(t *testing.T) {
 	}
 }
 
-func TestAppendString(t *testing.T) {
-	for _, s := range []string{"", "plain", `"quoted" \ back`, "ctl \x00\x01\x1f\x7f\n\r\t\b\f", "é東京😀", "\u2028\u2029", "<>&"} {
-		b := appendString(nil, s)
-		var got string
-		if err := json.Unmarshal(b, &got); err != nil || got != s {
-			t.Errorf("appendString(%q) = %s, decodes to %q, %v", s, b, got, err)
-		}
-	}
-	if got, want := string(appendString(nil, "a\xffb")), `"a\ufffdb"`; got != want {
-		t.Errorf("appendString(invalid UTF-8) = %s, want %s", got, want)
-	}
-}
-
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "a\"b", "\x00\u2028é", "a\xffb\xc0"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		b := appendString(nil, s)
-		var got string
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Fatalf("appendString(%q) = %s, not JSON: %v", s, b, err)
-		}
-		want, _ := json.Marshal(s) // encoding/json also replaces invalid UTF-8 with U+FFFD
-		var w string
-		json.Unmarshal(want, &w)
-		if got != w {
-			t.Fatalf("appendString(%q) decodes to %q, want %q", s, got, w)
-		}
-	})
-}
-
 func TestCheckErrors(t *testing.T) {
 	s, _ := newTestServer(t, seedSet(), Config{})
 	big := `{"user":"` + strings.Repeat("a", 100<<10) + `"}`
