@@ -85,7 +85,7 @@ func post(t testing.TB, h http.Handler, body string) *httptest.ResponseRecorder 
 }
 
 // check posts body and decodes the 200 answer strictly, checking that the
-// §5 headers agree with it.
+// quota headers (docs/api.md) agree with it.
 func check(t *testing.T, s *Server, clk *fakeClock, body string) (answer, http.Header) {
 	t.Helper()
 	w := post(t, s, body)
