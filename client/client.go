@@ -1,7 +1,6 @@
 // Package client is a Go client of sluice's HTTP APIs: the decision API of
-// the data plane (POST /ratelimit/check; README.md, "The decision API") and
-// the admin API that reads and changes the rules (README.md, "The admin API
-// and sluice rules").
+// the data plane (POST /ratelimit/check) and the admin API that reads and
+// changes the rules; both are described in docs/api.md.
 //
 //	c := client.New("http://127.0.0.1:8080")
 //	d, err := c.Check(ctx, client.CheckRequest{User: "alice", Endpoint: "GET /api/orders"})

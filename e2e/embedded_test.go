@@ -11,7 +11,7 @@ import (
 
 // TestSeedScenario: limit 1, window 1s, burst 10, token_bucket lets 10 calls
 // through at once, denies the 11th with retry_after_ms in (0, 1000] and the
-// headers of SPEC §5, and lets exactly one more through a second later.
+// quota headers of docs/api.md, and lets exactly one more through a second later.
 func TestSeedScenario(t *testing.T) {
 	in := serve(t, filepath.Join(t.TempDir(), "rules.yaml"))
 	in.putRule(t, map[string]any{"id": "seed", "limit": 1, "window": "1s", "burst": 10, "algorithm": "token_bucket"})
@@ -37,7 +37,7 @@ func TestSeedScenario(t *testing.T) {
 		"Retry-After":           h.Get("Retry-After") == "1",
 	} {
 		if !ok {
-			t.Errorf("header %s = %q, want it per SPEC §5 (headers %v)", name, h.Get(name), h)
+			t.Errorf("header %s = %q, want it per docs/api.md (headers %v)", name, h.Get(name), h)
 		}
 	}
 	time.Sleep(time.Duration(a.RetryAfterMS)*time.Millisecond + 20*time.Millisecond)

@@ -200,7 +200,7 @@ func absDiff(a, b string) int64 {
 
 // TestGatewayAgreesWithCheckAPI: a gateway and a decision service on one
 // Redis share the caller's bucket; the upstream sees only allowed calls;
-// the 429 is SPEC §5's and its headers are those POST /ratelimit/check
+// the 429 is the one docs/api.md describes and its headers are those POST /ratelimit/check
 // reports for the same caller.
 func TestGatewayAgreesWithCheckAPI(t *testing.T) {
 	rdb := redistest.Start(t)

@@ -82,7 +82,7 @@ func TestEnvoyRLS(t *testing.T) {
 	}
 	if header(resp, "Retry-After") == "" || header(resp, "RateLimit-Policy") != `"per-user";q=3;w=60` ||
 		header(resp, "Content-Type") != "application/json" || !strings.Contains(string(resp.RawBody), `"error":"rate_limit_exceeded"`) {
-		t.Errorf("4th call: headers %v, body %q, want SPEC §5's 429", resp.ResponseHeadersToAdd, resp.RawBody)
+		t.Errorf("4th call: headers %v, body %q, want the 429 of docs/api.md", resp.ResponseHeadersToAdd, resp.RawBody)
 	}
 	// The HTTP API sees the denial too.
 	if a, _ := in.check(t, map[string]any{"user": "alice"}); a.Allowed {

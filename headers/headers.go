@@ -1,5 +1,6 @@
 // Package headers turns a limiter.Decision into the quota headers every
-// decision carries and into the 429 answer of a denied call (SPEC §5):
+// decision carries and into the 429 answer of a denied call (docs/api.md,
+// "Quota headers"):
 //
 //	X-RateLimit-Limit: 100
 //	X-RateLimit-Remaining: 0
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -33,8 +35,6 @@ const (
 	RetryAfter  = "Retry-After"
 	ContentType = "Content-Type"
 )
-
-var jsonContentType = []string{"application/json"}
 
 // Set writes the quota headers of d on h, replacing any values they had:
 // X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (Unix seconds
@@ -113,7 +113,7 @@ func RetryAfterSeconds(d *limiter.Decision) int64 {
 func WriteDenied(w http.ResponseWriter, d *limiter.Decision) {
 	h := w.Header()
 	Set(h, d)
-	h[ContentType] = jsonContentType
+	jsonhttp.SetContentType(h)
 	var a [256]byte
 	b := append(a[:0], `{"error":"rate_limit_exceeded",`...)
 	if d.Reason == algorithm.ReasonCostExceedsCapacity {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/headers"
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -87,36 +88,10 @@ func DefaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // WriteError answers status with Content-Type: application/json and
-// {"error":"<code>","message":"<message>"}; code and message must not need
-// JSON escaping beyond what WriteError does (quotes and backslashes).
+// {"error":"<code>","message":"<message>"}, any code and message escaped as
+// JSON needs: the error body of every sluice API (docs/api.md).
 func WriteError(w http.ResponseWriter, status int, code, message string) {
-	b := make([]byte, 0, 32+len(code)+len(message))
-	b = append(b, `{"error":"`...)
-	b = appendEscaped(b, code)
-	b = append(b, `","message":"`...)
-	b = appendEscaped(b, message)
-	b = append(b, "\"}\n"...)
-	h := w.Header()
-	h[headers.ContentType] = jsonContentType
-	h.Del("Content-Length")
-	w.WriteHeader(status)
-	w.Write(b) //nolint:errcheck // the client is gone; nothing to do
-}
-
-var jsonContentType = []string{"application/json"}
-
-func appendEscaped(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20:
-			b = append(b, ' ')
-		default:
-			b = append(b, c)
-		}
-	}
-	return b
+	jsonhttp.WriteError(w, status, code, message)
 }
 
 // Middleware returns a middleware that checks every call with l before
@@ -179,9 +154,9 @@ func (f *filter) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 }
 
 // undecided is the one place a call the limiter could not decide is
-// handled (its store down or too slow, no rules loaded). Today it answers
-// through the error handler; failing open per rule (SPEC §1.7) is to be
-// decided here.
+// handled (no rules loaded, a store that returned an error), through the
+// error handler. A shared store that is down is not such a call when it is
+// wrapped in store/failover: each rule's failure_mode decides it.
 func (f *filter) undecided(w http.ResponseWriter, r *http.Request, err error) {
 	f.o.onError(w, r, err)
 }

@@ -226,7 +226,7 @@ clients:
 	}
 }
 
-// specExample is the rules file of SPEC.md §6.
+// specExample is the example rules file of docs/api.md#the-rules-file.
 const specExample = `rules:
   - id: free-per-user            # [a-z0-9][a-z0-9._-]{0,63}
     description: Free plan, 100 calls a minute per caller

@@ -12,15 +12,6 @@ const (
 	capacity = algorithm.ReasonCostExceedsCapacity
 )
 
-// repeat returns n copies of s whose Remaining counts down from s.Remaining.
-func countdown(at, from, n int64, reset int64) []Step {
-	var out []Step
-	for i := int64(0); i < n; i++ {
-		out = append(out, Step{At: at, Allowed: true, Remaining: from - i, ResetAfter: reset})
-	}
-	return out
-}
-
 func steps(parts ...[]Step) []Step {
 	var out []Step
 	for _, p := range parts {

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// checkRequest has the six fields of sluice's check request (SPEC §4).
+// checkRequest has the six fields of sluice's check request (docs/api.md).
 type checkRequest struct {
 	User     string `json:"user"`
 	APIKey   string `json:"api_key"`

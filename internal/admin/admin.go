@@ -1,4 +1,4 @@
-// Package admin serves sluice's admin API (SPEC §6): reading and changing
+// Package admin serves sluice's admin API (docs/api.md): reading and changing
 // the rules, the client registry and the default plan of a rulestore.Source,
 // one resource at a time or declaratively with POST /apply.
 //
@@ -59,6 +59,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -245,10 +246,13 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae.Status >= 500 {
 		s.log.Error("admin: request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 	}
-	writeJSON(w, ae.Status, struct {
-		Error   string `json:"error"`
-		Message string `json:"message"`
-	}{ae.Code, ae.Message})
+	writeAPIError(w, ae)
+}
+
+// writeAPIError renders ae as {"error": Code, "message": Message}.
+func writeAPIError(w http.ResponseWriter, ae *APIError) {
+	w.Header().Set("Cache-Control", "no-store")
+	jsonhttp.WriteError(w, ae.Status, ae.Code, ae.Message)
 }
 
 // apiError maps err to the answer it calls for.
@@ -301,7 +305,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		b.WriteString(`{"error":"internal","message":"internal error; see the server log"}` + "\n")
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	jsonhttp.SetContentType(h)
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	w.Write(b.Bytes())

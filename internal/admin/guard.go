@@ -67,10 +67,7 @@ func Guard(cfg Config, h http.Handler) http.Handler {
 	g := newGuard(cfg)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ae := g.check(r); ae != nil {
-			writeJSON(w, ae.Status, struct {
-				Error   string `json:"error"`
-				Message string `json:"message"`
-			}{ae.Code, ae.Message})
+			writeAPIError(w, ae)
 			return
 		}
 		h.ServeHTTP(w, r)

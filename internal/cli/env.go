@@ -8,7 +8,8 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// envPrefix starts the environment variable of every flag (SPEC §3).
+// envPrefix starts the environment variable of every flag (README,
+// "Commands").
 const envPrefix = "SLUICE_"
 
 // EnvName returns the environment variable that sets the flag named name:

@@ -24,7 +24,7 @@ import (
 	"github.com/sluicehq/sluice/middleware"
 )
 
-// gatewayFlags are the flags of `sluice gateway` (SPEC §3): serve's rules,
+// gatewayFlags are the flags of `sluice gateway` (docs/gateway.md): serve's rules,
 // store and logging flags, plus the upstream and identity.
 type gatewayFlags struct {
 	engine      serveFlags // the shared flags (see addEngineFlags)

@@ -21,7 +21,7 @@ import (
 	"github.com/sluicehq/sluice/limiter"
 )
 
-// serveFlags are the flags of `sluice serve` (SPEC §3).
+// serveFlags are the flags of `sluice serve` (README, "Commands").
 type serveFlags struct {
 	listen        string
 	adminListen   string

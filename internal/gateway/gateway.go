@@ -19,11 +19,12 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/headers"
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/internal/listen"
+	"github.com/sluicehq/sluice/internal/ratelog"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/middleware"
 )
@@ -95,8 +96,7 @@ type Gateway struct {
 	id        middleware.Identifier
 	target    *url.URL
 
-	lastLog    atomic.Int64 // Unix ns of the last failure logged
-	suppressed atomic.Int64 // failures not logged since
+	failures ratelog.Limiter // upstream and limiter failures: one line a second
 }
 
 // New returns a gateway deciding calls with l and proxying the allowed
@@ -249,7 +249,7 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		// The client's fault, not the upstream's: say so, and close the
 		// connection (the rest of the body is not worth waiting for).
 		w.Header().Set("Connection", "close")
-		middleware.WriteError(w, http.StatusRequestTimeout, CodeSlowBody, "the request body arrived slower than the gateway's --min-body-rate allows")
+		jsonhttp.WriteError(w, http.StatusRequestTimeout, CodeSlowBody, "the request body arrived slower than the gateway's --min-body-rate allows")
 		return
 	}
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
@@ -263,7 +263,7 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	g.logFailure("gateway: upstream failed", "status", status, "method", r.Method, "path", r.URL.Path, "err", err)
 	// The quota headers of the decision stay: the call was counted.
-	middleware.WriteError(w, status, code, msg)
+	jsonhttp.WriteError(w, status, code, msg)
 }
 
 func isTimeout(err error) bool {
@@ -274,26 +274,21 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// limiterError answers a call the limiter could not decide: 503. This is
-// where failing open per rule (SPEC §1.7) will go.
+// limiterError answers a call the limiter could not decide (no rules
+// loaded, a store error): 503. A shared store that is down is decided by
+// each rule's failure_mode in store/failover, not here.
 func (g *Gateway) limiterError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away
 	}
 	g.logFailure("gateway: limiter could not decide", "err", err)
-	middleware.WriteError(w, http.StatusServiceUnavailable, CodeUnavailable, "the rate limiter could not decide")
+	jsonhttp.WriteError(w, http.StatusServiceUnavailable, CodeUnavailable, "the rate limiter could not decide")
 }
 
 // logFailure logs at most one failure a second, so that a failing
 // upstream or store does not flood the log at the request rate.
 func (g *Gateway) logFailure(msg string, args ...any) {
-	now := time.Now().UnixNano()
-	last := g.lastLog.Load()
-	if now-last < int64(time.Second) || !g.lastLog.CompareAndSwap(last, now) {
-		g.suppressed.Add(1)
-		return
-	}
-	g.log.Warn(msg, append(args, "suppressed", g.suppressed.Swap(0))...)
+	g.failures.Warn(g.log, msg, args...)
 }
 
 // bufferPool lends ReverseProxy its 32 KiB copy buffers.

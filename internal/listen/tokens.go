@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 )
 
 // Tokens are the bearer tokens a listener accepts: the value of a flag
@@ -76,11 +78,9 @@ func (t Tokens) HTTP(h http.Handler, open ...string) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !t.Valid(r.Header.Get("Authorization")) && !isOpen(r.URL.Path, open) {
-			hd := w.Header()
-			hd.Set("WWW-Authenticate", "Bearer")
-			hd.Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprintf(w, `{"error":"unauthorized","message":"Authorization: want \"Bearer <token>\" with a token of the server's %s"}`+"\n", t.flag)
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			jsonhttp.WriteError(w, http.StatusUnauthorized, "unauthorized",
+				`Authorization: want "Bearer <token>" with a token of the server's `+t.flag)
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -77,7 +77,7 @@ func descriptorStatus(d *limiter.Decision, lim *rlsv3.RateLimitResponse_RateLimi
 	return st
 }
 
-// headerNames are the headers of SPEC §5 in the order they are sent, with
+// headerNames are the quota headers (docs/api.md) in the order they are sent, with
 // the spelling of the spec (Envoy lower-cases them for HTTP/2 anyway).
 var headerNames = [...]struct{ key, name string }{
 	{headers.Limit, "X-RateLimit-Limit"},
@@ -91,10 +91,10 @@ var headerNames = [...]struct{ key, name string }{
 
 var headerPool = sync.Pool{New: func() any { return make(http.Header, len(headerNames)) }}
 
-// addHeaders puts the quota headers of d (SPEC §5, written by package
+// addHeaders puts the quota headers of d (docs/api.md, written by package
 // headers, so that they are those of POST /ratelimit/check) in
 // resp.ResponseHeadersToAdd: Envoy adds them to the answer, allowed or
-// not. A denial also gets the 429 of SPEC §5 — Retry-After, Content-Type:
+// not. A denial also gets the 429 of docs/api.md — Retry-After, Content-Type:
 // application/json and {"error":"rate_limit_exceeded","retry_after":N} as
 // the raw body. Nothing when no rule matched.
 func addHeaders(resp *rlsv3.RateLimitResponse, d *limiter.Decision) {

@@ -55,7 +55,7 @@
 // One status per descriptor: OVER_LIMIT or OK, current_limit (see
 // CurrentLimit), limit_remaining and duration_until_reset of the most
 // restrictive rule. overall_code is OVER_LIMIT when any descriptor is over
-// its limit. response_headers_to_add carries SPEC §5's headers of the most
+// its limit. response_headers_to_add carries the quota headers of the most
 // restrictive decision (X-RateLimit-Limit, X-RateLimit-Remaining,
 // X-RateLimit-Reset, RateLimit-Policy, RateLimit), so Envoy adds them to
 // every answer; an OVER_LIMIT answer also carries Retry-After,
@@ -87,6 +87,7 @@ import (
 
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/metrics"
+	"github.com/sluicehq/sluice/internal/ratelog"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -125,8 +126,7 @@ type Server struct {
 	mu    sync.Mutex                  // serializes SetRules
 	lims  map[string]*limiter.Limiter // by domain ("": the rules with no domain), kept across rule sets
 
-	lastLog    atomic.Int64 // Unix ns of the last store error logged
-	suppressed atomic.Int64 // store errors not logged since
+	failures ratelog.Limiter // limiter errors: one line a second
 }
 
 // views are the limiters of one rule set: one per domain some rule names,
@@ -341,12 +341,7 @@ func (s *Server) unavailable(ctx context.Context, err error) error {
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	now := time.Now().UnixNano()
-	if last := s.lastLog.Load(); now-last >= int64(time.Second) && s.lastLog.CompareAndSwap(last, now) {
-		s.cfg.Logger.Warn("rls: limiter could not decide", "err", err, "suppressed", s.suppressed.Swap(0))
-	} else {
-		s.suppressed.Add(1)
-	}
+	s.failures.Warn(s.cfg.Logger, "rls: limiter could not decide", "err", err)
 	return status.Error(codes.Unavailable, "rls: the rate limiter could not decide: "+err.Error())
 }
 

@@ -143,7 +143,7 @@ func TestAllowedThenDenied(t *testing.T) {
 		if h.Get("X-RateLimit-Limit") != "2" || h.Get("X-RateLimit-Remaining") != strconv.Itoa(2-i) ||
 			h.Get("RateLimit-Policy") != `"per-user";q=2;w=60` || !strings.HasPrefix(h.Get("RateLimit"), `"per-user";r=`+strconv.Itoa(2-i)+";t=") ||
 			h.Get("X-RateLimit-Reset") == "" || h.Get("Retry-After") != "" || h.Get("Content-Type") != "" || resp.RawBody != nil {
-			t.Errorf("call %d: headers %v, body %q, want SPEC §5's quota headers, no Retry-After, no body", i, h, resp.RawBody)
+			t.Errorf("call %d: headers %v, body %q, want the quota headers of docs/api.md, no Retry-After, no body", i, h, resp.RawBody)
 		}
 	}
 	resp := e.call(t, req)

@@ -3,8 +3,8 @@ package server
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -40,27 +40,27 @@ func appendAnswer(b []byte, d *limiter.Decision, client []byte) []byte {
 		b = append(b, `,"rule":null,"client":null`...)
 	} else {
 		b = append(b, `,"rule":`...)
-		b = appendString(b, d.Rule.ID)
+		b = jsonhttp.AppendString(b, d.Rule.ID)
 		b = append(b, `,"client":`...)
 		if len(client) > 0 {
-			b = appendString(b, bytesString(client))
+			b = jsonhttp.AppendString(b, bytesString(client))
 		} else {
 			b = append(b, "null"...)
 		}
 	}
 	if !d.Allowed {
 		b = append(b, `,"reason":`...)
-		b = appendString(b, d.Reason.String())
+		b = jsonhttp.AppendString(b, d.Reason.String())
 	}
 	if d.ShadowDenied != "" {
 		b = append(b, `,"shadow_denied":`...)
-		b = appendString(b, d.ShadowDenied)
+		b = jsonhttp.AppendString(b, d.ShadowDenied)
 	}
 	if d.Source.Degraded() {
 		// The shared store was not asked: a coarse local limit decided
 		// (local_fallback), or a fail-closed rule denied (unavailable).
 		b = append(b, `,"degraded":true,"source":`...)
-		b = appendString(b, d.Source.String())
+		b = jsonhttp.AppendString(b, d.Source.String())
 	}
 	return append(b, "}\n"...)
 }
@@ -71,56 +71,4 @@ func ceilMillis(d time.Duration) int64 {
 		return 0
 	}
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD;
-// U+2028 and U+2029 are escaped so the output is also valid JavaScript.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			switch r {
-			case utf8.RuneError:
-				b = append(b, `\ufffd`...)
-			case '\u2028':
-				b = append(b, `\u2028`...)
-			default:
-				b = append(b, `\u2029`...)
-			}
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

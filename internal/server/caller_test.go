@@ -134,3 +134,5 @@ func FuzzCheckDecides(f *testing.F) {
 		}
 	})
 }
+
+const hexDigits = "0123456789abcdef"

@@ -18,7 +18,7 @@ const (
 	MaxCost = 1000000000 // largest cost, as rules.MaxLimit
 )
 
-// CheckRequest is the body of POST /ratelimit/check (SPEC §4):
+// CheckRequest is the body of POST /ratelimit/check (docs/api.md):
 //
 //	{"user":"alice","api_key":"k_live_42","ip":"203.0.113.7",
 //	 "plan":"free","endpoint":"GET /api/orders","cost":1}

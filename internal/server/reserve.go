@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/headers"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -86,7 +87,7 @@ func splitMaxWait(body []byte) ([]byte, int64, error) {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = appendString(out, key)
+		out = jsonhttp.AppendString(out, key)
 		out = append(out, ':')
 		out = append(out, raw...)
 	}
@@ -153,7 +154,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	}
 	h := w.Header()
 	headers.Set(h, &d)
-	h[headers.ContentType] = jsonContentType
+	jsonhttp.SetContentType(h)
 	// The check's answer with "wait_ms" first.
 	out := append(buf.out[:0], `{"wait_ms":`...)
 	var waitMS int64

@@ -1,4 +1,4 @@
-// Package server is sluice's data plane (--listen, SPEC §4): the HTTP
+// Package server is sluice's data plane (--listen, docs/api.md): the HTTP
 // decision API POST /ratelimit/check, and GET /healthz and GET /readyz.
 // Other handlers (/metrics) are added with Server.Handle.
 //
@@ -17,11 +17,11 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/sluicehq/sluice/headers"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/jsonhttp"
+	"github.com/sluicehq/sluice/internal/ratelog"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -92,17 +92,7 @@ type Server struct {
 	cfg Config
 	mux *http.ServeMux
 
-	lastLog    atomic.Int64 // Unix ns of the last limiter error logged
-	suppressed atomic.Int64 // limiter errors not logged since
-}
-
-// logAllowed reports whether an error may be logged now: at most one a
-// second, so that a failing store does not flood the log at the request
-// rate.
-func (s *Server) logAllowed() bool {
-	now := time.Now().UnixNano()
-	last := s.lastLog.Load()
-	return now-last >= int64(time.Second) && s.lastLog.CompareAndSwap(last, now)
+	failures ratelog.Limiter // limiter errors: one line a second
 }
 
 // New returns a server deciding calls with l.
@@ -158,20 +148,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.cfg.Logger.Error("server: internal error", "path", r.URL.Path, "err", err)
 		ae = &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
 	}
-	b := make([]byte, 0, 64+len(ae.Message))
-	b = append(b, `{"error":`...)
-	b = appendString(b, ae.Code)
-	b = append(b, `,"message":`...)
-	b = appendString(b, ae.Message)
-	b = append(b, "}\n"...)
-	h := w.Header()
-	h[headers.ContentType] = jsonContentType
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
-	w.WriteHeader(ae.Status)
-	w.Write(b) //nolint:errcheck // the client is gone; nothing to do
+	jsonhttp.WriteError(w, ae.Status, ae.Code, ae.Message)
 }
-
-var jsonContentType = []string{"application/json"}
 
 // buffers is the pooled working memory of one check.
 type buffers struct {
@@ -220,7 +198,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	}
 	h := w.Header()
 	headers.Set(h, &d)
-	h[headers.ContentType] = jsonContentType
+	jsonhttp.SetContentType(h)
 	var id [identity.MaxID]byte
 	var client []byte
 	if d.Rule != nil {
@@ -235,10 +213,8 @@ func (s *Server) unavailable(ctx context.Context, err error) *APIError {
 	switch {
 	case ctx.Err() != nil:
 		s.cfg.Logger.Debug("server: check abandoned by the client", "err", err)
-	case s.logAllowed():
-		s.cfg.Logger.Warn("server: limiter could not decide", "err", err, "suppressed", s.suppressed.Swap(0))
 	default:
-		s.suppressed.Add(1)
+		s.failures.Warn(s.cfg.Logger, "server: limiter could not decide", "err", err)
 	}
 	return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
 		Message: "the rate limiter could not decide: " + err.Error()}
@@ -279,7 +255,7 @@ func (s *Server) tooLarge() *APIError {
 
 // healthz is GET /healthz: the process is up.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
-	w.Header()[headers.ContentType] = jsonContentType
+	jsonhttp.SetContentType(w.Header())
 	io.WriteString(w, `{"status":"ok"}`+"\n") //nolint:errcheck
 	return nil
 }
@@ -308,12 +284,12 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 			return err
 		}
 		b = append(b, ',')
-		b = appendString(b, k)
+		b = jsonhttp.AppendString(b, k)
 		b = append(b, ':')
 		b = append(b, v...)
 	}
 	b = append(b, "}\n"...)
-	w.Header()[headers.ContentType] = jsonContentType
+	jsonhttp.SetContentType(w.Header())
 	w.WriteHeader(code)
 	w.Write(b) //nolint:errcheck
 	return nil

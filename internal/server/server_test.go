@@ -85,7 +85,7 @@ func post(t testing.TB, h http.Handler, body string) *httptest.ResponseRecorder 
 }
 
 // check posts body and decodes the 200 answer strictly, checking that the
-// §5 headers agree with it.
+// quota headers (docs/api.md) agree with it.
 func check(t *testing.T, s *Server, clk *fakeClock, body string) (answer, http.Header) {
 	t.Helper()
 	w := post(t, s, body)
@@ -106,7 +106,8 @@ func check(t *testing.T, s *Server, clk *fakeClock, body string) (answer, http.H
 	return a, h
 }
 
-// checkHeaders checks that the headers of SPEC §5 agree with the answer a.
+// checkHeaders checks that the quota headers (docs/api.md) agree with the
+// answer a.
 func checkHeaders(t *testing.T, h http.Header, a *answer, clk *fakeClock) {
 	t.Helper()
 	if a.Rule == nil {
@@ -286,38 +287,6 @@ func TestAppendAnswer(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestAppendString(t *testing.T) {
-	for _, s := range []string{"", "plain", `"quoted" \ back`, "ctl \x00\x01\x1f\x7f\n\r\t\b\f", "é東京😀", "\u2028\u2029", "<>&"} {
-		b := appendString(nil, s)
-		var got string
-		if err := json.Unmarshal(b, &got); err != nil || got != s {
-			t.Errorf("appendString(%q) = %s, decodes to %q, %v", s, b, got, err)
-		}
-	}
-	if got, want := string(appendString(nil, "a\xffb")), `"a\ufffdb"`; got != want {
-		t.Errorf("appendString(invalid UTF-8) = %s, want %s", got, want)
-	}
-}
-
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "a\"b", "\x00\u2028é", "a\xffb\xc0"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		b := appendString(nil, s)
-		var got string
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Fatalf("appendString(%q) = %s, not JSON: %v", s, b, err)
-		}
-		want, _ := json.Marshal(s) // encoding/json also replaces invalid UTF-8 with U+FFFD
-		var w string
-		json.Unmarshal(want, &w)
-		if got != w {
-			t.Fatalf("appendString(%q) decodes to %q, want %q", s, got, w)
-		}
-	})
 }
 
 func TestCheckErrors(t *testing.T) {
