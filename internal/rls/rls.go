@@ -136,6 +136,10 @@ type views struct {
 	by     map[string]*limiter.Limiter
 	limits []*rlsv3.RateLimitResponse_RateLimit // CurrentLimit of each rule, by Seq
 	ix     *rules.Index
+	// entries: some enabled rule matches on descriptor entries or is keyed
+	// by one, so each descriptor is decided with its own entries, never
+	// merged with the others'.
+	entries bool
 }
 
 // New returns a server deciding over store. Until SetRules it answers
@@ -182,6 +186,13 @@ func (s *Server) SetRules(ix *rules.Index) {
 	vs.limits = make([]*rlsv3.RateLimitResponse_RateLimit, len(rs))
 	for i, r := range rs {
 		vs.limits[i] = CurrentLimit(r)
+		if !r.IsEnabled() {
+			continue
+		}
+		vs.entries = vs.entries || len(r.Match.Entries) > 0
+		for _, p := range r.Key {
+			vs.entries = vs.entries || p.Kind == rules.KeyEntry
+		}
 	}
 	s.views.Store(vs)
 }
@@ -274,7 +285,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(calls)),
 	}
 	var merged call
-	if len(calls) == 1 || merge(calls, &merged) {
+	if len(calls) == 1 || !vs.entries && merge(calls, &merged) {
 		c := &calls[0]
 		if len(calls) > 1 {
 			c = &merged
