@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -242,5 +243,28 @@ func TestParseBy(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("ParseBy(%q) = %+v, %v, want %+v", tt.by, got, err, tt.want)
 		}
+	}
+}
+
+// TestImportEnvoyMany: a domain of many limits loads — at most one node's
+// rules apply to a descriptor, so they are not counted together against
+// MaxRulesPerCall.
+func TestImportEnvoyMany(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: big\ndescriptors:\n")
+	for i := range 500 {
+		fmt.Fprintf(&b, "  - key: k\n    value: v%d\n    rate_limit: {unit: second, requests_per_unit: %d}\n", i, i+1)
+	}
+	s, err := ImportEnvoy([]EnvoyFile{{Name: "big.yaml", Data: []byte(b.String())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ix.Domain("big").MatchEntries([]Entry{{Key: "k", Value: "v499"}}, nil)
+	if len(got) != 1 || got[0].Limit != 500 {
+		t.Errorf("MatchEntries(k=v499) = %v, want the one rule of 500", got)
 	}
 }
