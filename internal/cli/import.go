@@ -10,11 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/rules"
 )
 
 func newRulesImportCmd() *cobra.Command {
-	var out string
+	var out, algo string
 	cmd := &cobra.Command{
 		Use:   "import PATH",
 		Short: "Convert envoyproxy/ratelimit configuration files into a sluice rules file",
@@ -26,7 +27,7 @@ sluice rules file, written to standard output or to -o FILE.
 Each descriptor with a rate_limit becomes one rule: match.domain and
 match.entries (the chain of keys and values down to it), keyed by the
 entries without a fixed value (or global), requests_per_unit per unit as a
-fixed window, shadow_mode as shadow. What sluice cannot express yet
+fixed window (--algorithm picks another), shadow_mode as shadow. What sluice cannot express yet
 (unlimited, requests_per_unit 0, replaces, quota_mode) is an error naming
 the file, line and descriptor; nothing is dropped. See docs/envoy.md.
 
@@ -42,6 +43,16 @@ the file, line and descriptor; nothing is dropped. See docs/envoy.md.
 			if err != nil {
 				return fmt.Errorf("rules import: %w", err)
 			}
+			kind, err := algorithm.ParseKind(algo)
+			if err != nil {
+				return fmt.Errorf("rules import: --algorithm: %w", err)
+			}
+			for i := range set.Rules {
+				set.Rules[i].Algorithm = kind
+			}
+			if err := set.Validate(); err != nil {
+				return fmt.Errorf("rules import: with --algorithm %s: %w", algo, err)
+			}
 			b, err := rules.EncodeYAML(set)
 			if err != nil {
 				return err
@@ -54,6 +65,7 @@ the file, line and descriptor; nothing is dropped. See docs/envoy.md.
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write the rules file here instead of standard output")
+	cmd.Flags().StringVar(&algo, "algorithm", "fixed_window", "algorithm of every imported rule: fixed_window counts as envoyproxy/ratelimit does; token_bucket, leaky_bucket, sliding_window or sliding_log smooth the window's edges")
 	return cmd
 }
 

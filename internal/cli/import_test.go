@@ -46,6 +46,15 @@ func TestRulesImport(t *testing.T) {
 		t.Errorf("imported rules %q, want %q", strings.Join(got, "|"), want)
 	}
 
+	code, stdout, stderr = sluice(t, "", "rules", "import", dir, "--algorithm", "sliding_window")
+	if code != 0 || strings.Count(stdout, "algorithm: sliding_window") != 2 {
+		t.Errorf("rules import --algorithm sliding_window: exit %d, %s%s; want both rules sliding_window", code, stdout, stderr)
+	}
+	code, _, stderr = sluice(t, "", "rules", "import", dir, "--algorithm", "gcra")
+	if code == 0 || !strings.Contains(stderr, "--algorithm") {
+		t.Errorf("rules import --algorithm gcra: exit %d, %s; want an error naming --algorithm", code, stderr)
+	}
+
 	write("c.yaml", "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true}\n")
 	code, stdout, stderr = sluice(t, "", "rules", "import", dir)
 	if code == 0 || !strings.Contains(stderr, "c.yaml: line 4: k: rate_limit.unlimited is not supported") || stdout != "" {
