@@ -1,6 +1,8 @@
 package limiter_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -120,5 +122,61 @@ func TestKeysRuleOnEntries(t *testing.T) {
 		if d.Allowed != c.allowed || d.Matched != c.matched {
 			t.Errorf("call %d (%v): allowed %v, matched %d; want %v, %d", i, c.entries, d.Allowed, d.Matched, c.allowed, c.matched)
 		}
+	}
+}
+
+// BenchmarkCheckMixed is BenchmarkCheck over 10,000 rules of every kind of
+// match and key: plans, endpoints, Envoy descriptor entries, and rules
+// keyed by the caller, global, endpoint, a header, an entry and
+// api_key+endpoint. The HTTP call matches a global rule, an
+// api_key+endpoint rule and a header rule; the Envoy call a rule on
+// entries keyed by one of them.
+func BenchmarkCheckMixed(b *testing.B) {
+	s := &rules.Set{}
+	keys := []rules.By{"", rules.ByGlobal, rules.ByEndpoint, "header:x-tenant", "api_key+endpoint"}
+	for i := range 10_000 {
+		r := rule(fmt.Sprintf("r%d", i), 1_000_000_000, time.Hour, nil)
+		switch i % 4 {
+		case 0:
+			r.Match.Endpoint = fmt.Sprintf("GET /api/v1/resource%d", i)
+		case 1:
+			r.Match.Plan = fmt.Sprintf("plan%d", i)
+		case 2:
+			r.Match.Endpoint = fmt.Sprintf("* /api/v2/area%d/*", i)
+		default:
+			r.Match.Entries = []rules.Entry{{Key: "tenant"}, {Key: "route", Value: fmt.Sprintf("/r%d", i)}}
+			r.By = "entry:tenant"
+		}
+		if r.By == "" {
+			r.By = keys[i%len(keys)]
+		}
+		s.Rules = append(s.Rules, r)
+	}
+	// What the calls match: r0 … r2 are endpoint, plan and prefix rules.
+	s.Rules[4].Match.Endpoint, s.Rules[4].By = "POST /search", rules.ByGlobal
+	s.Rules[8].Match.Endpoint, s.Rules[8].By = "* /search", "api_key+endpoint"
+	s.Rules[12].Match.Endpoint, s.Rules[12].By = "POST /*", "header:x-tenant"
+	for _, c := range []struct {
+		name     string
+		req      limiter.Request
+		matching int
+	}{
+		{"http", limiter.Request{APIKey: "k_live_42", Method: "POST", Path: "/search", Header: http.Header{"X-Tenant": {"acme"}}}, 3},
+		{"envoy", limiter.Request{Entries: []rules.Entry{{Key: "tenant", Value: "acme"}, {Key: "route", Value: "/r3"}}}, 1},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			l, _ := newLimiter(b, s)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				req := c.req
+				d, err := l.Check(ctx, &req)
+				if err != nil || d.Matched != c.matching {
+					b.Fatalf("Check = %+v, %v; want %d rules matched", d, err, c.matching)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
 	}
 }
