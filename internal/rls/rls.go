@@ -24,8 +24,12 @@
 // empty value is an absent entry; an entry given twice keeps its first
 // value. Strings need not be UTF-8 (see codec).
 //
-// Other entry keys (generic_key, header_match, destination_cluster, ...)
-// are ignored: they do not select rules. hits_addend is the cost: the
+// Every entry, any key (generic_key, header_match, destination_cluster,
+// ...), is also read by rules keyed by entry:<key> (a bucket per value) and
+// by rules on match.entries (envoyproxy/ratelimit's descriptors, walked as
+// it walks them: rules.Index.MatchEntries); when the rules of a domain have
+// either, each descriptor is decided with its own entries (as when the
+// descriptors disagree, below). hits_addend is the cost: the
 // descriptor's when set, else the request's; 0 means 1. A descriptor's
 // limit override is ignored: limits are sluice rules.
 //
