@@ -8,6 +8,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,11 +44,18 @@ var (
 // rule, a client or the default plan), else — empty, or a plan nobody
 // defined — the plan comes from the client registry or the default plan
 // (rules.Index.Plan); Cost 0 means 1.
+//
+// Header and Entries are what rules keyed by header:<name> and entry:<key>
+// read (rules.ParseBy), and Entries select the rules on descriptor entries
+// (rules.Index.MatchEntries): Header the HTTP request's headers (gateway,
+// middleware), Entries one Envoy descriptor's entries. Either may be nil.
 type Request struct {
 	User, APIKey, IP string
 	Plan             string
 	Method, Path     string
 	Cost             int64
+	Header           http.Header
+	Entries          []rules.Entry
 }
 
 // Decision is the answer for one call. Limit, Remaining, ResetAfter and the
@@ -64,7 +72,7 @@ type Decision struct {
 	Now        time.Time     // the store's clock at the decision
 
 	Rule   *rules.Compiled // most restrictive rule, nil when none matched
-	Client rules.By        // which identity its bucket is keyed by: user, api_key or ip
+	Client rules.By        // what its bucket is keyed by: user, api_key or ip, else the rule's by (global, endpoint, …)
 	Plan   string          // the effective plan the call was matched under (rules.Index.Plan)
 
 	Matched      int    // rules applied
@@ -121,7 +129,8 @@ func (l *Limiter) Rules() *rules.Index { return l.rules.Load() }
 
 // scratch is the per-call working memory, pooled so Check does not allocate.
 type scratch struct {
-	ids     [3 * identity.MaxID]byte // client ids, built in place
+	ids     [3 * identity.MaxID]byte       // client ids, built in place
+	keys    [MaxRulesPerCall * maxKey]byte // bucket ids of rules keyed by more than the caller
 	matched [MaxRulesPerCall]*rules.Compiled
 	ops     [MaxRulesPerCall]Op
 	res     [MaxRulesPerCall]algorithm.Result
@@ -197,7 +206,7 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 		if keys == nil && len(ops) > 0 {
 			keys = make(map[bucket]int, len(reqs)*len(ops))
 		}
-		// The ops' client ids live in sc.ids, which is held until the end.
+		// The ops' client ids live in sc.ids and sc.keys, held until the end.
 		for j := range ops {
 			op := &ops[j]
 			k := bucket{op.Client, op.Rule}
@@ -257,6 +266,9 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 
 	plan := ix.Plan(req.Plan, user, apiKey, ip)
 	matched := ix.Match(plan, req.Method, req.Path, sc.matched[:0])
+	if len(req.Entries) > 0 && ix.HasEntries() {
+		matched = ix.MatchEntries(req.Entries, matched)
+	}
 	if len(matched) > MaxRulesPerCall {
 		return nil, ErrTooManyRules
 	}
@@ -265,10 +277,15 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 		cost = 1
 	}
 	ops := sc.ops[:0]
+	in := keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries}
+	keys := sc.keys[:0] // room for every rule's id: never reallocated
 	for _, r := range matched {
-		by, client := pick(r.By, user, apiKey, ip)
-		if client == "" {
-			continue // the call lacks the identity this rule is keyed by
+		var by rules.By
+		var client string
+		var ok bool
+		keys, by, client, ok = appendKey(keys, r, &in)
+		if !ok {
+			continue // the call lacks a value this rule is keyed by
 		}
 		sc.kinds[len(ops)] = by
 		sc.used[len(ops)] = r

@@ -132,7 +132,7 @@ type filter struct {
 func (f *filter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	c := f.o.id.Identify(r, f.l.Rules())
 	method, p := f.o.endpoint(r)
-	req := limiter.Request{User: c.User, APIKey: c.APIKey, IP: c.IP, Plan: c.Plan, Method: method, Path: p, Cost: 1}
+	req := limiter.Request{User: c.User, APIKey: c.APIKey, IP: c.IP, Plan: c.Plan, Method: method, Path: p, Cost: 1, Header: r.Header}
 	if f.o.cost != nil {
 		req.Cost = max(f.o.cost(r), 1)
 	}

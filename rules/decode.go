@@ -536,7 +536,7 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 				break
 			}
 			md := d.at(k.name)
-			if err = md.object(v, "domain", "plan", "endpoint", "path_case"); err != nil {
+			if err = md.object(v, "domain", "plan", "endpoint", "path_case", "entries"); err != nil {
 				break
 			}
 			for _, mk := range v.keys {
@@ -547,6 +547,8 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 					err = md.str(mk.val, mk.name, &r.Match.Plan)
 				case "path_case":
 					err = md.str(mk.val, mk.name, (*string)(&r.Match.PathCase))
+				case "entries":
+					r.Match.Entries, err = decodeEntries(md, mk.val)
 				default:
 					err = md.str(mk.val, mk.name, &r.Match.Endpoint)
 				}
@@ -635,4 +637,35 @@ func decodeClients(n *tnode, s *Set) error {
 		s.Clients = nil
 	}
 	return nil
+}
+
+// decodeEntries decodes match.entries: a list of {key, value}.
+func decodeEntries(d decoder, n *tnode) ([]Entry, error) {
+	if n.kind == tnull {
+		return nil, nil
+	}
+	if n.kind != tarray {
+		return nil, d.wrongType(n, "a list of {key, value}", "entries")
+	}
+	es := make([]Entry, 0, len(n.items))
+	for i, it := range n.items {
+		ed := d.at("entries[" + strconv.Itoa(i) + "]")
+		if err := ed.object(it, "key", "value"); err != nil {
+			return nil, err
+		}
+		var e Entry
+		for _, k := range it.keys {
+			var err error
+			if k.name == "key" {
+				err = ed.str(k.val, k.name, &e.Key)
+			} else {
+				err = ed.str(k.val, k.name, &e.Value)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		es = append(es, e)
+	}
+	return es, nil
 }

@@ -58,7 +58,7 @@ func TestDecodeRuleJSONErrors(t *testing.T) {
 		{`{"id":"a","limit":10,"window":60}`, `window: want a duration such as "1m", "500ms", "24h" or "7d", got 60`},
 		{`{"id":"a","limit":10,"window":"1x"}`, `window: want a duration such as "1m", "500ms", "24h" or "7d", got "1x"`},
 		{`{"id":"a","limit":10}`, `window: required, e.g. "1m"`},
-		{`{` + ok + `,"match":{"plan":"free","path":"/x"}}`, `match.path: unknown field, want one of domain, plan, endpoint, path_case`},
+		{`{` + ok + `,"match":{"plan":"free","path":"/x"}}`, `match.path: unknown field, want one of domain, plan, endpoint, path_case, entries`},
 		{`{` + ok + `,"match":"free"}`, `match: want an object, got "free"`},
 		{`{` + ok + `,"match":{"endpoint":"/api/orders"}}`, `match.endpoint: want "METHOD /path", e.g. "GET /api/orders"`},
 		{`{` + ok + `,"enabled":"false"}`, `enabled: want true or false, got "false"`},

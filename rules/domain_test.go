@@ -2,6 +2,7 @@ package rules
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -132,7 +133,7 @@ func TestDomainValidateAndDecode(t *testing.T) {
 			t.Errorf("DecodeRuleJSON(%s) = %v, want no error", tt.json, err)
 		case tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantErr)):
 			t.Errorf("DecodeRuleJSON(%s) = %v, want an error starting %q", tt.json, err, tt.wantErr)
-		case tt.wantErr == "" && r.Match != tt.want:
+		case tt.wantErr == "" && !reflect.DeepEqual(r.Match, tt.want):
 			t.Errorf("DecodeRuleJSON(%s).Match = %+v, want %+v", tt.json, r.Match, tt.want)
 		}
 	}
@@ -148,7 +149,7 @@ func TestDomainValidateAndDecode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseYAML(EncodeYAML) = %v\n%s", err, b)
 	}
-	if back.Rules[0].Match != s.Rules[0].Match {
+	if !reflect.DeepEqual(back.Rules[0].Match, s.Rules[0].Match) {
 		t.Errorf("YAML round trip: match = %+v, want %+v\n%s", back.Rules[0].Match, s.Rules[0].Match, b)
 	}
 	_, err = ParseYAML([]byte("rules:\n  - id: a\n    limit: 1\n    window: 1s\n    match:\n      domain: \"bad domain\"\n"))

@@ -57,7 +57,7 @@ func ruleNode(r *Rule) *yaml.Node {
 	if r.Description != "" {
 		add(n, "description", str(r.Description))
 	}
-	if r.Match != (Match{}) {
+	if r.Match.Domain != "" || r.Match.Plan != "" || r.Match.Endpoint != "" || len(r.Match.Entries) > 0 {
 		m := mapping(true)
 		if r.Match.Domain != "" {
 			add(m, "domain", str(r.Match.Domain))
@@ -70,6 +70,19 @@ func ruleNode(r *Rule) *yaml.Node {
 		}
 		if r.Match.PathCase != "" {
 			add(m, "path_case", str(string(r.Match.PathCase)))
+		}
+		if len(r.Match.Entries) > 0 {
+			m.Style = 0
+			es := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+			for _, e := range r.Match.Entries {
+				en := mapping(true)
+				add(en, "key", str(e.Key))
+				if e.Value != "" {
+					add(en, "value", str(e.Value))
+				}
+				es.Content = append(es.Content, en)
+			}
+			add(m, "entries", es)
 		}
 		add(n, "match", m)
 	}

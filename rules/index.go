@@ -20,6 +20,8 @@ type Compiled struct {
 	Policy string
 	// WindowSeconds is the window in whole seconds, rounded up, at least 1.
 	WindowSeconds int64
+	// Key is the rule's By, parsed: what its buckets are keyed by.
+	Key []KeyPart
 
 	method string // the endpoint's method, "*" for any
 	path   string // the key it is indexed under (clean; in lower case for path_case insensitive): the exact path or prefix base; "" for any path
@@ -61,6 +63,7 @@ type Index struct {
 	planAny map[string][]*Compiled // by plan, any path
 	paths   pathIndex              // rules with an endpoint, by path or prefix base
 	folded  pathIndex              // the same for path_case insensitive rules, by path in lower case
+	entries *entryNode             // rules with match.entries (Envoy descriptors), see MatchEntries
 }
 
 // pathIndex holds rules with an endpoint by path or prefix base.
@@ -120,6 +123,7 @@ func build(s *Set) *Index {
 		}
 		c.Seq = i
 		c.Params = c.Rule.Params()
+		c.Key, _ = ParseBy(c.By) // valid: the Set was validated
 		c.WindowSeconds = max((c.Params.Window+999_999)/1_000_000, 1)
 		c.Policy = strconv.Quote(c.ID) + ";q=" + strconv.FormatInt(c.Limit, 10) + ";w=" + strconv.FormatInt(c.WindowSeconds, 10)
 		ix.rules[i] = c
@@ -201,6 +205,10 @@ func (ix *Index) Domains() []string {
 
 // add indexes c, the enabled rule with the highest Seq so far.
 func (ix *Index) add(c *Compiled) {
+	if len(c.Match.Entries) > 0 {
+		ix.addEntries(c)
+		return
+	}
 	e := Endpoint{Method: "*", Prefix: true} // no endpoint: any call
 	if c.Match.Endpoint != "" {
 		e, _ = ParseEndpoint(c.Match.Endpoint) // valid: the Set was validated

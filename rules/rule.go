@@ -50,13 +50,11 @@ const (
 	ByIP     By = "ip"      // the caller's address (IPv6 by prefix)
 )
 
-// Valid reports whether b is one of the four identities or empty.
+// Valid reports whether ParseBy accepts b: one of the four identities,
+// empty, or any other key of ParseBy.
 func (b By) Valid() bool {
-	switch b {
-	case "", ByClient, ByUser, ByAPIKey, ByIP:
-		return true
-	}
-	return false
+	_, err := ParseBy(b)
+	return err == nil
 }
 
 // FailureMode says what a rule does while the shared counter store is
@@ -95,6 +93,10 @@ type Match struct {
 	Plan     string   `json:"plan,omitempty" yaml:"plan,omitempty"`
 	Endpoint string   `json:"endpoint,omitempty" yaml:"endpoint,omitempty"`   // "GET /api/orders", "* /api/*", "POST /login"; see ParseEndpoint
 	PathCase PathCase `json:"path_case,omitempty" yaml:"path_case,omitempty"` // insensitive: "/API/Orders" fits "GET /api/orders"
+	// Entries, when set, select the Envoy descriptors made of exactly these
+	// entries, in order (see Entry and Index.MatchEntries): such a rule
+	// applies only through the Envoy API, and names no plan or endpoint.
+	Entries []Entry `json:"entries,omitempty" yaml:"entries,omitempty"`
 }
 
 // PathCase says whether a rule's endpoint path compares with letter case.
@@ -177,8 +179,16 @@ func (r *Rule) Validate() error {
 	case r.Match.PathCase != "" && r.Match.Endpoint == "":
 		return fieldErr("applies to the path of match.endpoint: add an endpoint or remove path_case", "match", "path_case")
 	}
-	if !r.By.Valid() {
-		return fieldErr(fmt.Sprintf("must be one of client, user, api_key, ip, got %q", string(r.By)), "by")
+	if len(r.Match.Entries) > 0 {
+		if err := validEntries(r.Match.Entries); err != nil {
+			return err
+		}
+		if r.Match.Plan != "" || r.Match.Endpoint != "" {
+			return fieldErr("a rule on descriptor entries (Envoy API) names no plan or endpoint; remove them or make two rules", "match", "entries")
+		}
+	}
+	if _, err := ParseBy(r.By); err != nil {
+		return err
 	}
 	if int(r.Algorithm) >= len(algorithm.Kinds) {
 		return fieldErr(fmt.Sprintf("unknown algorithm %s, want one of %s", r.Algorithm, validAlgorithmSet), "algorithm")

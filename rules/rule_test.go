@@ -41,7 +41,7 @@ func TestRuleValidate(t *testing.T) {
 		{"plan bad", func(r *Rule) { r.Match.Plan = "free plan" }, "match.plan", `got "free plan"`},
 		{"endpoint without method", func(r *Rule) { r.Match.Endpoint = "/api/orders" }, "match.endpoint", `want "METHOD /path", e.g. "GET /api/orders"`},
 		{"endpoint lowercase method", func(r *Rule) { r.Match.Endpoint = "get /x" }, "match.endpoint", "uppercase"},
-		{"by", func(r *Rule) { r.By = "session" }, "by", `must be one of client, user, api_key, ip, got "session"`},
+		{"by", func(r *Rule) { r.By = "session" }, "by", `must be one of client, user, api_key, ip, global, endpoint, header:<name>, entry:<key>, or several joined by "+" such as api_key+endpoint, got "session"`},
 		{"limit 0", func(r *Rule) { r.Limit = 0 }, "limit", "must be ≥ 1, got 0"},
 		{"limit negative", func(r *Rule) { r.Limit = -5 }, "limit", "must be ≥ 1, got -5"},
 		{"limit max", func(r *Rule) { r.Limit = 1e9 }, "", ""},

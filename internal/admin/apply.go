@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,13 +101,20 @@ func DiffSets(old, next *rules.Set) []Change {
 	return changes
 }
 
-// ruleMeaning is a Rule with its defaults spelled out, comparable with ==.
+// ruleMeaning is a Rule with its defaults spelled out, compared with
+// reflect.DeepEqual (match.entries is a slice).
 type ruleMeaning struct {
 	rules.Rule
 	enabled bool
 }
 
-func sameRule(a, b rules.Rule) bool { return meaning(a) == meaning(b) }
+func sameRule(a, b rules.Rule) bool {
+	ma, mb := meaning(a), meaning(b)
+	if len(ma.Match.Entries) == 0 && len(mb.Match.Entries) == 0 {
+		ma.Match.Entries, mb.Match.Entries = nil, nil
+	}
+	return reflect.DeepEqual(ma, mb)
+}
 
 func meaning(r rules.Rule) ruleMeaning {
 	m := ruleMeaning{Rule: r, enabled: r.IsEnabled()}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
 )
 
 // Bounds on a ShouldRateLimit request. Envoy sends one descriptor per
@@ -31,9 +32,12 @@ const (
 	KeyPath          = "path"
 )
 
-// call is one descriptor read as a sluice check.
+// call is one descriptor read as a sluice check. req.Entries is the
+// descriptor's entries, every key (rules on match.entries and rules keyed
+// by entry:<key> read them), held in entries.
 type call struct {
-	req limiter.Request
+	req     limiter.Request
+	entries [MaxEntries]rules.Entry
 }
 
 // field indexes the mapped entries of a call, for merging.
@@ -127,6 +131,7 @@ func parseDescriptor(d *ratelimitv3.RateLimitDescriptor, hits uint32, c *call) e
 	}
 	for j, e := range es {
 		key, val := e.GetKey(), e.GetValue()
+		c.entries[j] = rules.Entry{Key: key, Value: val}
 		if key == "" {
 			return descErr(".entries[" + strconv.Itoa(j) + "].key: required")
 		}
@@ -158,6 +163,7 @@ func parseDescriptor(d *ratelimitv3.RateLimitDescriptor, hits uint32, c *call) e
 			*p = val
 		}
 	}
+	c.req.Entries = c.entries[:len(es)]
 	return nil
 }
 

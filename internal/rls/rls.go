@@ -24,8 +24,12 @@
 // empty value is an absent entry; an entry given twice keeps its first
 // value. Strings need not be UTF-8 (see codec).
 //
-// Other entry keys (generic_key, header_match, destination_cluster, ...)
-// are ignored: they do not select rules. hits_addend is the cost: the
+// Every entry, any key (generic_key, header_match, destination_cluster,
+// ...), is also read by rules keyed by entry:<key> (a bucket per value) and
+// by rules on match.entries (envoyproxy/ratelimit's descriptors, walked as
+// it walks them: rules.Index.MatchEntries); when the rules of a domain have
+// either, each descriptor is decided with its own entries (as when the
+// descriptors disagree, below). hits_addend is the cost: the
 // descriptor's when set, else the request's; 0 means 1. A descriptor's
 // limit override is ignored: limits are sluice rules.
 //
@@ -136,6 +140,10 @@ type views struct {
 	by     map[string]*limiter.Limiter
 	limits []*rlsv3.RateLimitResponse_RateLimit // CurrentLimit of each rule, by Seq
 	ix     *rules.Index
+	// entries: some enabled rule matches on descriptor entries or is keyed
+	// by one, so each descriptor is decided with its own entries, never
+	// merged with the others'.
+	entries bool
 }
 
 // New returns a server deciding over store. Until SetRules it answers
@@ -182,6 +190,13 @@ func (s *Server) SetRules(ix *rules.Index) {
 	vs.limits = make([]*rlsv3.RateLimitResponse_RateLimit, len(rs))
 	for i, r := range rs {
 		vs.limits[i] = CurrentLimit(r)
+		if !r.IsEnabled() {
+			continue
+		}
+		vs.entries = vs.entries || len(r.Match.Entries) > 0
+		for _, p := range r.Key {
+			vs.entries = vs.entries || p.Kind == rules.KeyEntry
+		}
 	}
 	s.views.Store(vs)
 }
@@ -274,7 +289,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(calls)),
 	}
 	var merged call
-	if len(calls) == 1 || merge(calls, &merged) {
+	if len(calls) == 1 || !vs.entries && merge(calls, &merged) {
 		c := &calls[0]
 		if len(calls) > 1 {
 			c = &merged

@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// An envoyproxy/ratelimit configuration, written for this test: a shared
+// budget on a fixed descriptor, and a per-value limit on a key without a
+// value.
+const envoyBudget = `domain: api
+descriptors:
+  - key: generic_key
+    value: search
+    rate_limit:
+      unit: day
+      requests_per_unit: 1000
+  - key: tenant
+    rate_limit:
+      unit: day
+      requests_per_unit: 2
+`
+
+// TestGlobalBudgetEnvoy: envoyproxy/ratelimit's configuration, converted by
+// `sluice rules import`, served by three `sluice serve` processes on one
+// Redis; 200 callers with 200 identities send (generic_key, search) with
+// their own (user, …) descriptor through the Envoy API, 1,600 requests for
+// a budget of 1,000 a day: exactly 1,000 are OK. Then the same on a
+// 3-master Redis Cluster.
+func TestGlobalBudgetEnvoy(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) {
+		srv := redistest.Start(t)
+		globalBudgetEnvoy(t, srv.Addr())
+	})
+	t.Run("cluster", func(t *testing.T) {
+		c := redistest.StartCluster(t, 3, 0)
+		globalBudgetEnvoy(t, strings.Join(c.Addrs(), ","))
+	})
+}
+
+func globalBudgetEnvoy(t *testing.T, redisAddrs string) {
+	// A fixed window of a day is aligned to UTC midnight: keep clear of it.
+	if d := time.Until(time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)); d < 2*time.Minute {
+		time.Sleep(d + time.Second)
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "config")
+	if err := os.Mkdir(conf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(conf, "api.yaml"), []byte(envoyBudget), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rulesYAML, err := exec.Command(binary, "rules", "import", conf).Output()
+	if err != nil {
+		t.Fatalf("sluice rules import: %v", err)
+	}
+	var clients []rlsv3.RateLimitServiceClient
+	for i := range 3 {
+		path := filepath.Join(dir, fmt.Sprintf("rules-%d.yaml", i))
+		if err := os.WriteFile(path, rulesYAML, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		serve(t, path, "--redis", redisAddrs, "--store-timeout", "1s", "--grpc-listen", addr)
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		clients = append(clients, rlsv3.NewRateLimitServiceClient(conn))
+	}
+	run := fmt.Sprint(time.Now().UnixNano())
+	desc := func(kv ...string) *ratelimitv3.RateLimitDescriptor {
+		d := &ratelimitv3.RateLimitDescriptor{}
+		for i := 0; i < len(kv); i += 2 {
+			d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+		}
+		return d
+	}
+	ask := func(c rlsv3.RateLimitServiceClient, ds ...*ratelimitv3.RateLimitDescriptor) (*rlsv3.RateLimitResponse, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "api", Descriptors: ds})
+	}
+
+	// Per value: two a day for each tenant, whichever instance answers.
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		resp, err := ask(clients[i], desc("tenant", "acme-"+run))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := resp.Statuses[0]; st.Code != want || st.CurrentLimit.GetRequestsPerUnit() != 2 || st.LimitRemaining != uint32(max(1-i, 0)) {
+			t.Fatalf("tenant call %d: %v, want %v with 2 a day, %d left", i, st, want, max(1-i, 0))
+		}
+	}
+
+	// Shared: (generic_key, search) is one budget, whoever calls (each
+	// subtest starts its own Redis, so the budget is whole).
+	const workers, perWorker, budget = 200, 8, 1000
+	var allowed, denied atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := clients[w%len(clients)]
+			for range perWorker {
+				resp, err := ask(c, desc("generic_key", "search"), desc("user", fmt.Sprintf("caller-%03d", w)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+					allowed.Add(1)
+				} else {
+					denied.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	if allowed.Load() != budget || denied.Load() != workers*perWorker-budget {
+		t.Errorf("%d OK, %d OVER_LIMIT of %d requests on a budget of %d; want exactly %d OK", allowed.Load(), denied.Load(), workers*perWorker, budget, budget)
+	}
+}

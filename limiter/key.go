@@ -1,0 +1,164 @@
+package limiter
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// Bucket ids of rules keyed by more than the caller (rules.ParseBy). A
+// rule's bucket is the store's (Op.Client, Op.Rule); Op.Client is, for a
+// key of one part:
+//
+//	client, user, api_key, ip   the caller's id, "user:alice" (as always)
+//	global                      "global"
+//	endpoint                    "endpoint:GET /api/orders" (method and clean path)
+//	header:<name>               "header:x-tenant=acme" (name in lower case)
+//	entry:<key>                 "entry:generic_key=foo"
+//
+// and for a key of several parts, each of those prefixed by its length and
+// joined by "|": "017:api_key:k_live_42|024:endpoint:GET /api/orders", so
+// that no two combinations of values make one id. A value that is not
+// identity.Plain (longer than 256 bytes, control characters, …) is keyed
+// by its digest ("h:" and 32 hex digits), as a caller's is, so an id never
+// outgrows its scratch space.
+//
+// On Redis the whole id is the hash tag: one shard per bucket id. Every
+// global rule's bucket is on the shard of "global".
+const (
+	keyGlobal   = "global"
+	maxKeyValue = 256
+	// maxKeyPart bounds one part: kind, name, "=", value or digest, and
+	// the length prefix of a combination.
+	maxKeyPart = len("endpoint:") + 128 + 1 + maxKeyValue + 4
+	maxKey     = rules.MaxKeyParts * (maxKeyPart + 1)
+)
+
+// keyInput is what a call offers a rule's key: its caller ids as the
+// limiter built them, and the request.
+type keyInput struct {
+	user, apiKey, ip string
+	method, path     string // path: the clean path
+	header           http.Header
+	entries          []rules.Entry
+}
+
+// appendKey appends the bucket id of rule r for the call to buf and
+// returns it with the identity it names (the caller kind for a key of one
+// caller part, r.By otherwise). ok is false when the call lacks a value the
+// key needs: the rule does not count the call.
+func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.By, id string, ok bool) {
+	if len(r.Key) == 1 && r.Key[0].Caller() {
+		by, id = pick(r.By, in.user, in.apiKey, in.ip)
+		return buf, by, id, id != ""
+	}
+	start := len(buf)
+	multi := len(r.Key) > 1
+	for i, p := range r.Key {
+		if i > 0 {
+			buf = append(buf, '|')
+		}
+		ps := len(buf)
+		if multi {
+			buf = append(buf, "000:"...) // the length, written below
+		}
+		vs := len(buf)
+		switch p.Kind {
+		case rules.KeyGlobal:
+			buf = append(buf, keyGlobal...)
+		case rules.KeyEndpoint:
+			if in.method == "" || in.path == "" {
+				return buf[:start], "", "", false
+			}
+			buf = append(buf, "endpoint:"...)
+			buf = appendEndpoint(buf, in.method, in.path)
+		case rules.KeyHeader:
+			var v string
+			if vs := in.header[p.Name]; len(vs) > 0 {
+				v = vs[0]
+			}
+			if v == "" {
+				return buf[:start], "", "", false
+			}
+			buf = append(buf, "header:"...)
+			buf = appendLower(buf, p.Name)
+			buf = append(buf, '=')
+			buf = appendValue(buf, v)
+		case rules.KeyEntry:
+			v := entryValue(in.entries, p.Name)
+			if v == "" {
+				return buf[:start], "", "", false
+			}
+			buf = append(buf, "entry:"...)
+			buf = append(buf, p.Name...)
+			buf = append(buf, '=')
+			buf = appendValue(buf, v)
+		default:
+			_, c := pick(rules.By(callerBy[p.Kind]), in.user, in.apiKey, in.ip)
+			if c == "" {
+				return buf[:start], "", "", false
+			}
+			buf = append(buf, c...)
+		}
+		if multi { // "017:", the part's length in three digits (< maxKeyPart)
+			n := len(buf) - vs
+			buf[ps], buf[ps+1], buf[ps+2] = '0'+byte(n/100), '0'+byte(n/10%10), '0'+byte(n%10)
+		}
+	}
+	return buf, r.By, bytesString(buf[start:]), true
+}
+
+var callerBy = [...]string{rules.KeyClient: "client", rules.KeyUser: "user", rules.KeyAPIKey: "api_key", rules.KeyIP: "ip"}
+
+// appendValue appends v as it is when identity.Plain (printable, at most
+// identity.MaxValue bytes, not itself a digest), else its digest, as the
+// caller ids are.
+func appendValue(buf []byte, v string) []byte {
+	if identity.Plain(v) {
+		return append(buf, v...)
+	}
+	return identity.AppendDigest(buf, v)
+}
+
+// appendEndpoint appends the endpoint a call is counted under: its method
+// in upper case (HEAD as GET, which rules match it as), a space and its
+// clean path (rules.CleanPath), or the digest of that when it is not plain.
+func appendEndpoint(buf []byte, method, path string) []byte {
+	var tmp [maxKeyValue + 64]byte
+	e := tmp[:0]
+	if len(method) == 4 && strings.EqualFold(method, "HEAD") {
+		method = "GET"
+	}
+	for i := 0; i < len(method); i++ {
+		c := method[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		e = append(e, c)
+	}
+	e = append(e, ' ')
+	e = rules.AppendCleanPath(e, path)
+	return appendValue(buf, bytesString(e))
+}
+func appendLower(buf []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf = append(buf, c)
+	}
+	return buf
+}
+
+// entryValue returns the value of the first entry with key k, "" if none.
+func entryValue(es []rules.Entry, k string) string {
+	for _, e := range es {
+		if e.Key == k {
+			return e.Value
+		}
+	}
+	return ""
+}

@@ -1,0 +1,182 @@
+package limiter_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
+)
+
+// TestKeys: each kind of key makes the buckets it names — one for every
+// caller (global), one per endpoint, header value, descriptor entry value
+// or combination — and a call lacking a value its rule is keyed by is not
+// counted by that rule.
+func TestKeys(t *testing.T) {
+	by := func(b rules.By) func(*rules.Rule) { return func(r *rules.Rule) { r.By = b } }
+	hdr := func(kv ...string) http.Header {
+		h := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return h
+	}
+	type call struct {
+		req     limiter.Request
+		allowed bool
+		matched int
+	}
+	tests := []struct {
+		name  string
+		rule  rules.Rule
+		calls []call
+	}{
+		{"global: one bucket for every caller", rule("g", 2, time.Minute, by(rules.ByGlobal)), []call{
+			{limiter.Request{User: "a"}, true, 1},
+			{limiter.Request{APIKey: "k"}, true, 1},
+			{limiter.Request{IP: "203.0.113.7"}, false, 1},
+			{limiter.Request{}, false, 1}, // no identity at all: still the one bucket
+		}},
+		{"endpoint: one bucket per method and path", rule("e", 1, time.Minute, func(r *rules.Rule) {
+			r.By, r.Match.Endpoint = rules.ByEndpoint, "* /api/*"
+		}), []call{
+			{limiter.Request{User: "a", Method: "GET", Path: "/api/a"}, true, 1},
+			{limiter.Request{User: "b", Method: "GET", Path: "/api/a"}, false, 1},
+			{limiter.Request{User: "b", Method: "POST", Path: "/api/a"}, true, 1},
+			{limiter.Request{User: "b", Method: "GET", Path: "/api/b"}, true, 1},
+		}},
+		{"header: one bucket per value; absent is not counted", rule("h", 1, time.Minute, by("header:X-Tenant")), []call{
+			{limiter.Request{User: "a", Header: hdr("x-tenant", "acme")}, true, 1},
+			{limiter.Request{User: "b", Header: hdr("X-TENANT", "acme")}, false, 1},
+			{limiter.Request{User: "b", Header: hdr("x-tenant", "other")}, true, 1},
+			{limiter.Request{User: "b", Header: hdr("x-other", "acme")}, true, 0},
+			{limiter.Request{User: "b"}, true, 0},
+		}},
+		{"entry: one bucket per value", rule("n", 1, time.Minute, by("entry:generic_key")), []call{
+			{limiter.Request{Entries: []rules.Entry{{Key: "generic_key", Value: "x"}}}, true, 1},
+			{limiter.Request{Entries: []rules.Entry{{Key: "generic_key", Value: "x"}}}, false, 1},
+			{limiter.Request{Entries: []rules.Entry{{Key: "generic_key", Value: "y"}}}, true, 1},
+			{limiter.Request{Entries: []rules.Entry{{Key: "other", Value: "x"}}}, true, 0},
+		}},
+		{"api_key × endpoint", rule("ke", 1, time.Minute, by("api_key+endpoint")), []call{
+			{limiter.Request{APIKey: "k1", Method: "GET", Path: "/a"}, true, 1},
+			{limiter.Request{APIKey: "k1", Method: "GET", Path: "/a"}, false, 1},
+			{limiter.Request{APIKey: "k1", Method: "GET", Path: "/b"}, true, 1},
+			{limiter.Request{APIKey: "k2", Method: "GET", Path: "/a"}, true, 1},
+			{limiter.Request{User: "u", Method: "GET", Path: "/a"}, true, 0}, // no API key
+		}},
+		{"combinations never collide", rule("hh", 1, time.Minute, by("header:a+header:b")), []call{
+			{limiter.Request{Header: hdr("a", "x|header:b=y", "b", "z")}, true, 1},
+			{limiter.Request{Header: hdr("a", "x", "b", "y|header:b=z")}, true, 1},
+			{limiter.Request{Header: hdr("a", "x", "b", "y")}, true, 1},
+			{limiter.Request{Header: hdr("a", "x", "b", "y")}, false, 1},
+		}},
+		{"long values by digest, still one bucket each", rule("long", 1, time.Minute, by("header:a+entry:e")), []call{
+			{limiter.Request{Header: hdr("a", string(make([]byte, 5000))), Entries: []rules.Entry{{Key: "e", Value: "1"}}}, true, 1},
+			{limiter.Request{Header: hdr("a", string(make([]byte, 5000))), Entries: []rules.Entry{{Key: "e", Value: "1"}}}, false, 1},
+			{limiter.Request{Header: hdr("a", string(make([]byte, 5001))), Entries: []rules.Entry{{Key: "e", Value: "1"}}}, true, 1},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{tt.rule}})
+			for i, c := range tt.calls {
+				d := check(t, l, c.req)
+				if d.Allowed != c.allowed || d.Matched != c.matched {
+					t.Errorf("call %d: allowed %v, matched %d; want %v, %d", i, d.Allowed, d.Matched, c.allowed, c.matched)
+				}
+			}
+		})
+	}
+}
+
+// TestKeysRuleOnEntries: a rule on descriptor entries applies only to a
+// request carrying exactly those entries, keyed as its by says.
+func TestKeysRuleOnEntries(t *testing.T) {
+	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{{
+		ID: "tenant-path", Match: rules.Match{Entries: []rules.Entry{{Key: "tenant", Value: ""}, {Key: "path", Value: "/slow"}}},
+		By: "entry:tenant", Limit: 1, Window: rules.Duration(time.Minute), Algorithm: 2,
+	}}})
+	e := func(kv ...string) []rules.Entry {
+		var es []rules.Entry
+		for i := 0; i < len(kv); i += 2 {
+			es = append(es, rules.Entry{Key: kv[i], Value: kv[i+1]})
+		}
+		return es
+	}
+	for i, c := range []struct {
+		entries []rules.Entry
+		allowed bool
+		matched int
+	}{
+		{e("tenant", "a", "path", "/slow"), true, 1},
+		{e("tenant", "a", "path", "/slow"), false, 1},
+		{e("tenant", "b", "path", "/slow"), true, 1},
+		{e("tenant", "a", "path", "/fast"), true, 0},
+		{e("tenant", "a"), true, 0},
+	} {
+		d := check(t, l, limiter.Request{Entries: c.entries})
+		if d.Allowed != c.allowed || d.Matched != c.matched {
+			t.Errorf("call %d (%v): allowed %v, matched %d; want %v, %d", i, c.entries, d.Allowed, d.Matched, c.allowed, c.matched)
+		}
+	}
+}
+
+// BenchmarkCheckMixed is BenchmarkCheck over 10,000 rules of every kind of
+// match and key: plans, endpoints, Envoy descriptor entries, and rules
+// keyed by the caller, global, endpoint, a header, an entry and
+// api_key+endpoint. The HTTP call matches a global rule, an
+// api_key+endpoint rule and a header rule; the Envoy call a rule on
+// entries keyed by one of them.
+func BenchmarkCheckMixed(b *testing.B) {
+	s := &rules.Set{}
+	keys := []rules.By{"", rules.ByGlobal, rules.ByEndpoint, "header:x-tenant", "api_key+endpoint"}
+	for i := range 10_000 {
+		r := rule(fmt.Sprintf("r%d", i), 1_000_000_000, time.Hour, nil)
+		switch i % 4 {
+		case 0:
+			r.Match.Endpoint = fmt.Sprintf("GET /api/v1/resource%d", i)
+		case 1:
+			r.Match.Plan = fmt.Sprintf("plan%d", i)
+		case 2:
+			r.Match.Endpoint = fmt.Sprintf("* /api/v2/area%d/*", i)
+		default:
+			r.Match.Entries = []rules.Entry{{Key: "tenant"}, {Key: "route", Value: fmt.Sprintf("/r%d", i)}}
+			r.By = "entry:tenant"
+		}
+		if r.By == "" {
+			r.By = keys[i%len(keys)]
+		}
+		s.Rules = append(s.Rules, r)
+	}
+	// What the calls match: r0 … r2 are endpoint, plan and prefix rules.
+	s.Rules[4].Match.Endpoint, s.Rules[4].By = "POST /search", rules.ByGlobal
+	s.Rules[8].Match.Endpoint, s.Rules[8].By = "* /search", "api_key+endpoint"
+	s.Rules[12].Match.Endpoint, s.Rules[12].By = "POST /*", "header:x-tenant"
+	for _, c := range []struct {
+		name     string
+		req      limiter.Request
+		matching int
+	}{
+		{"http", limiter.Request{APIKey: "k_live_42", Method: "POST", Path: "/search", Header: http.Header{"X-Tenant": {"acme"}}}, 3},
+		{"envoy", limiter.Request{Entries: []rules.Entry{{Key: "tenant", Value: "acme"}, {Key: "route", Value: "/r3"}}}, 1},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			l, _ := newLimiter(b, s)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				req := c.req
+				d, err := l.Check(ctx, &req)
+				if err != nil || d.Matched != c.matching {
+					b.Fatalf("Check = %+v, %v; want %d rules matched", d, err, c.matching)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}

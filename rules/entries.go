@@ -1,0 +1,164 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Entry is one entry of an Envoy rate limit descriptor: a key and a value.
+// In a rule's match.entries, Value "" matches any value (and, with the rule
+// keyed by entry:<key>, makes one bucket per value), a Value ending in "*"
+// matches every value starting with what comes before it, and any other
+// Value matches itself only.
+type Entry struct {
+	Key   string `json:"key" yaml:"key"`
+	Value string `json:"value,omitempty" yaml:"value,omitempty"`
+}
+
+// Limits on match.entries.
+const (
+	MaxEntries    = 32  // entries in one match, as in one descriptor
+	MaxEntryValue = 256 // bytes of a value in a rule's match
+)
+
+// validEntries checks a rule's match.entries.
+func validEntries(es []Entry) *FieldError {
+	if len(es) > MaxEntries {
+		return fieldErr(fmt.Sprintf("at most %d entries, got %d", MaxEntries, len(es)), "match", "entries")
+	}
+	for i, e := range es {
+		at := fmt.Sprintf("entries[%d]", i)
+		switch {
+		case e.Key == "":
+			return fieldErr("required", "match", at, "key")
+		case len(e.Key) > maxKeyName:
+			return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", maxKeyName, len(e.Key)), "match", at, "key")
+		case strings.IndexFunc(e.Key, func(c rune) bool { return c <= ' ' || c >= 0x7f }) >= 0:
+			return fieldErr(fmt.Sprintf("must be printable ASCII without spaces, got %s", quote(e.Key)), "match", at, "key")
+		case len(e.Value) > MaxEntryValue:
+			return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", MaxEntryValue, len(e.Value)), "match", at, "value")
+		case !utf8.ValidString(e.Value) || strings.ContainsFunc(e.Value, unicode.IsControl):
+			return fieldErr("must be UTF-8 without control characters", "match", at, "value")
+		case strings.Contains(strings.TrimSuffix(e.Value, "*"), "*"):
+			return fieldErr(fmt.Sprintf(`"*" is only allowed last (every value starting with what comes before it), got %s`, quote(e.Value)), "match", at, "value")
+		}
+	}
+	return nil
+}
+
+// entryNode is a level of the descriptor tree of an Index's view: the rules
+// whose match.entries end here, and the entries that lead deeper.
+type entryNode struct {
+	rules []*Compiled
+	keys  map[string]*entryKey
+}
+
+// entryKey holds the nodes one entry key leads to, by how its value is
+// matched.
+type entryKey struct {
+	values   map[string]*entryNode // exact values
+	prefixes []entryPrefix         // values ending in "*", longest first
+	any      *entryNode            // no value
+}
+
+type entryPrefix struct {
+	prefix string
+	node   *entryNode
+}
+
+// addEntries puts c, an enabled rule with match.entries, in the tree.
+func (ix *Index) addEntries(c *Compiled) {
+	if ix.entries == nil {
+		ix.entries = &entryNode{}
+	}
+	n := ix.entries
+	for _, e := range c.Match.Entries {
+		if n.keys == nil {
+			n.keys = make(map[string]*entryKey)
+		}
+		k := n.keys[e.Key]
+		if k == nil {
+			k = &entryKey{}
+			n.keys[e.Key] = k
+		}
+		n = k.node(e.Value)
+	}
+	n.rules = append(n.rules, c)
+}
+
+func (k *entryKey) node(v string) *entryNode {
+	switch {
+	case v == "":
+		if k.any == nil {
+			k.any = &entryNode{}
+		}
+		return k.any
+	case strings.HasSuffix(v, "*"):
+		p := v[:len(v)-1]
+		for _, x := range k.prefixes {
+			if x.prefix == p {
+				return x.node
+			}
+		}
+		n := &entryNode{}
+		k.prefixes = append(k.prefixes, entryPrefix{p, n})
+		slices.SortStableFunc(k.prefixes, func(a, b entryPrefix) int { return len(b.prefix) - len(a.prefix) })
+		return n
+	}
+	if k.values == nil {
+		k.values = make(map[string]*entryNode)
+	}
+	n := k.values[v]
+	if n == nil {
+		n = &entryNode{}
+		k.values[v] = n
+	}
+	return n
+}
+
+// MatchEntries appends to dst the enabled rules whose match.entries select
+// a descriptor with these entries, and returns dst. The descriptor is
+// walked entry by entry as envoyproxy/ratelimit walks its configuration:
+// at each level an entry is matched by its exact value if some rule names
+// it, else by the longest value prefix ("abc*") that fits, else by a rule
+// naming the key without a value — the most specific match, never
+// retried with a less specific one when a deeper entry then fails. Only
+// rules whose entries end where the descriptor ends apply. Rules with no
+// match.entries are never returned (see Match). MatchEntries allocates
+// nothing when dst has the capacity.
+func (ix *Index) MatchEntries(entries []Entry, dst []*Compiled) []*Compiled {
+	if ix == nil || ix.entries == nil || len(entries) == 0 {
+		return dst
+	}
+	n := ix.entries
+	for _, e := range entries {
+		k := n.keys[e.Key]
+		if k == nil {
+			return dst
+		}
+		next := k.values[e.Value]
+		if next == nil {
+			for _, p := range k.prefixes {
+				if strings.HasPrefix(e.Value, p.prefix) {
+					next = p.node
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = k.any
+		}
+		if next == nil {
+			return dst
+		}
+		n = next
+	}
+	return append(dst, n.rules...)
+}
+
+// HasEntries reports whether some enabled rule of this view matches on
+// descriptor entries.
+func (ix *Index) HasEntries() bool { return ix != nil && ix.entries != nil }

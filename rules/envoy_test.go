@@ -1,0 +1,270 @@
+package rules
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// The configurations below are written for this project; each uses a
+// feature that envoyproxy/ratelimit's README and example configuration
+// files use: one level of key/value, nested descriptors, keys without a
+// value, wildcard values, shadow_mode, detailed_metric, name, every unit.
+
+const envoyNested = `---
+domain: edge
+descriptors:
+  # a placeholder with a nested limit
+  - key: source_cluster
+    value: front
+    descriptors:
+      - key: destination_cluster
+        value: books
+        rate_limit:
+          unit: minute
+          requests_per_unit: 4
+  - key: tenant
+    rate_limit:
+      unit: minute
+      requests_per_unit: 7
+    descriptors:
+      - key: path
+        rate_limit:
+          unit: hour
+          requests_per_unit: 30
+      - key: path
+        value: /slow
+        rate_limit:
+          name: tenant-slow
+          unit: second
+          requests_per_unit: 2
+        shadow_mode: true
+  - key: region
+    value: eu-*
+    detailed_metric: true
+    rate_limit:
+      unit: Day
+      requests_per_unit: 1000
+  - key: plain_key
+    value: 42
+`
+
+func TestImportEnvoy(t *testing.T) {
+	s, err := ImportEnvoy([]EnvoyFile{{Name: "edge.yaml", Data: []byte(envoyNested)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		id      string
+		entries []Entry
+		by      By
+		limit   int64
+		window  time.Duration
+		shadow  bool
+	}
+	wants := []want{
+		{"edge.1", []Entry{{"source_cluster", "front"}, {"destination_cluster", "books"}}, ByGlobal, 4, time.Minute, false},
+		{"edge.2", []Entry{{"tenant", ""}}, "entry:tenant", 7, time.Minute, false},
+		{"edge.3", []Entry{{"tenant", ""}, {"path", ""}}, "entry:tenant+entry:path", 30, time.Hour, false},
+		{"tenant-slow", []Entry{{"tenant", ""}, {"path", "/slow"}}, "entry:tenant", 2, time.Second, true},
+		{"edge.5", []Entry{{"region", "eu-*"}}, "entry:region", 1000, 24 * time.Hour, false},
+	}
+	if len(s.Rules) != len(wants) {
+		t.Fatalf("ImportEnvoy made %d rules, want %d: %+v", len(s.Rules), len(wants), s.Rules)
+	}
+	for i, w := range wants {
+		r := s.Rules[i]
+		got := want{r.ID, r.Match.Entries, r.By, r.Limit, time.Duration(r.Window), r.Shadow}
+		if !reflect.DeepEqual(got, w) {
+			t.Errorf("rule %d = %+v, want %+v", i, got, w)
+		}
+		if r.Match.Domain != "edge" || r.Algorithm != algorithm.FixedWindow {
+			t.Errorf("rule %d: domain %q algorithm %v, want edge, fixed_window", i, r.Match.Domain, r.Algorithm)
+		}
+	}
+	if d := s.Rules[4].Description; !strings.Contains(d, "detailed_metric") || !strings.Contains(d, "edge.yaml") {
+		t.Errorf("description %q, want the file and detailed_metric", d)
+	}
+
+	// What import writes, the rules file reads back the same.
+	b, err := EncodeYAML(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseYAML(b)
+	if err != nil {
+		t.Fatalf("ParseYAML(EncodeYAML(imported)) = %v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(back.Rules, s.Rules) {
+		t.Errorf("rules file round trip:\n%s\ngot  %+v\nwant %+v", b, back.Rules, s.Rules)
+	}
+}
+
+func TestImportEnvoyRefuses(t *testing.T) {
+	limit := func(extra string) string {
+		return "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n" + extra
+	}
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", "domain: d\ndescriptors:\n  - key: k\n    limit: 3\n", `f.yaml: line 4: k: unknown key "limit"`},
+		{"unknown rate_limit key", limit("      burst: 3\n"), `f.yaml: line 7: k: rate_limit: unknown key "burst"`},
+		{"no key", "domain: d\ndescriptors:\n  - value: v\n", "f.yaml: line 3: =v: key: required"},
+		{"no domain", "descriptors: []\n", "domain: required"},
+		{"bad unit", strings.Replace(limit(""), "minute", "fortnight", 1), `rate_limit.unit: want one of second, minute, hour, day, week, month, year, got "fortnight"`},
+		{"negative", strings.Replace(limit(""), "5", "-1", 1), "requests_per_unit: want a whole number from 0 to 4294967295, got -1"},
+		{"zero", strings.Replace(limit(""), "5", "0", 1), "requests_per_unit: 0 (deny every call) is not supported by sluice yet"},
+		{"unlimited", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: true\n", "rate_limit.unlimited is not supported by sluice yet"},
+		{"replaces", limit("      replaces:\n        - name: x\n"), "rate_limit.replaces is not supported by sluice yet"},
+		{"quota_mode", limit("    quota_mode: true\n"), "quota_mode is not supported by sluice"},
+		{"bad wildcard", "domain: d\ndescriptors:\n  - key: k\n    value: a*b\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n", `"*" is only allowed last`},
+		{"not yaml", "domain: [\n", "f.yaml: invalid YAML"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ImportEnvoy([]EnvoyFile{{Name: "f.yaml", Data: []byte(tt.yaml)}})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ImportEnvoy = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	one := []byte("domain: d\n")
+	_, err := ImportEnvoy([]EnvoyFile{{"a.yaml", one}, {"b.yaml", one}})
+	if err == nil || !strings.Contains(err.Error(), `b.yaml: line 1: domain "d" is also the domain of a.yaml`) {
+		t.Errorf("two files of one domain: %v", err)
+	}
+}
+
+func TestMatchEntries(t *testing.T) {
+	s, err := ImportEnvoy([]EnvoyFile{{Name: "edge.yaml", Data: []byte(envoyNested + `
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: ip
+    value: 50.0.0.5
+    descriptors:
+      - key: user
+        rate_limit: {unit: second, requests_per_unit: 1}
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Rules = append(s.Rules, Rule{ID: "other", Match: Match{Domain: "other", Entries: []Entry{{"tenant", ""}}}, Limit: 1, Window: Duration(time.Second)})
+	ix, err := Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := func(kv ...string) []Entry {
+		var es []Entry
+		for i := 0; i < len(kv); i += 2 {
+			es = append(es, Entry{kv[i], kv[i+1]})
+		}
+		return es
+	}
+	tests := []struct {
+		name    string
+		domain  string
+		entries []Entry
+		want    []string
+	}{
+		{"nested exact", "edge", e("source_cluster", "front", "destination_cluster", "books"), []string{"edge.1"}},
+		{"placeholder alone has no limit", "edge", e("source_cluster", "front"), nil},
+		{"nested other value", "edge", e("source_cluster", "front", "destination_cluster", "films"), nil},
+		{"any value", "edge", e("tenant", "acme"), []string{"edge.2"}},
+		{"any, then any", "edge", e("tenant", "acme", "path", "/x"), []string{"edge.3"}},
+		{"exact beats any", "edge", e("tenant", "acme", "path", "/slow"), []string{"tenant-slow"}},
+		{"order matters", "edge", e("path", "/x", "tenant", "acme"), nil},
+		{"longer than any rule", "edge", e("tenant", "acme", "path", "/x", "more", "1"), nil},
+		{"wildcard", "edge", e("region", "eu-west"), []string{"edge.5"}},
+		{"wildcard misses", "edge", e("region", "us-east"), nil},
+		{"exact ip wins, no fallback to the key", "edge", e("ip", "50.0.0.5"), nil},
+		{"key-only ip", "edge", e("ip", "50.0.0.6"), []string{"edge.6"}},
+		{"exact ip nested", "edge", e("ip", "50.0.0.5", "user", "u"), []string{"edge.7"}},
+		{"other domain", "other", e("tenant", "acme"), []string{"other"}},
+		{"unknown domain", "nope", e("tenant", "acme"), nil},
+		{"unknown key", "edge", e("generic_key", "x"), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ix.Domain(tt.domain).MatchEntries(tt.entries, nil)
+			var ids []string
+			for _, c := range got {
+				ids = append(ids, c.ID)
+			}
+			if !reflect.DeepEqual(ids, tt.want) {
+				t.Errorf("MatchEntries(%v) = %v, want %v", tt.entries, ids, tt.want)
+			}
+		})
+	}
+	// The HTTP API's Match never sees a rule on entries.
+	if got := ix.Match("", "GET", "/", nil); len(got) != 0 {
+		t.Errorf("Match = %d rules, want none", len(got))
+	}
+	es, v := e("tenant", "acme", "path", "/slow"), ix.Domain("edge")
+	var dst [4]*Compiled
+	if n := testing.AllocsPerRun(100, func() { v.MatchEntries(es, dst[:0]) }); n != 0 {
+		t.Errorf("MatchEntries allocates %v times, want 0", n)
+	}
+}
+
+func TestParseBy(t *testing.T) {
+	tests := []struct {
+		by      By
+		want    []KeyPart
+		wantErr string
+	}{
+		{"", []KeyPart{{Kind: KeyClient}}, ""},
+		{"global", []KeyPart{{Kind: KeyGlobal}}, ""},
+		{"endpoint", []KeyPart{{Kind: KeyEndpoint}}, ""},
+		{"api_key+endpoint", []KeyPart{{Kind: KeyAPIKey}, {Kind: KeyEndpoint}}, ""},
+		{"header:x-tenant", []KeyPart{{Kind: KeyHeader, Name: "X-Tenant"}}, ""},
+		{"entry:generic_key+user", []KeyPart{{Kind: KeyEntry, Name: "generic_key"}, {Kind: KeyUser}}, ""},
+		{"global+ip", nil, `by: global is one bucket for every call and joins nothing; use "ip" without global`},
+		{"user+user", nil, `names "user" twice`},
+		{"client+ip", nil, `names "ip" twice`},
+		{"a+b+c+d+e", nil, "at most 4 parts"},
+		{"header:", nil, `"header:" needs a name after the colon, e.g. "header:x-tenant"`},
+		{"header:x y", nil, `a header name is letters`},
+		{"entry:a b", nil, `an entry key is printable ASCII without spaces`},
+		{"user+", nil, "empty part"},
+		{"session", nil, `got "session"`},
+	}
+	for _, tt := range tests {
+		got, err := ParseBy(tt.by)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("ParseBy(%q) = %v, want an error containing %q", tt.by, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("ParseBy(%q) = %+v, %v, want %+v", tt.by, got, err, tt.want)
+		}
+	}
+}
+
+// TestImportEnvoyMany: a domain of many limits loads — at most one node's
+// rules apply to a descriptor, so they are not counted together against
+// MaxRulesPerCall.
+func TestImportEnvoyMany(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: big\ndescriptors:\n")
+	for i := range 500 {
+		fmt.Fprintf(&b, "  - key: k\n    value: v%d\n    rate_limit: {unit: second, requests_per_unit: %d}\n", i, i+1)
+	}
+	s, err := ImportEnvoy([]EnvoyFile{{Name: "big.yaml", Data: []byte(b.String())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ix.Domain("big").MatchEntries([]Entry{{Key: "k", Value: "v499"}}, nil)
+	if len(got) != 1 || got[0].Limit != 500 {
+		t.Errorf("MatchEntries(k=v499) = %v, want the one rule of 500", got)
+	}
+}
