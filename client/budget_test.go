@@ -124,7 +124,9 @@ func TestBudgetPacesCalls(t *testing.T) {
 			t.Fatalf("%d calls within 1s from call %d, want at most %d (21, plus the send delay spread %v)", n, i, allow, jitter)
 		}
 	}
-	if jitter > 200*time.Millisecond {
+	// Unpaced calls would spread over the whole 1.4 s of slots; 600 ms
+	// leaves room for a machine whose cores the rest of the suite takes.
+	if jitter > 600*time.Millisecond {
 		t.Fatalf("send delays spread over %v: the calls are not paced to their slots", jitter)
 	}
 	// 28 calls after the first two take 28 × 50 ms.
