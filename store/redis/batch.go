@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/limiter"
@@ -40,16 +43,39 @@ func appendParams(dst []byte, op *limiter.Op, first bool) []byte {
 	return dst
 }
 
-// exec runs take.lua over keys with params (EVALSHA, EVAL on NOSCRIPT) and
-// returns its reply.
+// exec runs take.lua over keys with params and returns its reply: FCALL of
+// the function library where every node has it, else EVALSHA (EVAL on
+// NOSCRIPT). A node that lost the library (a restart, a failover to a
+// replica that never had it, FUNCTION FLUSH) answers "Function not found":
+// the library is loaded on every node again and the run retried once,
+// then run with EVALSHA/EVAL if it still is not found.
 func (s *Store) exec(ctx context.Context, keys []string, params []byte) (string, error) {
 	now := ""
 	if s.cfg.Clock != nil {
 		now = strconv.FormatInt(s.cfg.Clock()-epoch, 10)
 	}
-	// A copy: when ctx ends first, Exec returns while the command may
+	// A copy: when ctx ends first, the call returns while the command may
 	// still wait to be written, and params is reused.
-	return s.take.Exec(ctx, s.client, keys, []string{now, string(params)}).ToString()
+	args := []string{now, string(params)}
+	if s.fcall {
+		for try := 0; try < 2; try++ {
+			r := s.client.Do(ctx, s.client.B().Fcall().Function(takeFunction).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+			if !functionNotFound(r.Error()) {
+				return r.ToString()
+			}
+			if try == 0 {
+				s.loadLibrary(ctx)
+			}
+		}
+	}
+	return s.take.Exec(ctx, s.client, keys, args).ToString()
+}
+
+// functionNotFound reports whether err is FCALL's answer from a node
+// without the function.
+func functionNotFound(err error) bool {
+	rerr, ok := rueidis.IsRedisErr(err)
+	return ok && strings.Contains(rerr.Error(), "Function not found")
 }
 
 // epoch is the origin of the scripts' times: 2020-09-13T12:26:40Z in Unix

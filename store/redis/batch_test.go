@@ -23,62 +23,68 @@ import (
 // share script runs (the batches of a standalone server), and each decision
 // must still be the Go algorithm's.
 func TestDifferentialBatched(t *testing.T) {
-	srv := redistest.Start(t)
-	var clock atomic.Int64
-	s := openStore(t, func(c *sredis.Config) { c.Clock = clock.Load; c.DenialCache = false }, srv.Addr())
-	const workers, steps = 40, 60
-	r := rand.New(rand.NewPCG(3, 5))
-	type bucket struct {
-		p   algorithm.Params
-		st  algorithm.State
-		rng *rand.Rand
-	}
-	bs := make([]*bucket, workers)
-	for w := range bs {
-		k := algorithm.Kinds[w%len(algorithm.Kinds)]
-		p := algorithm.Params{Kind: k, Limit: int64(1 + r.IntN(20)), Window: []int64{conformance.Second, conformance.Minute, conformance.Hour}[r.IntN(3)]}
-		if k == algorithm.TokenBucket || k == algorithm.LeakyBucket {
-			p.Burst = int64(r.IntN(10))
-		}
-		bs[w] = &bucket{p: p, rng: rand.New(rand.NewPCG(uint64(w), 9))}
-	}
-	now := conformance.Base + r.Int64N(conformance.Day)
-	var runs0 int64 = commandCalls(t, srv, "evalsha")
-	for step := range steps {
-		now += r.Int64N(conformance.Second / 2)
-		clock.Store(now)
-		var wg sync.WaitGroup
-		errs := make(chan error, workers)
-		for w, b := range bs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				cost := 1 + b.rng.Int64N(3)
-				want, ns := algorithm.Apply(b.p, b.st, now, cost)
-				if want.Allowed {
-					b.st = ns
+	for _, path := range scriptPaths {
+		t.Run(path.command, func(t *testing.T) {
+			srv := redistest.Start(t)
+			var clock atomic.Int64
+			s := openStore(t, func(c *sredis.Config) { c.Clock = clock.Load; c.DenialCache = false; c.Evalsha = path.evalsha }, srv.Addr())
+			checkPath(t, s, path.command)
+			const workers, steps = 40, 60
+			r := rand.New(rand.NewPCG(3, 5))
+			type bucket struct {
+				p   algorithm.Params
+				st  algorithm.State
+				rng *rand.Rand
+			}
+			bs := make([]*bucket, workers)
+			for w := range bs {
+				k := algorithm.Kinds[w%len(algorithm.Kinds)]
+				p := algorithm.Params{Kind: k, Limit: int64(1 + r.IntN(20)), Window: []int64{conformance.Second, conformance.Minute, conformance.Hour}[r.IntN(3)]}
+				if k == algorithm.TokenBucket || k == algorithm.LeakyBucket {
+					p.Burst = int64(r.IntN(10))
 				}
-				res := make([]algorithm.Result, 1)
-				op := limiter.Op{Client: fmt.Sprintf("user:batched-%d", w), Rule: "r", Params: b.p, Cost: cost}
-				if _, err := s.Take(context.Background(), []limiter.Op{op}, res); err != nil {
-					errs <- err
-					return
+				bs[w] = &bucket{p: p, rng: rand.New(rand.NewPCG(uint64(w), 9))}
+			}
+			now := conformance.Base + r.Int64N(conformance.Day)
+			runs0, _ := scriptCalls(t, srv)
+			for step := range steps {
+				now += r.Int64N(conformance.Second / 2)
+				clock.Store(now)
+				var wg sync.WaitGroup
+				errs := make(chan error, workers)
+				for w, b := range bs {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						cost := 1 + b.rng.Int64N(3)
+						want, ns := algorithm.Apply(b.p, b.st, now, cost)
+						if want.Allowed {
+							b.st = ns
+						}
+						res := make([]algorithm.Result, 1)
+						op := limiter.Op{Client: fmt.Sprintf("user:batched-%d", w), Rule: "r", Params: b.p, Cost: cost}
+						if _, err := s.Take(context.Background(), []limiter.Op{op}, res); err != nil {
+							errs <- err
+							return
+						}
+						got := res[0]
+						got.Changed, want.Changed = false, false
+						if got != want {
+							errs <- fmt.Errorf("step %d worker %d %+v cost %d: lua %+v, go %+v", step, w, b.p, cost, got, want)
+						}
+					}()
 				}
-				got := res[0]
-				got.Changed, want.Changed = false, false
-				if got != want {
-					errs <- fmt.Errorf("step %d worker %d %+v cost %d: lua %+v, go %+v", step, w, b.p, cost, got, want)
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					t.Fatal(err)
 				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+			}
+			runs1, _ := scriptCalls(t, srv)
+			runs := runs1 - runs0
+			t.Logf("%d decisions in %d script runs", workers*steps, runs)
+		})
 	}
-	runs := commandCalls(t, srv, "evalsha") - runs0
-	t.Logf("%d decisions in %d script runs", workers*steps, runs)
 }
 
 // TestExactUnderConcurrency: 64 goroutines on one user, each call also

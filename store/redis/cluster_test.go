@@ -23,7 +23,8 @@ func TestNoScript(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, batch := range []int{1, 64} {
 		t.Run(fmt.Sprintf("max_batch=%d", batch), func(t *testing.T) {
-			s := openStore(t, func(c *sredis.Config) { c.MaxBatch = batch; c.DenialCache = false }, srv.Addr())
+			s := openStore(t, func(c *sredis.Config) { c.MaxBatch = batch; c.DenialCache = false; c.Evalsha = true }, srv.Addr())
+			checkPath(t, s, "EVALSHA")
 			op := limiter.Op{Client: fmt.Sprintf("user:noscript-%d", batch), Rule: "r",
 				Params: paramsOf(algorithm.TokenBucket, 100, conformance.Hour), Cost: 1}
 			for call := 1; call <= 3; call++ {
@@ -71,6 +72,77 @@ func TestNoScript(t *testing.T) {
 	}
 }
 
+// TestNoFunction: a server that lost the function library (FUNCTION
+// FLUSH, as after a restart or a failover to a node that never had it)
+// still decides: FCALL answers "Function not found", the store loads the
+// library again and retries, and later calls are FCALLs again, with no
+// EVAL.
+func TestNoFunction(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, batch := range []int{1, 64} {
+		t.Run(fmt.Sprintf("max_batch=%d", batch), func(t *testing.T) {
+			s := openStore(t, func(c *sredis.Config) { c.MaxBatch = batch; c.DenialCache = false }, srv.Addr())
+			checkPath(t, s, "FCALL")
+			op := limiter.Op{Client: fmt.Sprintf("user:nofunction-%d", batch), Rule: "r",
+				Params: paramsOf(algorithm.TokenBucket, 100, conformance.Hour), Cost: 1}
+			calls := 0
+			for round := 1; round <= 3; round++ {
+				do(t, srv, "function", "flush")
+				if got := do(t, srv, "function", "list"); got != "" {
+					t.Fatalf("FUNCTION LIST after FUNCTION FLUSH = %q, want empty", got)
+				}
+				fcall0, eval0 := commandCalls(t, srv, "fcall"), commandCalls(t, srv, "eval")
+				for range 2 {
+					calls++
+					res, _ := take(t, s, op)
+					if !res[0].Allowed || res[0].Remaining != int64(100-calls) {
+						t.Fatalf("call %d after FUNCTION FLUSH = %+v, want allowed, remaining %d", calls, res[0], 100-calls)
+					}
+				}
+				if got := do(t, srv, "function", "list"); !strings.Contains(got, "sluice_take_") {
+					t.Fatalf("FUNCTION LIST after the calls = %q, want the library loaded again", got)
+				}
+				if n := commandCalls(t, srv, "fcall") - fcall0; n != 3 {
+					t.Fatalf("FCALL commands after FUNCTION FLUSH = %d, want 3 (one answered \"Function not found\", the retry, the next call)", n)
+				}
+				if n := commandCalls(t, srv, "eval") - eval0; n != 0 {
+					t.Fatalf("EVAL calls after FUNCTION FLUSH = %d, want 0", n)
+				}
+			}
+			// Concurrent calls right after a flush: every one reloads the
+			// library or finds the one another loaded.
+			do(t, srv, "function", "flush")
+			var wg sync.WaitGroup
+			var allowed atomic.Int64
+			errs := make(chan error, 64)
+			for g := range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					op := op
+					op.Client = fmt.Sprintf("user:nofunction-%d-%d", batch, g)
+					res := make([]algorithm.Result, 1)
+					if _, err := s.Take(context.Background(), []limiter.Op{op}, res); err != nil {
+						errs <- err
+						return
+					}
+					if res[0].Allowed {
+						allowed.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("Take after FUNCTION FLUSH: %v", err)
+			}
+			if got := allowed.Load(); got != 64 {
+				t.Fatalf("allowed after FUNCTION FLUSH = %d, want 64", got)
+			}
+		})
+	}
+}
+
 // TestCluster runs the cluster cases on one 3-master Redis Cluster.
 func TestCluster(t *testing.T) {
 	if testing.Short() {
@@ -80,6 +152,7 @@ func TestCluster(t *testing.T) {
 	t.Run("cross_shard_all_or_nothing", func(t *testing.T) { testCrossShard(t, c) })
 	t.Run("same_client_one_script", func(t *testing.T) { testSameClientOneScript(t, c) })
 	t.Run("noscript", func(t *testing.T) { testClusterNoScript(t, c) })
+	t.Run("nofunction", func(t *testing.T) { testClusterNoFunction(t, c) })
 }
 
 // apart returns a user and an ip client whose keys of rules userRule and
@@ -207,7 +280,8 @@ func testSameClientOneScript(t *testing.T, c *redistest.Cluster) {
 // testClusterNoScript: a master that never had the scripts (flushed after
 // the store loaded them everywhere) still decides, through EVAL.
 func testClusterNoScript(t *testing.T, c *redistest.Cluster) {
-	s := openStore(t, func(cfg *sredis.Config) { cfg.DenialCache = false }, c.Addrs()...)
+	s := openStore(t, func(cfg *sredis.Config) { cfg.DenialCache = false; cfg.Evalsha = true }, c.Addrs()...)
+	checkPath(t, s, "EVALSHA")
 	seen := map[*redistest.Server]bool{}
 	for i := 0; len(seen) < 3 && i < 100; i++ {
 		client := "user:noscript-" + strconv.Itoa(i)
@@ -226,6 +300,44 @@ func testClusterNoScript(t *testing.T, c *redistest.Cluster) {
 		}
 		if _, eval1 := scriptCalls(t, master); eval1 != eval0+1 {
 			t.Fatalf("EVAL on %s = %d, want %d: one fallback, then EVALSHA", master.Addr(), eval1, eval0+1)
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("reached %d masters, want 3", len(seen))
+	}
+}
+
+// testClusterNoFunction: a master without the function library (flushed
+// after the store loaded it on every master, as a replica promoted after
+// the store started would be) still decides: the library is loaded again
+// and the calls are FCALLs, with no EVAL.
+func testClusterNoFunction(t *testing.T, c *redistest.Cluster) {
+	s := openStore(t, func(cfg *sredis.Config) { cfg.DenialCache = false }, c.Addrs()...)
+	checkPath(t, s, "FCALL")
+	seen := map[*redistest.Server]bool{}
+	for i := 0; len(seen) < 3 && i < 100; i++ {
+		client := "user:nofunction-" + strconv.Itoa(i)
+		master := c.MasterOf(t, s.Key(client, "r"))
+		if seen[master] {
+			continue
+		}
+		seen[master] = true
+		if got := do(t, master, "function", "list"); !strings.Contains(got, "sluice_take_") {
+			t.Fatalf("FUNCTION LIST on master %s = %q, want the library, loaded at start", master.Addr(), got)
+		}
+		do(t, master, "function", "flush")
+		fcall0, eval0 := commandCalls(t, master, "fcall"), commandCalls(t, master, "eval")
+		op := limiter.Op{Client: client, Rule: "r", Params: paramsOf(algorithm.TokenBucket, 10, conformance.Hour), Cost: 1}
+		for call := 1; call <= 3; call++ {
+			if res, _ := take(t, s, op); !res[0].Allowed || res[0].Remaining != int64(10-call) {
+				t.Fatalf("%s on %s, call %d = %+v, want allowed, remaining %d", client, master.Addr(), call, res[0], 10-call)
+			}
+		}
+		if n := commandCalls(t, master, "fcall") - fcall0; n != 4 {
+			t.Fatalf("FCALL on %s = %d, want 4: one answered \"Function not found\", then the library loaded again and three runs", master.Addr(), n)
+		}
+		if n := commandCalls(t, master, "eval") - eval0; n != 0 {
+			t.Fatalf("EVAL on %s = %d, want 0", master.Addr(), n)
 		}
 	}
 	if len(seen) != 3 {

@@ -11,8 +11,17 @@
 -- integer of at most 19 digits, which Redis keeps in the object itself (see
 -- take.lua's header and docs/redis.md); otherwise it is packed with struct.
 
-local pack, sunpack = struct.pack, struct.unpack
-local floor, byte, sub, fmt = math.floor, string.byte, string.sub, string.format
+-- Redis gives a function library its libraries (math, string, table,
+-- struct, redis.call, unpack) only while a function runs, not while the
+-- library loads: bind takes them on a run's first need (every run of a
+-- script, the first run of the library). Both scripts call it first.
+local pack, sunpack, floor, ceil, byte, sub, find, fmt, concat, unpk, call, pcall_
+local function bind()
+  pack, sunpack = struct.pack, struct.unpack
+  floor, ceil = math.floor, math.ceil
+  byte, sub, find, fmt = string.byte, string.sub, string.find, string.format
+  concat, unpk, call, pcall_ = table.concat, unpack, redis.call, redis.pcall
+end
 local EPOCH = 1600000000000000 -- µs; decimal times are 15 digits until 2051
 local NEW = -9007199254740992 -- a time before any other: the state of a new bucket
 

@@ -49,11 +49,28 @@ func do(t testing.TB, srv *redistest.Server, args ...string) string {
 	return out
 }
 
-// scriptCalls returns how many EVALSHA and EVAL commands srv has run
-// (INFO commandstats).
-func scriptCalls(t testing.TB, srv *redistest.Server) (evalsha, eval int64) {
+// scriptCalls returns how many runs of a loaded script srv has made (FCALL
+// and EVALSHA commands) and how many EVAL commands (INFO commandstats).
+func scriptCalls(t testing.TB, srv *redistest.Server) (loaded, eval int64) {
 	t.Helper()
-	return commandCalls(t, srv, "evalsha"), commandCalls(t, srv, "eval")
+	return commandCalls(t, srv, "fcall") + commandCalls(t, srv, "evalsha"), commandCalls(t, srv, "eval")
+}
+
+// scriptPaths are the two ways the store runs take.lua: a function library
+// called with FCALL (Redis 7 and later, the default) and EVALSHA (older
+// servers; Config.Evalsha forces it). The tests of the scripts' decisions
+// run on both.
+var scriptPaths = []struct {
+	command string // Store.ScriptCommand
+	evalsha bool   // Config.Evalsha
+}{{"FCALL", false}, {"EVALSHA", true}}
+
+// checkPath fails the test unless s runs take.lua with command.
+func checkPath(t testing.TB, s *sredis.Store, command string) {
+	t.Helper()
+	if got := s.ScriptCommand(); got != command {
+		t.Fatalf("store runs take.lua with %s, want %s", got, command)
+	}
 }
 
 // commandCalls returns cmdstat_<name>'s calls from INFO commandstats.

@@ -17,6 +17,7 @@ package redis
 
 import (
 	"context"
+	"crypto/sha1"
 	"crypto/tls"
 	_ "embed"
 	"errors"
@@ -45,8 +46,19 @@ var (
 	announceSource string
 
 	// take.lua and refund.lua read and write states with one codec.
-	takeSource   = codecSource + takeBody
+	// take.lua defines take(keys, args): as a script (EVALSHA) it ends by
+	// running it; as a Redis function library (FCALL) it registers it, so
+	// that its definitions are made once, when the library loads, instead
+	// of on every run.
+	takeSource   = codecSource + takeBody + "\nreturn take(KEYS, ARGV)\n"
 	refundSource = codecSource + refundBody
+
+	// The library and its function are named after the code, so that
+	// sluice versions with different scripts can share a server.
+	libraryID     = fmt.Sprintf("%x", sha1.Sum([]byte(codecSource+takeBody)))[:12]
+	takeFunction  = "sluice_take_" + libraryID
+	librarySource = "#!lua name=sluice_" + libraryID + "\n" + codecSource + takeBody +
+		"\nredis.register_function('" + takeFunction + "', take)\n"
 )
 
 // Errors of the Redis store.
@@ -100,6 +112,11 @@ type Config struct {
 	// smaller batches and more runs. A call never waits when fewer runs are
 	// out, so a lightly loaded store adds no latency.
 	BatchConcurrency int
+	// Evalsha runs take.lua with EVALSHA even where the server has Redis
+	// functions (Redis 7 and later), where it is otherwise loaded once as a
+	// function library and run with FCALL. Servers older than 7, and
+	// servers that refuse FUNCTION LOAD, get EVALSHA whatever this says.
+	Evalsha bool
 }
 
 // DefaultConfig returns the defaults, without addresses.
@@ -118,6 +135,7 @@ type Store struct {
 	deny     *DenialCache // nil: no cache
 	bufs     sync.Pool
 	cluster  bool     // a Redis Cluster: one script per client, refunds across shards
+	fcall    bool     // take.lua is a function library on every node: FCALL, not EVALSHA
 	batch    *batcher // standalone, MaxBatch > 1: calls share script runs
 }
 
@@ -190,11 +208,39 @@ func New(cfg Config) (*Store, error) {
 			n.Do(ctx, n.B().ScriptLoad().Script(src).Build())
 		}
 	}
+	s.fcall = !cfg.Evalsha && s.loadLibrary(ctx)
 	// Open the probes' connection now (see Probe): connecting it under
 	// load can take longer than a probe may, and is not Redis's slowness.
 	s.Probe(ctx, "sluice-probe") //nolint:errcheck // a probe that fails now is made again when needed
 	s.bufs.New = func() any { return new(callBuf) }
 	return s, nil
+}
+
+// loadLibrary loads take.lua as a function library on every node and
+// reports whether every node that answered has it. A node that answers
+// FUNCTION LOAD with an error other than "already exists" (a server older
+// than 7, a managed service that refuses the command) makes it false: the
+// store then runs take.lua with EVALSHA. A node that does not answer does
+// not: when it comes back without the library, FCALL's "Function not
+// found" loads it again (see exec).
+func (s *Store) loadLibrary(ctx context.Context) bool {
+	ok := true
+	for _, n := range s.client.Nodes() {
+		err := n.Do(ctx, n.B().FunctionLoad().FunctionCode(librarySource).Build()).Error()
+		if rerr, isRedis := rueidis.IsRedisErr(err); isRedis && !strings.Contains(rerr.Error(), "already exists") {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// ScriptCommand is the command that runs take.lua: "FCALL" (a function
+// library, Redis 7 and later) or "EVALSHA".
+func (s *Store) ScriptCommand() string {
+	if s.fcall {
+		return "FCALL"
+	}
+	return "EVALSHA"
 }
 
 // Advice reads, on every node, the server settings that decide how sluice

@@ -20,9 +20,16 @@ import (
 // newStore connects a Store with a test clock to addrs.
 func newStore(t testing.TB, clock *atomic.Int64, addrs ...string) *sredis.Store {
 	t.Helper()
+	return newStorePath(t, clock, false, addrs...)
+}
+
+// newStorePath is newStore with Config.Evalsha set to evalsha.
+func newStorePath(t testing.TB, clock *atomic.Int64, evalsha bool, addrs ...string) *sredis.Store {
+	t.Helper()
 	cfg := sredis.DefaultConfig()
 	cfg.Addrs = addrs
 	cfg.DenialCache = false
+	cfg.Evalsha = evalsha
 	if clock != nil {
 		cfg.Clock = clock.Load
 	}
@@ -36,79 +43,89 @@ func newStore(t testing.TB, clock *atomic.Int64, addrs ...string) *sredis.Store 
 
 // TestConformance runs the shared tables through the Lua scripts.
 func TestConformance(t *testing.T) {
-	srv := redistest.Start(t)
-	var clock atomic.Int64
-	s := newStore(t, &clock, srv.Addr())
-	n := 0
-	conformance.Run(t, func(t *testing.T) conformance.Bucket {
-		n++
-		client := fmt.Sprintf("user:conformance-%d", n)
-		return func(p algorithm.Params, now, cost int64) (algorithm.Result, error) {
-			clock.Store(now)
-			ops := []limiter.Op{{Client: client, Rule: "r", Params: p, Cost: cost}}
-			res := make([]algorithm.Result, 1)
-			got, err := s.Take(context.Background(), ops, res)
-			if err != nil {
-				return algorithm.Result{}, err
-			}
-			if got.Now != now {
-				t.Errorf("Take now = %d, want %d", got.Now, now)
-			}
-			res[0].Changed = false
-			return res[0], nil
-		}
-	})
+	for _, path := range scriptPaths {
+		t.Run(path.command, func(t *testing.T) {
+			srv := redistest.Start(t)
+			var clock atomic.Int64
+			s := newStorePath(t, &clock, path.evalsha, srv.Addr())
+			checkPath(t, s, path.command)
+			n := 0
+			conformance.Run(t, func(t *testing.T) conformance.Bucket {
+				n++
+				client := fmt.Sprintf("user:conformance-%d", n)
+				return func(p algorithm.Params, now, cost int64) (algorithm.Result, error) {
+					clock.Store(now)
+					ops := []limiter.Op{{Client: client, Rule: "r", Params: p, Cost: cost}}
+					res := make([]algorithm.Result, 1)
+					got, err := s.Take(context.Background(), ops, res)
+					if err != nil {
+						return algorithm.Result{}, err
+					}
+					if got.Now != now {
+						t.Errorf("Take now = %d, want %d", got.Now, now)
+					}
+					res[0].Changed = false
+					return res[0], nil
+				}
+			})
+		})
+	}
 }
 
 // TestDifferential drives random sequences of (time, cost, rule edit)
 // through the Go functions and the Lua scripts and compares every decision.
 func TestDifferential(t *testing.T) {
-	srv := redistest.Start(t)
-	var clock atomic.Int64
-	s := newStore(t, &clock, srv.Addr())
-	r := rand.New(rand.NewPCG(7, 11))
-	windows := []int64{conformance.Millisecond, 7 * conformance.Millisecond, conformance.Second,
-		3 * conformance.Second, conformance.Minute, conformance.Hour, conformance.Day, 366 * conformance.Day}
-	limits := []int64{1, 2, 3, 7, 10, 100, 997, 10000, 1_000_000, 1_000_000_000}
-	randParams := func(k algorithm.Kind) algorithm.Params {
-		p := algorithm.Params{Kind: k, Window: windows[r.IntN(len(windows))], Limit: limits[r.IntN(len(limits))]}
-		if k == algorithm.SlidingLog && p.Limit > 40 {
-			p.Limit = int64(1 + r.IntN(40))
-		}
-		if (k == algorithm.TokenBucket || k == algorithm.LeakyBucket) && r.IntN(2) == 0 {
-			p.Burst = int64(1 + r.IntN(20))
-		}
-		return p
-	}
-	sequences := 150
-	if testing.Short() {
-		sequences = 30
-	}
-	compared := 0
-	for seq := 0; seq < sequences; seq++ {
-		k := algorithm.Kinds[seq%len(algorithm.Kinds)]
-		p := randParams(k)
-		client := fmt.Sprintf("user:diff-%d", seq)
-		var st algorithm.State
-		now := conformance.Base + r.Int64N(conformance.Day)
-		for step := 0; step < 60; step++ {
-			switch x := r.IntN(40); {
-			case x == 0:
-				p = randParams(k) // the rule is edited
-			case x == 1:
-				now -= r.Int64N(p.Window + 1) // the clock jumps back
-			default:
-				now += r.Int64N(p.Window/3 + 1)
+	for _, path := range scriptPaths {
+		t.Run(path.command, func(t *testing.T) {
+			srv := redistest.Start(t)
+			var clock atomic.Int64
+			s := newStorePath(t, &clock, path.evalsha, srv.Addr())
+			checkPath(t, s, path.command)
+			r := rand.New(rand.NewPCG(7, 11))
+			windows := []int64{conformance.Millisecond, 7 * conformance.Millisecond, conformance.Second,
+				3 * conformance.Second, conformance.Minute, conformance.Hour, conformance.Day, 366 * conformance.Day}
+			limits := []int64{1, 2, 3, 7, 10, 100, 997, 10000, 1_000_000, 1_000_000_000}
+			randParams := func(k algorithm.Kind) algorithm.Params {
+				p := algorithm.Params{Kind: k, Window: windows[r.IntN(len(windows))], Limit: limits[r.IntN(len(limits))]}
+				if k == algorithm.SlidingLog && p.Limit > 40 {
+					p.Limit = int64(1 + r.IntN(40))
+				}
+				if (k == algorithm.TokenBucket || k == algorithm.LeakyBucket) && r.IntN(2) == 0 {
+					p.Burst = int64(1 + r.IntN(20))
+				}
+				return p
 			}
-			cost := 1 + r.Int64N(p.Capacity()+1)
-			if cost > 50 && k == algorithm.SlidingLog {
-				cost = 1 + r.Int64N(5)
+			sequences := 150
+			if testing.Short() {
+				sequences = 30
 			}
-			st = compareDecision(t, s, &clock, client, p, st, now, cost, fmt.Sprintf("seq %d step %d", seq, step))
-			compared++
-		}
+			compared := 0
+			for seq := 0; seq < sequences; seq++ {
+				k := algorithm.Kinds[seq%len(algorithm.Kinds)]
+				p := randParams(k)
+				client := fmt.Sprintf("user:diff-%d", seq)
+				var st algorithm.State
+				now := conformance.Base + r.Int64N(conformance.Day)
+				for step := 0; step < 60; step++ {
+					switch x := r.IntN(40); {
+					case x == 0:
+						p = randParams(k) // the rule is edited
+					case x == 1:
+						now -= r.Int64N(p.Window + 1) // the clock jumps back
+					default:
+						now += r.Int64N(p.Window/3 + 1)
+					}
+					cost := 1 + r.Int64N(p.Capacity()+1)
+					if cost > 50 && k == algorithm.SlidingLog {
+						cost = 1 + r.Int64N(5)
+					}
+					st = compareDecision(t, s, &clock, client, p, st, now, cost, fmt.Sprintf("seq %d step %d", seq, step))
+					compared++
+				}
+			}
+			t.Logf("%d decisions identical", compared)
+		})
 	}
-	t.Logf("%d decisions identical", compared)
 }
 
 // compareDecision decides a call of cost at now on client's bucket of rule
@@ -168,70 +185,75 @@ func extremeParams(r *rand.Rand, k algorithm.Kind) algorithm.Params {
 // long: each call has a deadline of a second, where a script that loops
 // would hold Redis BUSY.
 func TestDifferentialExtremes(t *testing.T) {
-	srv := redistest.Start(t)
-	var clock atomic.Int64
-	s := newStore(t, &clock, srv.Addr())
-	const last = math.MaxInt64 / 1000 // 2262-04-11T23:47:16.854775Z, in µs
-	year := 366 * conformance.Day
-	r := rand.New(rand.NewPCG(13, 17))
-	// The cases of issue 12, at the largest refill a rule may now have.
-	fixed := []struct {
-		p   algorithm.Params
-		now int64
-	}{
-		{algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1, Window: year, Burst: 40}, 4_979_347_200_000_000},  // 2127-10-13
-		{algorithm.Params{Kind: algorithm.TokenBucket, Limit: 7, Window: year, Burst: 280}, 5_048_956_800_000_000}, // 2129-12-31
-		{algorithm.Params{Kind: algorithm.LeakyBucket, Limit: 1, Window: year, Burst: 39}, last - 41*year},
-		{algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1_000_000_000, Window: year, Burst: 1_000_000_000}, last - 3*year},
-		{algorithm.Params{Kind: algorithm.LeakyBucket, Limit: 1, Window: conformance.Second, Burst: 1_000_000_000}, last - 40*year},
+	for _, path := range scriptPaths {
+		t.Run(path.command, func(t *testing.T) {
+			srv := redistest.Start(t)
+			var clock atomic.Int64
+			s := newStorePath(t, &clock, path.evalsha, srv.Addr())
+			checkPath(t, s, path.command)
+			const last = math.MaxInt64 / 1000 // 2262-04-11T23:47:16.854775Z, in µs
+			year := 366 * conformance.Day
+			r := rand.New(rand.NewPCG(13, 17))
+			// The cases of issue 12, at the largest refill a rule may now have.
+			fixed := []struct {
+				p   algorithm.Params
+				now int64
+			}{
+				{algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1, Window: year, Burst: 40}, 4_979_347_200_000_000},  // 2127-10-13
+				{algorithm.Params{Kind: algorithm.TokenBucket, Limit: 7, Window: year, Burst: 280}, 5_048_956_800_000_000}, // 2129-12-31
+				{algorithm.Params{Kind: algorithm.LeakyBucket, Limit: 1, Window: year, Burst: 39}, last - 41*year},
+				{algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1_000_000_000, Window: year, Burst: 1_000_000_000}, last - 3*year},
+				{algorithm.Params{Kind: algorithm.LeakyBucket, Limit: 1, Window: conformance.Second, Burst: 1_000_000_000}, last - 40*year},
+			}
+			packed, compared := 0, 0
+			for seq := 0; seq < 200+len(fixed); seq++ {
+				var p algorithm.Params
+				var now int64
+				if seq < len(fixed) {
+					p, now = fixed[seq].p, fixed[seq].now
+				} else {
+					p = extremeParams(r, algorithm.Kinds[seq%len(algorithm.Kinds)])
+					switch r.IntN(3) {
+					case 0:
+						now = 1 + r.Int64N(year)
+					case 1:
+						now = last - r.Int64N(45*year)
+					default:
+						now = 1 + r.Int64N(last)
+					}
+				}
+				client := fmt.Sprintf("user:extreme-%d", seq)
+				var st algorithm.State
+				for step := 0; step < 40; step++ {
+					switch x := r.IntN(20); {
+					case x == 0 && seq >= len(fixed):
+						p = extremeParams(r, p.Kind) // the rule is edited
+					case x == 1:
+						now -= r.Int64N(max(p.Window, conformance.Day)) // the clock jumps back
+					case x < 4:
+						now += r.Int64N(algorithm.MaxRefill)
+					default:
+						now += r.Int64N(p.Window/int64(1+r.IntN(8)) + 1)
+					}
+					now = max(1, min(now, last))
+					cost := 1 + r.Int64N(min(p.Capacity(), 1+r.Int64N(3)*p.Capacity()/2))
+					if r.IntN(8) == 0 {
+						cost = p.Capacity() + r.Int64N(2)
+					}
+					st = compareDecision(t, s, &clock, client, p, st, now, cost, fmt.Sprintf("seq %d step %d", seq, step))
+					compared++
+					c := s.Client()
+					if v, err := c.Do(context.Background(), c.B().Get().Key(s.Key(client, "r")).Build()).ToString(); err == nil && len(v) > 0 && v[0] >= 17 && v[0] <= 20 {
+						packed++
+					}
+				}
+			}
+			if packed == 0 {
+				t.Fatal("no state stored packed: the far-from-2020 encoding was not exercised")
+			}
+			t.Logf("%d decisions identical, %d with the state packed", compared, packed)
+		})
 	}
-	packed, compared := 0, 0
-	for seq := 0; seq < 200+len(fixed); seq++ {
-		var p algorithm.Params
-		var now int64
-		if seq < len(fixed) {
-			p, now = fixed[seq].p, fixed[seq].now
-		} else {
-			p = extremeParams(r, algorithm.Kinds[seq%len(algorithm.Kinds)])
-			switch r.IntN(3) {
-			case 0:
-				now = 1 + r.Int64N(year)
-			case 1:
-				now = last - r.Int64N(45*year)
-			default:
-				now = 1 + r.Int64N(last)
-			}
-		}
-		client := fmt.Sprintf("user:extreme-%d", seq)
-		var st algorithm.State
-		for step := 0; step < 40; step++ {
-			switch x := r.IntN(20); {
-			case x == 0 && seq >= len(fixed):
-				p = extremeParams(r, p.Kind) // the rule is edited
-			case x == 1:
-				now -= r.Int64N(max(p.Window, conformance.Day)) // the clock jumps back
-			case x < 4:
-				now += r.Int64N(algorithm.MaxRefill)
-			default:
-				now += r.Int64N(p.Window/int64(1+r.IntN(8)) + 1)
-			}
-			now = max(1, min(now, last))
-			cost := 1 + r.Int64N(min(p.Capacity(), 1+r.Int64N(3)*p.Capacity()/2))
-			if r.IntN(8) == 0 {
-				cost = p.Capacity() + r.Int64N(2)
-			}
-			st = compareDecision(t, s, &clock, client, p, st, now, cost, fmt.Sprintf("seq %d step %d", seq, step))
-			compared++
-			c := s.Client()
-			if v, err := c.Do(context.Background(), c.B().Get().Key(s.Key(client, "r")).Build()).ToString(); err == nil && len(v) > 0 && v[0] >= 17 && v[0] <= 20 {
-				packed++
-			}
-		}
-	}
-	if packed == 0 {
-		t.Fatal("no state stored packed: the far-from-2020 encoding was not exercised")
-	}
-	t.Logf("%d decisions identical, %d with the state packed", compared, packed)
 }
 
 // TestAdvice: the store reads the server's settings and names the ones that

@@ -15,7 +15,7 @@
 -- The state codec (decode, encode, mul_div, EPOCH) is codec.lua, which
 -- redis.go puts in front of this file.
 
-local call = redis.call
+bind()
 local took = tonumber(ARGV[1])
 local done = 0
 

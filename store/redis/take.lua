@@ -51,17 +51,11 @@
 -- mul_div_w, wstart, EPOCH, NEW) are codec.lua, which redis.go puts in
 -- front of this file.
 
-local call, pcall_ = redis.call, redis.pcall
-local ceil, find = math.ceil, string.find
 
--- now, in µs relative to EPOCH (see codec.lua)
+-- now, in µs relative to EPOCH (see codec.lua): set by take at the start
+-- of every run, read by the algorithms below. Loaded once as a function
+-- library (FCALL), these definitions are made once, not on every run.
 local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = call('TIME')
-  now = (t[1] - EPOCH / 1000000) * 1000000 + t[2]
-end
 
 local function capacity(kind, limit, burst)
   if kind == 1 then
@@ -330,28 +324,20 @@ end
 
 -- evaluate every call -----------------------------------------------------
 
-local params = ARGV[2]
-local n = #KEYS
-local out = {pack('<d', now)}
 -- Per key of the current call, what to write: w[3i-2] is 2 when the key
 -- allowed, 1 when it denied but its state changed (a clamped debt, a clock
 -- that went backwards), else 0; w[3i-1] and w[3i] are the value and expiry
 -- (ms, as text: Redis turns a number argument into text with a costly
 -- '%.17g'), or for a sliding log the time until it is idle and, when it
 -- allowed, {score, member} of its one new entry.
-local w = {}
-local first, vetoed = 1, false
--- Every string state in one read: a key appears once in a run (the store
--- sends a call that repeats a key of the run in the next run).
-local cur = call('MGET', unpack(KEYS))
 
 -- write the keys first..last of a finished call.
-local function flush(last)
+local function flush(keys, w, first, last, vetoed)
   local pass = vetoed and 1 or 2
   for i = first, last do
     local state = w[3 * i - 2]
     if state == pass or state == 1 then
-      local key, val = KEYS[i], w[3 * i - 1]
+      local key, val = keys[i], w[3 * i - 1]
       if type(val) == 'number' then -- a sliding log
         local add = w[3 * i]
         if state == 2 then call('ZADD', key, add[1], add[2]) end
@@ -363,63 +349,82 @@ local function flush(last)
   end
 end
 
-for i = 1, n do
-  local kind, flags, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
-  if flags >= 2 then -- a new call starts: write the previous one
-    if i > 1 then
-      flush(i - 1)
-      first, vetoed = i, false
-    end
-    flags = flags - 2
-  end
-  local key = KEYS[i]
-  local allowed, reason, remaining, reset, retry, changed, wv, wt
-
-  if kind == 5 then
-    allowed, reason, remaining, reset, retry, changed, wv, wt = sliding_log(key, limit, window, cost)
+-- take decides one run: keys and args are KEYS and ARGV (header).
+local function take(keys, args)
+  if not call then bind() end
+  if args[1] ~= '' then
+    now = tonumber(args[1])
   else
-    -- A key of another type (a sorted set left by a sliding_log rule) reads
-    -- as false: a new bucket, and SET replaces it.
-    local v = cur[i]
-    local f1, f2, f3 = decode(v, kind)
-    if not f1 then f1, f2, f3 = NEW, 0, 0 end
-    local s1, s2, s3
-    if kind == 1 then
-      allowed, reason, remaining, reset, retry, changed, s1, s2 = token_bucket(limit, window, burst, cost, f1, f2, f3)
-      s3 = limit
-    elseif kind == 2 then
-      allowed, reason, remaining, reset, retry, changed, s1 = leaky_bucket(limit, window, burst, cost, f1)
-    elseif kind == 3 then
-      allowed, reason, remaining, reset, retry, changed, s1, s2 = fixed_window(limit, window, cost, f1, f2)
-    else
-      allowed, reason, remaining, reset, retry, changed, s1, s2, s3 = sliding_window(limit, window, cost, f1, f2, f3)
-    end
-    -- Expiry: when the written state equals a new bucket, plus a second.
-    -- For the buckets, that is the reset_after of the state written.
-    local idle
-    if kind <= 2 then
-      idle = reset
-    elseif kind == 3 then
-      idle = s1 + window - now
-    else
-      idle = s1 + 2 * window - now
-    end
-    if idle < 0 then idle = 0 end
-    wv, wt = encode(kind, s1, s2, s3), fmt('%d', ceil(idle / 1000) + 1000)
+    local t = call('TIME')
+    now = (t[1] - EPOCH / 1000000) * 1000000 + t[2]
   end
+  local params = args[2]
+  local n = #keys
+  local out = {pack('<d', now)}
+  local w = {}
+  local first, vetoed = 1, false
+  -- Every string state in one read: a key appears once in a run (the store
+  -- sends a call that repeats a key of the run in the next run).
+  local cur = call('MGET', unpk(keys))
 
-  -- in index order, so that w stays an array
-  if allowed == 1 then
-    w[3 * i - 2] = 2
-  elseif changed then
-    w[3 * i - 2] = 1
-  else
-    w[3 * i - 2] = 0
+  for i = 1, n do
+    local kind, flags, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
+    if flags >= 2 then -- a new call starts: write the previous one
+      if i > 1 then
+        flush(keys, w, first, i - 1, vetoed)
+        first, vetoed = i, false
+      end
+      flags = flags - 2
+    end
+    local key = keys[i]
+    local allowed, reason, remaining, reset, retry, changed, wv, wt
+
+    if kind == 5 then
+      allowed, reason, remaining, reset, retry, changed, wv, wt = sliding_log(key, limit, window, cost)
+    else
+      -- A key of another type (a sorted set left by a sliding_log rule) reads
+      -- as false: a new bucket, and SET replaces it.
+      local v = cur[i]
+      local f1, f2, f3 = decode(v, kind)
+      if not f1 then f1, f2, f3 = NEW, 0, 0 end
+      local s1, s2, s3
+      if kind == 1 then
+        allowed, reason, remaining, reset, retry, changed, s1, s2 = token_bucket(limit, window, burst, cost, f1, f2, f3)
+        s3 = limit
+      elseif kind == 2 then
+        allowed, reason, remaining, reset, retry, changed, s1 = leaky_bucket(limit, window, burst, cost, f1)
+      elseif kind == 3 then
+        allowed, reason, remaining, reset, retry, changed, s1, s2 = fixed_window(limit, window, cost, f1, f2)
+      else
+        allowed, reason, remaining, reset, retry, changed, s1, s2, s3 = sliding_window(limit, window, cost, f1, f2, f3)
+      end
+      -- Expiry: when the written state equals a new bucket, plus a second.
+      -- For the buckets, that is the reset_after of the state written.
+      local idle
+      if kind <= 2 then
+        idle = reset
+      elseif kind == 3 then
+        idle = s1 + window - now
+      else
+        idle = s1 + 2 * window - now
+      end
+      if idle < 0 then idle = 0 end
+      wv, wt = encode(kind, s1, s2, s3), fmt('%d', ceil(idle / 1000) + 1000)
+    end
+
+    -- in index order, so that w stays an array
+    if allowed == 1 then
+      w[3 * i - 2] = 2
+    elseif changed then
+      w[3 * i - 2] = 1
+    else
+      w[3 * i - 2] = 0
+    end
+    w[3 * i - 1] = wv
+    w[3 * i] = wt or false
+    if allowed == 0 and flags == 0 then vetoed = true end -- flags: 1 = shadow
+    out[i + 1] = pack('<BBddd', allowed, reason, remaining, reset, retry)
   end
-  w[3 * i - 1] = wv
-  w[3 * i] = wt or false
-  if allowed == 0 and flags == 0 then vetoed = true end -- flags: 1 = shadow
-  out[i + 1] = pack('<BBddd', allowed, reason, remaining, reset, retry)
+  flush(keys, w, first, n, vetoed)
+  return concat(out)
 end
-flush(n)
-return table.concat(out)
