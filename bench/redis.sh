@@ -1,29 +1,41 @@
 #!/usr/bin/env bash
-# bench/redis.sh — sluice's Redis path against the textbook token-bucket
-# script (bench/redis/textbook.lua), in decisions per Redis CPU-second.
+# bench/redis.sh — what a decision costs Redis, by load: sluice's Redis path
+# against the textbook token-bucket script (bench/redis/textbook.lua) and
+# against a counter (one pipeline of INCRBY and EXPIRE per decision, as
+# envoyproxy/ratelimit does), in Redis CPU per 1,000 decisions.
 #
 # Starts its own redis-server on a free loopback port (no persistence, hz
-# 100: see docs/redis.md, "Operating Redis") and,
-# for ROUNDS rounds, alternating so that drift on the machine hits both:
-#   (a) textbook: SCRIPT LOAD, then
-#       redis-benchmark -P 16 -c 50 -n 2000000 -r 1000000 \
-#         EVALSHA <sha> 1 rl:__rand_int__ 100 10 1 <now>
-#   (b) sluice: bench/redis (limiter.Limiter over store/redis, one
-#       token_bucket rule of 100 per 10 s per user, 256 concurrent callers,
-#       random users of a 1M keyspace), 2,000,000 decisions;
-# each from an empty database, measuring decisions/s and the server's CPU
-# time (INFO cpu used_cpu_user + used_cpu_sys, before and after). Then:
+# 100: see docs/redis.md, "Operating Redis") and, for ROUNDS rounds,
+# alternating so that drift on the machine hits every contender:
+#   (a) saturation, N decisions over KEYSPACE keys, each from an empty
+#       database:
+#       textbook: SCRIPT LOAD, then
+#         redis-benchmark -P 16 -c 50 -n 2000000 -r 1000000 \
+#           EVALSHA <sha> 1 rl:__rand_int__ 100 10 1 <now>
+#       sluice: bench/redis (limiter.Limiter over store/redis, one
+#         token_bucket rule of 100 per 10 s per user, 256 concurrent
+#         callers, random users of a 1M keyspace; take.lua by FCALL);
+#       incr: bench/redis -mode incr (the same callers and users, one
+#         INCRBY+EXPIRE pipeline per decision);
+#   (b) fixed rates, RATE_DURATION each, latency counted from each call's
+#       intended send time: 5,000/s (LOW_RATE) and half of sluice's median
+#       decisions/s in (a), each for sluice (FCALL), sluice with EVALSHA
+#       (-evalsha: the path of servers before Redis 7), sluice with one
+#       script run in flight (-batch-concurrency 1: calls coalesce while a
+#       run is out) and incr;
 #   (c) the latency of single decisions on an idle server: 20,000 Checks
-#       one after another;
-#   (d) the latency at half of (b)'s throughput: a fixed-rate schedule,
-#       latency counted from each call's intended send time.
-# Prints each round, the medians and the ratio sluice/textbook (the target:
-# ≥ 1.5).
+#       one after another.
+# Each run measures the server's CPU time (INFO cpu used_cpu_user +
+# used_cpu_sys, before and after). Prints every run, then the medians per
+# load: Redis CPU per 1,000 decisions, p50 and p99, and the ratios the
+# targets are about: sluice/incr CPU (≤ 0.8 at 5,000/s and half load) and
+# sluice/textbook decisions per Redis CPU-second at saturation (≥ 1.5).
 #
 #   bench/redis.sh                      # 3 rounds
 #   ROUNDS=5 bench/redis.sh
+#   N=1000000 RATE_DURATION=5s bench/redis.sh   # shorter
 #   HZ=10 bench/redis.sh                # Redis's default hz, for comparison
-#   BENCH_ARGS='-batch-concurrency 2' bench/redis.sh   # more bench/redis flags
+#   BENCH_ARGS='-batch-concurrency 2' bench/redis.sh   # more flags for sluice's runs
 #
 # Needs go, redis-server, redis-cli and redis-benchmark (Debian:
 # redis-server, redis-tools). The client and the server share the machine:
@@ -37,6 +49,7 @@ KEYSPACE=${KEYSPACE:-1000000}
 CONCURRENCY=${CONCURRENCY:-256}
 SEQ_CALLS=${SEQ_CALLS:-20000}
 RATE_DURATION=${RATE_DURATION:-10s}
+LOW_RATE=${LOW_RATE:-5000}
 # The engine process runs on one core, Redis on the other: in production
 # they are different machines. Letting the engine's goroutines take both
 # cores slowed Redis itself (its CPU time per script call rose by 8-13 %,
@@ -87,11 +100,12 @@ done
 
 cpu() { cli info cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {printf "%.3f", s}'; }
 
-# textbook: one run of redis-benchmark; prints "decisions/s decisions-per-cpu-s".
+# textbook: one run of redis-benchmark; prints "decisions/s decisions-per-cpu-s
+# cpu-s keys p50-ms p99-ms".
 textbook() {
   cli flushall >/dev/null
   cli config resetstat >/dev/null
-  local sha now c0 c1 out rps calls failed
+  local sha now c0 c1 out rps calls failed p50 p99
   sha=$(cli script load "$(cat bench/redis/textbook.lua)")
   now=$(date +%s)
   c0=$(cpu)
@@ -99,55 +113,96 @@ textbook() {
     EVALSHA "$sha" 1 rl:__rand_int__ 100 10 1 "$now")
   c1=$(cpu)
   rps=$(printf '%s\n' "$out" | awk -F'"' 'NR == 2 {print $4}')
+  p50=$(printf '%s\n' "$out" | awk -F'"' 'NR == 2 {print $10}')
+  p99=$(printf '%s\n' "$out" | awk -F'"' 'NR == 2 {print $14}')
   calls=$(cli info commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*failed_calls=\([0-9]*\).*/\1 \2/p')
   failed=${calls#* }
   if [ "${calls% *}" != "$N" ] || [ "$failed" != 0 ]; then
     echo "redis.sh: textbook: evalsha calls/failed = $calls, want $N/0" >&2; exit 1
   fi
   keys=$(cli dbsize)
-  awk -v rps="$rps" -v n="$N" -v c0="$c0" -v c1="$c1" -v keys="$keys" \
-    'BEGIN {printf "%.0f %.0f %.3f %d\n", rps, n / (c1 - c0), c1 - c0, keys}'
+  awk -v rps="$rps" -v n="$N" -v c0="$c0" -v c1="$c1" -v keys="$keys" -v p50="$p50" -v p99="$p99" \
+    'BEGIN {printf "%.0f %.0f %.3f %d %s %s\n", rps, n / (c1 - c0), c1 - c0, keys, p50, p99}'
 }
 
-# sluice ARGS...: one run of bench/redis; prints its RESULT fields.
-sluice() {
+# bench ARGS...: one run of bench/redis from an empty database; prints its
+# RESULT fields.
+bench() {
   cli flushall >/dev/null
   cli config resetstat >/dev/null
   cli latency reset >/dev/null
-  # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
-  GOMAXPROCS="$ENGINE_PROCS" "$tmp/bench" -redis "127.0.0.1:$port" "$@" $BENCH_ARGS > "$tmp/sluice.out"
-  grep '^RESULT' "$tmp/sluice.out" | sed 's/^RESULT //'
+  GOMAXPROCS="$ENGINE_PROCS" "$tmp/bench" -redis "127.0.0.1:$port" "$@" > "$tmp/bench.out"
+  grep '^RESULT' "$tmp/bench.out" | sed 's/^RESULT //'
 }
+# shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
+sluice() { bench "$@" $BENCH_ARGS; }
 field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 
-echo "== (a) textbook vs (b) sluice: $N decisions over $KEYSPACE keys, $ROUNDS rounds"
-tb=() sl=() slrate=()
+# Every measurement is one line of $tmp/runs: load contender cpu_ms_per_1000
+# p50_us p99_us decisions/s decisions-per-cpu-s decisions-per-run late
+record() { echo "$*" >> "$tmp/runs"; }
+result() { # LOAD CONTENDER RESULT-FIELDS
+  local r=$3 calls
+  calls=$(field "$r" calls)
+  record "$1" "$2" "$(field "$r" cpu_ms_per_1000)" "$(field "$r" p50_us)" "$(field "$r" p99_us)" \
+    "$(field "$r" decisions_per_s)" "$(field "$r" decisions_per_cpu_s)" \
+    "$(awk -v d="$(field "$r" decisions)" -v c="$calls" 'BEGIN {printf "%.2f", (c > 0 ? d / c : 0)}')" "$(field "$r" late)"
+  printf '  %-10s %-16s %7.2f ms Redis CPU per 1,000 | p50 %9s µs  p99 %9s µs | %7s decisions/s | %s decisions per run | %s late\n' \
+    "$1" "$2" "$(field "$r" cpu_ms_per_1000)" "$(field "$r" p50_us)" "$(field "$r" p99_us)" "$(field "$r" decisions_per_s)" \
+    "$(awk -v d="$(field "$r" decisions)" -v c="$calls" 'BEGIN {printf "%.2f", (c > 0 ? d / c : 0)}')" "$(field "$r" late)"
+}
+# col LOAD CONTENDER N: the median of column N of the runs of LOAD and CONTENDER.
+col() { awk -v l="$1" -v c="$2" -v n="$3" '$1 == l && $2 == c {print $n}' "$tmp/runs" | median; }
+
+: > "$tmp/runs"
+echo "== uptime at the start: $(uptime)"
+echo "== (a) saturation: $N decisions over $KEYSPACE keys, $ROUNDS rounds"
 for round in $(seq "$ROUNDS"); do
+  echo "round $round"
   textbook > "$tmp/textbook.out"
-  read -r trps tcpu tsec tkeys < "$tmp/textbook.out"
-  r=$(sluice -duration 120s -requests "$N" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")
-  srps=$(field "$r" decisions_per_s) scpu=$(field "$r" decisions_per_cpu_s) ssec=$(field "$r" redis_cpu_s)
-  tb+=("$tcpu") sl+=("$scpu") slrate+=("$srps")
-  printf 'round %d: textbook %7.0f decisions/s, %6.3f Redis CPU-s, %7.0f per CPU-s (%d keys) | sluice %7.0f decisions/s, %6.3f Redis CPU-s, %7.0f per CPU-s, p99 %s µs | ratio %.2f\n' \
-    "$round" "$trps" "$tsec" "$tcpu" "$tkeys" "$srps" "$ssec" "$scpu" "$(field "$r" p99_us)" "$(awk -v s="$scpu" -v t="$tcpu" 'BEGIN {print s / t}')"
+  read -r trps tcpu tsec tkeys tp50 tp99 < "$tmp/textbook.out"
+  record saturation textbook "$(awk -v s="$tsec" -v n="$N" 'BEGIN {printf "%.2f", s * 1e6 / n}')" \
+    "$(awk -v x="$tp50" 'BEGIN {print x * 1000}')" "$(awk -v x="$tp99" 'BEGIN {print x * 1000}')" "$trps" "$tcpu" 1 0
+  printf '  %-10s %-16s %7.2f ms Redis CPU per 1,000 | p50 %9s µs  p99 %9s µs | %7s decisions/s | (%d keys; redis-benchmark -P 16: latency of a pipeline)\n' \
+    saturation textbook "$(awk -v s="$tsec" -v n="$N" 'BEGIN {print s * 1e6 / n}')" "$(awk -v x="$tp50" 'BEGIN {print x * 1000}')" \
+    "$(awk -v x="$tp99" 'BEGIN {print x * 1000}')" "$trps" "$tkeys"
+  result saturation sluice "$(sluice -duration 120s -requests "$N" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
+  result saturation incr "$(bench -mode incr -duration 120s -requests "$N" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
 done
-mt=$(printf '%s\n' "${tb[@]}" | median)
-ms=$(printf '%s\n' "${sl[@]}" | median)
-mr=$(printf '%s\n' "${slrate[@]}" | median)
-ratio=$(awk -v s="$ms" -v t="$mt" 'BEGIN {printf "%.2f", s / t}')
-verdict=$(awk -v r="$ratio" 'BEGIN {print (r >= 1.5 ? "meets" : "is below")}')
-printf 'median: textbook %.0f, sluice %.0f decisions per Redis CPU-second: ratio %s (%s the 1.5 target); sluice %.0f decisions/s\n' \
-  "$mt" "$ms" "$ratio" "$verdict" "$mr"
-echo "sluice, last round:"
-sed -n '1,/^RESULT/p' "$tmp/sluice.out" | grep -v '^RESULT'
+max=$(col saturation sluice 6)
+half=$(awk -v r="$max" 'BEGIN {printf "%.0f", r / 2}')
+
+echo "== (b) fixed rates: $LOW_RATE/s and $half/s (half of sluice's median $max/s), $RATE_DURATION each, $ROUNDS rounds"
+for round in $(seq "$ROUNDS"); do
+  echo "round $round"
+  for rate in "$LOW_RATE" "$half"; do
+    load=$([ "$rate" = "$LOW_RATE" ] && echo low || echo half)
+    result "$load" sluice "$(sluice -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
+    result "$load" incr "$(bench -mode incr -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
+    result "$load" sluice-evalsha "$(sluice -evalsha -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
+    result "$load" sluice-1-in-flight "$(sluice -batch-concurrency 1 -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
+  done
+done
+# Redis's own stalls during the last half-load run (LATENCY LATEST: event, time, latest ms, max ms).
+echo "Redis events over 1 ms during the last run, max ms: $(cli latency latest | paste -d' ' - - - - | awk '{printf "%s %s; ", $1, $4}')"
 
 echo "== (c) single decisions on an idle server: $SEQ_CALLS sequential Checks"
 sluice -duration 120s -requests "$SEQ_CALLS" -concurrency 1 -keyspace "$KEYSPACE" > /dev/null
-sed -n '1,/^RESULT/p' "$tmp/sluice.out" | grep -v '^RESULT'
+sed -n '1,/^RESULT/p' "$tmp/bench.out" | grep -v '^RESULT'
 
-half=$(awk -v r="$mr" 'BEGIN {printf "%.0f", r / 2}')
-echo "== (d) fixed rate at half of (b): $half decisions/s for $RATE_DURATION, latency from the intended send time"
-sluice -duration "$RATE_DURATION" -rate "$half" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE" > /dev/null
-sed -n '1,/^RESULT/p' "$tmp/sluice.out" | grep -v '^RESULT'
-# Redis's own stalls during (d) (LATENCY LATEST: event, time, latest ms, max ms).
-echo "Redis events over 1 ms during (d), max ms: $(cli latency latest | paste -d' ' - - - - | awk '{printf "%s %s; ", $1, $4}')"
+echo "== medians of $ROUNDS rounds (uptime now: $(uptime))"
+printf '%-10s %-18s %12s %10s %10s %12s %10s\n' load contender "CPU ms/1000" "p50 µs" "p99 µs" decisions/s "per run"
+for load in low half saturation; do
+  for c in sluice sluice-evalsha sluice-1-in-flight incr textbook; do
+    awk -v l="$load" -v c="$c" '$1 == l && $2 == c {n++} END {exit !n}' "$tmp/runs" || continue
+    printf '%-10s %-18s %12.2f %10.1f %10.1f %12.0f %10.2f\n' "$load" "$c" "$(col "$load" "$c" 3)" "$(col "$load" "$c" 4)" \
+      "$(col "$load" "$c" 5)" "$(col "$load" "$c" 6)" "$(col "$load" "$c" 8)"
+  done
+done
+for load in low half; do
+  awk -v l="$load" -v s="$(col "$load" sluice 3)" -v i="$(col "$load" incr 3)" -v e="$(col "$load" sluice-evalsha 3)" \
+    -v ps="$(col "$load" sluice 5)" -v pi="$(col "$load" incr 5)" \
+    'BEGIN {printf "%s: Redis CPU per decision sluice/incr %.2f (target <= 0.8: %s), FCALL/EVALSHA %.2f; p99 sluice/incr %.2f\n", l, s / i, (s / i <= 0.8 ? "met" : "NOT met"), s / e, ps / pi}'
+done
+awk -v s="$(col saturation sluice 7)" -v t="$(col saturation textbook 7)" -v i="$(col saturation incr 3)" -v c="$(col saturation sluice 3)" \
+  'BEGIN {printf "saturation: decisions per Redis CPU-second sluice/textbook %.2f (target >= 1.5: %s); Redis CPU per decision sluice/incr %.2f\n", s / t, (s / t >= 1.5 ? "met" : "NOT met"), c / i}'

@@ -7,6 +7,13 @@
 //	go run ./bench/redis -redis 127.0.0.1:6390                   # closed loop, 256 callers
 //	go run ./bench/redis -redis 127.0.0.1:6390 -concurrency 1 -requests 20000
 //	go run ./bench/redis -redis 127.0.0.1:6390 -rate 30000       # fixed rate
+//	go run ./bench/redis -redis 127.0.0.1:6390 -mode incr        # the counter baseline
+//
+// -mode incr measures, under the same load, what a fixed-window counter
+// in the manner of envoyproxy/ratelimit costs Redis per decision: one
+// pipeline of INCRBY and EXPIRE per key (the key names the window's start;
+// allowed while the count is within the limit). It shares no code with
+// that project: it is the two commands, sent as one round trip.
 //
 // Every run is bounded by -duration (and -requests when set). The last line
 // is machine-readable: RESULT key=value ….
@@ -49,6 +56,8 @@ func main() {
 		maxBatch    = flag.Int("max-batch", sredis.DefaultConfig().MaxBatch, "store/redis Config.MaxBatch (1: no batching)")
 		batchConc   = flag.Int("batch-concurrency", sredis.DefaultConfig().BatchConcurrency, "store/redis Config.BatchConcurrency")
 		gcFloor     = flag.Int("gc-floor-mib", 64, "as sluice serve's --gc-floor-mib (0: Go's default pacing)")
+		mode        = flag.String("mode", "sluice", "sluice: limiter.Limiter over store/redis; incr: one INCRBY+EXPIRE pipeline per decision (the counter baseline)")
+		evalsha     = flag.Bool("evalsha", false, "store/redis Config.Evalsha: run take.lua with EVALSHA, not FCALL")
 	)
 	flag.Parse()
 	if *addr == "" {
@@ -61,13 +70,25 @@ func main() {
 	cfg.DenialCache = *cache
 	cfg.MaxBatch = *maxBatch
 	cfg.BatchConcurrency = *batchConc
-	if err := run(cfg, *duration, *concurrency, *keyspace, *requests, *rate, *warmup, *cpuprofile); err != nil {
+	cfg.Evalsha = *evalsha
+	if *mode != "sluice" && *mode != "incr" {
+		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice or incr\n", *mode)
+		os.Exit(2)
+	}
+	if err := run(cfg, *mode, *duration, *concurrency, *keyspace, *requests, *rate, *warmup, *cpuprofile); err != nil {
 		fmt.Fprintln(os.Stderr, "redis bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg sredis.Config, duration time.Duration, concurrency, keyspace int, requests int64, rate float64, warmup int, cpuprofile string) error {
+// The counter baseline's rule: a fixed window of a minute, as
+// envoyproxy/ratelimit's units are, holding the same 100 calls per 10 s.
+const (
+	incrWindow = 60 // seconds
+	incrLimit  = 600
+)
+
+func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, keyspace int, requests int64, rate float64, warmup int, cpuprofile string) error {
 	if concurrency < 1 || keyspace < 1 || duration <= 0 {
 		return errors.New("-concurrency, -keyspace and -duration must be positive")
 	}
@@ -104,6 +125,26 @@ func run(cfg sredis.Config, duration time.Duration, concurrency, keyspace int, r
 			return d.Allowed, err
 		}
 	}
+	command := store.ScriptCommand()
+	if mode == "incr" {
+		c := store.Client()
+		command = "incrby"
+		newCall = func(worker int) loadgen.Call {
+			r := rand.New(rand.NewPCG(uint64(worker)+1, uint64(time.Now().UnixNano())))
+			return func(ctx context.Context) (bool, error) {
+				start := time.Now().Unix() / incrWindow * incrWindow
+				key := "rl:{user:" + users[r.IntN(len(users))] + "}:bench_" + strconv.FormatInt(start, 10)
+				rs := c.DoMulti(ctx,
+					c.B().Incrby().Key(key).Increment(1).Build(),
+					c.B().Expire().Key(key).Seconds(incrWindow).Build())
+				n, err := rs[0].AsInt64()
+				if err == nil {
+					err = rs[1].Error()
+				}
+				return n <= incrLimit, err
+			}
+		}
+	}
 
 	ctx := context.Background()
 	if warmup > 0 {
@@ -121,7 +162,7 @@ func run(cfg sredis.Config, duration time.Duration, concurrency, keyspace int, r
 	if err != nil {
 		return err
 	}
-	cmd0, err := evalshaStats(ctx, store.Client())
+	cmd0, err := commandStats(ctx, store.Client(), command)
 	if err != nil {
 		return err
 	}
@@ -147,7 +188,7 @@ func run(cfg sredis.Config, duration time.Duration, concurrency, keyspace int, r
 	if err != nil {
 		return err
 	}
-	cmd1, err := evalshaStats(ctx, store.Client())
+	cmd1, err := commandStats(ctx, store.Client(), command)
 	if err != nil {
 		return err
 	}
@@ -162,30 +203,45 @@ func run(cfg sredis.Config, duration time.Duration, concurrency, keyspace int, r
 	if n := cmd1.calls - cmd0.calls; n > 0 {
 		usecPerCall = (cmd1.usec - cmd0.usec) / float64(n)
 	}
-	mode := "closed loop"
+	load := "closed loop"
 	if rate > 0 {
-		mode = fmt.Sprintf("fixed rate %.0f/s, latency from the intended send time", rate)
+		load = fmt.Sprintf("fixed rate %.0f/s, latency from the intended send time", rate)
 	}
-	fmt.Printf("sluice Redis path: %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d, GOMAXPROCS %d\n",
-		concurrency, mode, keyspace, cfg.DenialCache, cfg.MaxBatch, cfg.BatchConcurrency, runtime.GOMAXPROCS(0))
+	if mode == "incr" {
+		fmt.Printf("counter baseline (INCRBY+EXPIRE pipeline per decision, %d per %d s window): %d callers, %s, keyspace %d, GOMAXPROCS %d\n",
+			incrLimit, incrWindow, concurrency, load, keyspace, runtime.GOMAXPROCS(0))
+	} else {
+		fmt.Printf("sluice Redis path (%s): %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d, GOMAXPROCS %d\n",
+			command, concurrency, load, keyspace, cfg.DenialCache, cfg.MaxBatch, cfg.BatchConcurrency, runtime.GOMAXPROCS(0))
+	}
 	fmt.Printf("  decisions     %d (%d allowed, %d denied, %d errors) in %s\n", res.Requests, res.Allowed, res.Denied, res.Errors, res.Elapsed.Round(time.Millisecond))
 	fmt.Printf("  decisions/s   %.0f\n", perSec)
 	fmt.Printf("  latency       p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n", us(res.Latency.Quantile(0.5)), us(res.Latency.Quantile(0.9)),
 		us(res.Latency.Quantile(0.99)), us(res.Latency.Quantile(0.999)), us(res.Latency.Max()))
 	fmt.Printf("  redis CPU     %.3f s (used_cpu_user+used_cpu_sys) → %.0f decisions per Redis CPU-second\n", cpu, perCPU)
-	fmt.Printf("  evalsha       %d calls, %.2f µs per call inside Redis\n", cmd1.calls-cmd0.calls, usecPerCall)
+	fmt.Printf("  redis CPU per 1,000 decisions  %.2f ms\n", perThousand(cpu, res.Requests))
+	fmt.Printf("  %-13s %d calls, %.2f µs per call inside Redis\n", strings.ToLower(command), cmd1.calls-cmd0.calls, usecPerCall)
 	if res.Late > 0 || res.Missed > 0 {
 		fmt.Printf("  schedule      %d calls late, %d missed (the generator fell behind)\n", res.Late, res.Missed)
 	}
 	if res.Errors > 0 {
 		fmt.Printf("  first error   %v\n", res.FirstErr)
 	}
-	fmt.Printf("RESULT decisions=%d errors=%d decisions_per_s=%.0f p50_us=%.1f p99_us=%.1f redis_cpu_s=%.3f decisions_per_cpu_s=%.0f evalsha_usec_per_call=%.2f\n",
-		res.Requests, res.Errors, perSec, micros(res.Latency.Quantile(0.5)), micros(res.Latency.Quantile(0.99)), cpu, perCPU, usecPerCall)
+	fmt.Printf("RESULT mode=%s command=%s decisions=%d errors=%d decisions_per_s=%.0f p50_us=%.1f p99_us=%.1f redis_cpu_s=%.3f decisions_per_cpu_s=%.0f cpu_ms_per_1000=%.2f usec_per_call=%.2f calls=%d late=%d\n",
+		mode, strings.ToLower(command), res.Requests, res.Errors, perSec, micros(res.Latency.Quantile(0.5)), micros(res.Latency.Quantile(0.99)), cpu, perCPU,
+		perThousand(cpu, res.Requests), usecPerCall, cmd1.calls-cmd0.calls, res.Late)
 	if res.Errors > 0 {
 		return fmt.Errorf("%d calls failed", res.Errors)
 	}
 	return nil
+}
+
+// perThousand is Redis CPU in ms per 1,000 decisions.
+func perThousand(cpuSeconds float64, decisions int64) float64 {
+	if decisions == 0 {
+		return 0
+	}
+	return cpuSeconds * 1e6 / float64(decisions)
 }
 
 func us(d time.Duration) string { return strconv.FormatFloat(micros(d), 'f', 1, 64) + "µs" }
@@ -226,14 +282,14 @@ type cmdStat struct {
 	usec  float64
 }
 
-// evalshaStats returns the calls and total µs of EVALSHA (cmdstat_evalsha).
-func evalshaStats(ctx context.Context, c rueidis.Client) (cmdStat, error) {
+// commandStats returns the calls and total µs of command (cmdstat_<command>).
+func commandStats(ctx context.Context, c rueidis.Client, command string) (cmdStat, error) {
 	m, err := info(ctx, c, "commandstats")
 	if err != nil {
 		return cmdStat{}, err
 	}
 	var st cmdStat
-	for _, f := range strings.Split(m["cmdstat_evalsha"], ",") {
+	for _, f := range strings.Split(m["cmdstat_"+strings.ToLower(command)], ",") {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {
 		case "calls":
