@@ -344,3 +344,29 @@ func testClusterNoFunction(t *testing.T, c *redistest.Cluster) {
 		t.Fatalf("reached %d masters, want 3", len(seen))
 	}
 }
+
+// TestNoFunctions: a server without Redis functions (FUNCTION renamed
+// away, as on a server older than 7 or a managed service that forbids it)
+// gets take.lua by EVALSHA, chosen at start, and decides.
+func TestNoFunctions(t *testing.T) {
+	srv := redistest.Start(t, "--rename-command", "FUNCTION", "")
+	if out, err := srv.Do("function", "list"); err == nil && !strings.Contains(out, "unknown command") {
+		t.Fatalf("FUNCTION LIST on a server without FUNCTION = %q, want an unknown command", out)
+	}
+	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	checkPath(t, s, "EVALSHA")
+	op := limiter.Op{Client: "user:nofunctions", Rule: "r", Params: paramsOf(algorithm.TokenBucket, 3, conformance.Hour), Cost: 1}
+	sha0, _ := scriptCalls(t, srv)
+	for call := 1; call <= 4; call++ {
+		res, _ := take(t, s, op)
+		if want := call <= 3; res[0].Allowed != want {
+			t.Fatalf("call %d = %+v, want allowed %v", call, res[0], want)
+		}
+	}
+	if n := commandCalls(t, srv, "fcall"); n != 0 {
+		t.Fatalf("FCALL calls = %d, want 0", n)
+	}
+	if sha1, _ := scriptCalls(t, srv); sha1-sha0 != 4 {
+		t.Fatalf("EVALSHA runs = %d, want 4", sha1-sha0)
+	}
+}

@@ -217,21 +217,33 @@ func New(cfg Config) (*Store, error) {
 }
 
 // loadLibrary loads take.lua as a function library on every node and
-// reports whether every node that answered has it. A node that answers
-// FUNCTION LOAD with an error other than "already exists" (a server older
-// than 7, a managed service that refuses the command) makes it false: the
-// store then runs take.lua with EVALSHA. A node that does not answer does
-// not: when it comes back without the library, FCALL's "Function not
-// found" loads it again (see exec).
+// reports whether every node that answered has it. A node that refuses
+// FUNCTION LOAD (a server older than 7, a managed service or an ACL that
+// forbids it: any error but those of notLoadedYet) makes it false: the
+// store then runs take.lua with EVALSHA. A node that does not answer, or
+// answers with a passing state, does not: when it serves a call without
+// the library, FCALL's "Function not found" loads it again (see exec).
 func (s *Store) loadLibrary(ctx context.Context) bool {
 	ok := true
 	for _, n := range s.client.Nodes() {
 		err := n.Do(ctx, n.B().FunctionLoad().FunctionCode(librarySource).Build()).Error()
-		if rerr, isRedis := rueidis.IsRedisErr(err); isRedis && !strings.Contains(rerr.Error(), "already exists") {
+		if rerr, isRedis := rueidis.IsRedisErr(err); isRedis && !notLoadedYet(rerr.Error()) {
 			ok = false
 		}
 	}
 	return ok
+}
+
+// notLoadedYet reports whether FUNCTION LOAD's error msg says the node
+// has the library already, gets it from its master (a replica), or is in
+// a passing state, rather than that it refuses functions.
+func notLoadedYet(msg string) bool {
+	for _, m := range []string{"already exists", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // ScriptCommand is the command that runs take.lua: "FCALL" (a function
