@@ -45,8 +45,9 @@ func appendParams(dst []byte, op *limiter.Op, first bool) []byte {
 
 // exec runs take.lua over keys with params and returns its reply: FCALL of
 // the function library where every node has it, else EVALSHA (EVAL on
-// NOSCRIPT). A node that lost the library (a restart, a failover to a
-// replica that never had it, FUNCTION FLUSH) answers "Function not found":
+// NOSCRIPT). A node without the library (a restart without persistence,
+// a master added after the store started, FUNCTION FLUSH) answers
+// "Function not found":
 // the library is loaded on every node again and the run retried once,
 // then run with EVALSHA/EVAL if it still is not found.
 func (s *Store) exec(ctx context.Context, keys []string, params []byte) (string, error) {
