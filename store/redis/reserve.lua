@@ -23,6 +23,7 @@
 --          result now, allowed when that bucket's own wait fits, else
 --          retry_after = the time until it would
 
+set_now(ARGV[1])
 local maxwait = tonumber(ARGV[3])
 local now0 = now
 local cur = call('MGET', unpack(KEYS))

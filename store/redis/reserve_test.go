@@ -205,7 +205,7 @@ func BenchmarkReserve(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				b.ReportMetric(scriptMicros(b, srv), "redis-µs/call")
+				b.ReportMetric(scriptMicros(b, srv, "EVALSHA"), "redis-µs/call")
 			})
 		}
 	}

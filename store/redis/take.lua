@@ -52,10 +52,23 @@
 -- front of this file.
 
 
--- now, in µs relative to EPOCH (see codec.lua): set by take at the start
--- of every run, read by the algorithms below. Loaded once as a function
--- library (FCALL), these definitions are made once, not on every run.
+-- now, in µs relative to EPOCH (see codec.lua): set by set_now at the
+-- start of every run, read by the algorithms below. Loaded once as a
+-- function library (FCALL), these definitions are made once, not on every
+-- run.
 local now
+
+-- set_now binds the libraries (codec.lua's bind) and sets now from a run's
+-- ARGV[1]: the time given, or "" for the server's clock (TIME).
+local function set_now(a1)
+  if not call then bind() end
+  if a1 ~= '' then
+    now = tonumber(a1)
+  else
+    local t = call('TIME')
+    now = (t[1] - EPOCH / 1000000) * 1000000 + t[2]
+  end
+end
 
 local function capacity(kind, limit, burst)
   if kind == 1 then
@@ -351,13 +364,7 @@ end
 
 -- take decides one run: keys and args are KEYS and ARGV (header).
 local function take(keys, args)
-  if not call then bind() end
-  if args[1] ~= '' then
-    now = tonumber(args[1])
-  else
-    local t = call('TIME')
-    now = (t[1] - EPOCH / 1000000) * 1000000 + t[2]
-  end
+  set_now(args[1])
   local params = args[2]
   local n = #keys
   local out = {pack('<d', now)}
