@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -204,31 +205,52 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	if in.TLS != nil {
 		proto = "https"
 	}
-	peerText := peer.Unmap().WithZone("").String()
-	if g.id.TrustsPeer(in) {
+	// One allocation for the values set here, each header its own
+	// full-capacity slice of it.
+	v := make([]string, 4)
+	v[0], v[1], v[2] = addrText(in.RemoteAddr, peer), proto, in.Host
+	peerText := v[0]
+	if len(g.id.TrustedProxies) > 0 && g.id.TrustsPeer(in) {
 		if prior := in.Header[middleware.HeaderXForwardedFor]; len(prior) > 0 {
-			out[middleware.HeaderXForwardedFor] = []string{strings.Join(prior, ", ") + ", " + peerText}
-		} else {
-			out[middleware.HeaderXForwardedFor] = []string{peerText}
+			v[0] = strings.Join(prior, ", ") + ", " + peerText
 		}
-		if v := in.Header["X-Forwarded-Proto"]; len(v) > 0 {
-			out["X-Forwarded-Proto"] = v
+		if p := in.Header["X-Forwarded-Proto"]; len(p) > 0 {
+			out["X-Forwarded-Proto"] = p
 		} else {
-			out["X-Forwarded-Proto"] = []string{proto}
+			out["X-Forwarded-Proto"] = v[1:2:2]
 		}
-		if v := in.Header["X-Forwarded-Host"]; len(v) > 0 {
-			out["X-Forwarded-Host"] = v
+		if h := in.Header["X-Forwarded-Host"]; len(h) > 0 {
+			out["X-Forwarded-Host"] = h
 		} else {
-			out["X-Forwarded-Host"] = []string{in.Host}
+			out["X-Forwarded-Host"] = v[2:3:3]
 		}
 		if prior := in.Header[middleware.HeaderForwarded]; len(prior) > 0 {
 			out[middleware.HeaderForwarded] = []string{strings.Join(prior, ", ") + ", " + forwardedElement(peerText, proto)}
 		}
-		return
+	} else {
+		out["X-Forwarded-Proto"] = v[1:2:2]
+		out["X-Forwarded-Host"] = v[2:3:3]
 	}
-	out[middleware.HeaderXForwardedFor] = []string{peerText}
-	out["X-Forwarded-Proto"] = []string{proto}
-	out["X-Forwarded-Host"] = []string{in.Host}
+	out[middleware.HeaderXForwardedFor] = v[0:1:1]
+	// ReverseProxy sets an empty User-Agent when the call has none (so
+	// that Go's is not sent), allocating for it; set here, v[3] is "".
+	if _, ok := out["User-Agent"]; !ok {
+		out["User-Agent"] = v[3:4:4]
+	}
+}
+
+// addrText is peer as text, unmapped and without zone: for an IPv4 peer
+// spelled plainly in remoteAddr ("203.0.113.7:5123"), the substring of it
+// (netip spells IPv4 only one way, so it is the same text), without
+// allocating.
+func addrText(remoteAddr string, peer netip.Addr) string {
+	if peer.Is4() && remoteAddr != "" && remoteAddr[0] != '[' {
+		if i := strings.LastIndexByte(remoteAddr, ':'); i >= 0 {
+			return remoteAddr[:i]
+		}
+		return remoteAddr
+	}
+	return peer.Unmap().WithZone("").String()
 }
 
 // forwardedElement is the RFC 7239 element for one hop: IPv6 addresses

@@ -269,3 +269,48 @@ func TestUpstreamPathPrefix(t *testing.T) {
 		t.Errorf("upstream saw %q, want /v1/orders?page=2", body)
 	}
 }
+
+// TestGatewayPeerTextAndUserAgent: the address the upstream is told
+// (X-Forwarded-For) is the peer's, unmapped and without zone, however the
+// connection spelled it; and the upstream sees the caller's User-Agent, or
+// none — never Go's — when the call had none.
+func TestGatewayPeerTextAndUserAgent(t *testing.T) {
+	type seen struct{ xff, ua string }
+	got := make(chan seen, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- seen{strings.Join(r.Header["X-Forwarded-For"], "|"), strings.Join(r.Header["User-Agent"], "|")}
+	}))
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	l := newLimiter(t, `
+rules:
+  - {id: per-ip, by: ip, limit: 1000, window: 1m}
+`)
+	gw, err := gateway.New(l, gateway.Config{Upstream: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	for _, c := range []struct{ remote, ua, wantXFF string }{
+		{"192.0.2.7:5000", "", "192.0.2.7"},
+		{"192.0.2.7:5000", "curl/8.5", "192.0.2.7"},
+		{"192.0.2.9", "", "192.0.2.9"},
+		{"[2001:db8::1]:5000", "", "2001:db8::1"},
+		{"[::ffff:192.0.2.8]:5000", "", "192.0.2.8"},
+		{"[fe80::1%eth0]:5000", "x", "fe80::1"},
+	} {
+		r := httptest.NewRequest("GET", "/api/orders", nil)
+		r.RemoteAddr = c.remote
+		if c.ua != "" {
+			r.Header.Set("User-Agent", c.ua)
+		}
+		w := httptest.NewRecorder()
+		gw.ServeHTTP(w, r)
+		if w.Code != 200 {
+			t.Fatalf("%s: status %d: %s", c.remote, w.Code, w.Body)
+		}
+		if s := <-got; s.xff != c.wantXFF || s.ua != c.ua {
+			t.Errorf("%s, User-Agent %q: upstream saw X-Forwarded-For %q, User-Agent %q; want %q, %q", c.remote, c.ua, s.xff, s.ua, c.wantXFF, c.ua)
+		}
+	}
+}
