@@ -12,6 +12,12 @@
 #                     commit, and print its version
 #   fields FILE       "decisions/s p50 p90 p99 p99.9 late" (ms) of a
 #                     `sluice bench --json` report (needs python3)
+#   find_nginx        print the path of nginx; when there is none, install
+#                     nginx-light with apt-get (as root, without starting
+#                     its service) and print that; fails when neither works
+#   cpu_ticks PID...  user+system CPU of the PIDs so far, in clock ticks
+#                     (from /proc; a PID that is gone counts 0)
+#   per1000 TICKS N   TICKS as milliseconds per 1,000 of N calls
 #
 # The messages name the script ($0).
 
@@ -62,4 +68,33 @@ build_sluice() {
 
 fields() { # FILE
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); l=r["latency_ms"]; print("%.0f %.3f %.3f %.3f %.3f %d" % (r["decisions_per_sec"], l["p50"], l["p90"], l["p99"], l["p999"], r.get("late", 0)))' "$1"
+}
+
+find_nginx() {
+  local p
+  for p in "$(command -v nginx 2>/dev/null)" /usr/sbin/nginx; do
+    [ -n "$p" ] && [ -x "$p" ] && { echo "$p"; return 0; }
+  done
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || return 1
+  echo "$me: installing nginx-light with apt-get" >&2
+  # policy-rc.d answering 101 keeps the package's service from starting
+  # (Docker images have one already; it is left as it was found).
+  local rcd=/usr/sbin/policy-rc.d made=
+  if [ ! -e "$rcd" ]; then printf '#!/bin/sh\nexit 101\n' > "$rcd" && chmod +x "$rcd" && made=1; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >&2 || { [ -n "$made" ] && rm -f "$rcd"; return 1; }
+  [ -n "$made" ] && rm -f "$rcd"
+  [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx
+}
+
+cpu_ticks() { # PID...
+  local p t=0 f
+  for p in "$@"; do
+    f=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null) || f=0
+    t=$((t + ${f:-0}))
+  done
+  echo "$t"
+}
+
+per1000() { # TICKS N
+  awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {if (n > 0) printf "%.1f", t * 1000 / hz / (n / 1000); else print 0}'
 }
