@@ -120,8 +120,8 @@ func unmarshalDescriptor(b []byte, d *ratelimitv3.RateLimitDescriptor) error {
 func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errWire
+		if n < 0 || num > protowire.MaxValidNumber {
+			return errWire // protobuf-go refuses field numbers past 2^29-1 too
 		}
 		b = b[n:]
 		var v []byte

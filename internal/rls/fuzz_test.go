@@ -110,7 +110,9 @@ func FuzzUnmarshalRequest(f *testing.F) {
 			}
 			return
 		}
-		if err == nil && utf8.ValidString(got.Domain) && allUTF8(&got) {
+		// A string field given twice keeps its last value, so a refusal for
+		// invalid UTF-8 may concern a value that was then replaced.
+		if err == nil && utf8.ValidString(got.Domain) && allUTF8(&got) && !strings.Contains(werr.Error(), "invalid UTF-8") {
 			// protobuf-go refused for a reason other than UTF-8: the wire
 			// must be malformed, and unmarshalRequest should have said so.
 			t.Fatalf("unmarshalRequest(%x) = %v, but protobuf-go says %v", b, &got, werr)
