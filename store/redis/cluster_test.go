@@ -41,33 +41,7 @@ func TestNoScript(t *testing.T) {
 			// Concurrent calls right after a flush: every one falls back or
 			// finds the script that another's EVAL loaded.
 			do(t, srv, "script", "flush")
-			var wg sync.WaitGroup
-			var allowed atomic.Int64
-			errs := make(chan error, 64)
-			for g := range 64 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					op := op
-					op.Client = fmt.Sprintf("user:noscript-%d-%d", batch, g)
-					res := make([]algorithm.Result, 1)
-					if _, err := s.Take(context.Background(), []limiter.Op{op}, res); err != nil {
-						errs <- err
-						return
-					}
-					if res[0].Allowed {
-						allowed.Add(1)
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatalf("Take after SCRIPT FLUSH: %v", err)
-			}
-			if got := allowed.Load(); got != 64 {
-				t.Fatalf("allowed after SCRIPT FLUSH = %d, want 64", got)
-			}
+			take64(t, s, op, fmt.Sprintf("noscript-%d", batch), "SCRIPT FLUSH")
 		})
 	}
 }
@@ -112,33 +86,7 @@ func TestNoFunction(t *testing.T) {
 			// Concurrent calls right after a flush: every one reloads the
 			// library or finds the one another loaded.
 			do(t, srv, "function", "flush")
-			var wg sync.WaitGroup
-			var allowed atomic.Int64
-			errs := make(chan error, 64)
-			for g := range 64 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					op := op
-					op.Client = fmt.Sprintf("user:nofunction-%d-%d", batch, g)
-					res := make([]algorithm.Result, 1)
-					if _, err := s.Take(context.Background(), []limiter.Op{op}, res); err != nil {
-						errs <- err
-						return
-					}
-					if res[0].Allowed {
-						allowed.Add(1)
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatalf("Take after FUNCTION FLUSH: %v", err)
-			}
-			if got := allowed.Load(); got != 64 {
-				t.Fatalf("allowed after FUNCTION FLUSH = %d, want 64", got)
-			}
+			take64(t, s, op, fmt.Sprintf("nofunction-%d", batch), "FUNCTION FLUSH")
 		})
 	}
 }
@@ -368,5 +316,39 @@ func TestNoFunctions(t *testing.T) {
 	}
 	if sha1, _ := scriptCalls(t, srv); sha1-sha0 != 4 {
 		t.Fatalf("EVALSHA runs = %d, want 4", sha1-sha0)
+	}
+}
+
+// take64 makes 64 concurrent calls of op, each for its own client
+// (user:<prefix>-<n>), right after what (a flush) and wants every one
+// allowed, none failed.
+func take64(t *testing.T, s *sredis.Store, op limiter.Op, prefix, what string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var allowed atomic.Int64
+	errs := make(chan error, 64)
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			op := op
+			op.Client = fmt.Sprintf("user:%s-%d", prefix, g)
+			res := make([]algorithm.Result, 1)
+			if _, err := s.Take(context.Background(), []limiter.Op{op}, res); err != nil {
+				errs <- err
+				return
+			}
+			if res[0].Allowed {
+				allowed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Take after %s: %v", what, err)
+	}
+	if got := allowed.Load(); got != 64 {
+		t.Fatalf("allowed after %s = %d, want 64", what, got)
 	}
 }
