@@ -24,6 +24,21 @@ func mulDiv(m, w, l int64) (q, r int64) {
 	return m*wq + int64(p/uint64(l)), int64(p % uint64(l))
 }
 
+// token is window/limit µs as q + r/l, 0 ≤ r < l: one token's refill.
+type token struct{ q, r, l int64 }
+
+func tokenOf(p Params) token { return token{p.Window / p.Limit, p.Window % p.Limit, p.Limit} }
+
+// times returns mulDiv(m, window, limit) for m < 2^30, dividing only when
+// m·r reaches l (never for a cost of 1).
+func (t token) times(m int64) (q, r int64) {
+	x := uint64(m) * uint64(t.r)
+	if x < uint64(t.l) {
+		return m * t.q, int64(x)
+	}
+	return m*t.q + int64(x/uint64(t.l)), int64(x % uint64(t.l))
+}
+
 // overBound reports whether a·b/c > bound, for a, b, c > 0, exact.
 func overBound(a, b, c, bound int64) bool {
 	hi, lo := bits.Mul64(uint64(a), uint64(b))

@@ -96,7 +96,10 @@ func tbOwed(p Params, q, r int64) int64 {
 
 func tokenBucket(p Params, s State, now, cost int64) (Result, State) {
 	capacity := p.Capacity()
-	tq, tr := mulDiv(capacity, p.Window, p.Limit) // an empty bucket's debt
+	// One token is window/limit µs = wq + wr/limit: the one division of the
+	// call besides tbOwed's; every other product below reuses it.
+	tok := tokenOf(p)
+	tq, tr := tok.times(capacity) // an empty bucket's debt
 	q, r, base := tbDebt(p, s, now)
 	clamped := false
 	if !lePair(q, r, tq, tr) {
@@ -111,9 +114,14 @@ func tokenBucket(p Params, s State, now, cost int64) (Result, State) {
 		return Result{Reason: ReasonCostExceedsCapacity, Remaining: tbRemaining(p, q, r, capacity),
 			ResetAfter: reset, Changed: clamped}, base
 	}
-	aq, ar := mulDiv(capacity-cost, p.Window, p.Limit) // the most debt the call may find
+	cq, cr := tok.times(cost)
+	// The most debt the call may find, (capacity − cost)·window/limit, is
+	// the empty bucket's debt less the call's: exact, with a borrow.
+	aq, ar := tq-cq, tr-cr
+	if ar < 0 {
+		aq, ar = aq-1, ar+p.Limit
+	}
 	if lePair(q, r, aq, ar) {
-		cq, cr := mulDiv(cost, p.Window, p.Limit)
 		q, r = q+cq, r+cr
 		if r >= p.Limit {
 			q, r = q+1, r-p.Limit
