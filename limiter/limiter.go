@@ -277,13 +277,23 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 		cost = 1
 	}
 	ops := sc.ops[:0]
-	in := keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries}
+	var in keyInput // built for the first rule keyed by more than the caller
+	built := false
 	keys := sc.keys[:0] // room for every rule's id: never reallocated
 	for _, r := range matched {
 		var by rules.By
 		var client string
 		var ok bool
-		keys, by, client, ok = appendKey(keys, r, &in)
+		if len(r.Key) == 1 && r.Key[0].Caller() { // appendKey's first case, without building in
+			by, client = pick(r.By, user, apiKey, ip)
+			ok = client != ""
+		} else {
+			if !built {
+				built = true
+				in = keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries}
+			}
+			keys, by, client, ok = appendKey(keys, r, &in)
+		}
 		if !ok {
 			continue // the call lacks a value this rule is keyed by
 		}

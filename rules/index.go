@@ -61,6 +61,9 @@ type Index struct {
 
 	anyPath []*Compiled            // no plan, any path
 	planAny map[string][]*Compiled // by plan, any path
+	// defaultAny is planAny[set.DefaultPlan], the list most calls want:
+	// Match finds it without hashing the plan.
+	defaultAny []*Compiled
 	paths   pathIndex              // rules with an endpoint, by path or prefix base
 	folded  pathIndex              // the same for path_case insensitive rules, by path in lower case
 	entries *entryNode             // rules with match.entries (Envoy descriptors), see MatchEntries
@@ -157,6 +160,9 @@ func build(s *Set) *Index {
 // finish builds the plan maps of paths with many plans, once every rule is
 // added.
 func (ix *Index) finish() {
+	if ix.set != nil && ix.set.DefaultPlan != "" {
+		ix.defaultAny = ix.planAny[ix.set.DefaultPlan]
+	}
 	ix.paths.finish()
 	ix.folded.finish()
 }
@@ -321,7 +327,11 @@ func (ix *Index) Match(plan, method, path string, dst []*Compiled) []*Compiled {
 	start := len(dst)
 	dst = appendMethod(dst, ix.anyPath, method)
 	if plan != "" && ix.planAny != nil {
-		dst = appendMethod(dst, ix.planAny[plan], method)
+		if ix.defaultAny != nil && plan == ix.set.DefaultPlan {
+			dst = appendMethod(dst, ix.defaultAny, method)
+		} else {
+			dst = appendMethod(dst, ix.planAny[plan], method)
+		}
 	}
 	if ix.paths.m != nil || ix.folded.m != nil {
 		if IsCleanPath(path) {
