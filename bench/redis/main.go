@@ -58,6 +58,7 @@ func main() {
 		gcFloor     = flag.Int("gc-floor-mib", 64, "as sluice serve's --gc-floor-mib (0: Go's default pacing)")
 		mode        = flag.String("mode", "sluice", "sluice: limiter.Limiter over store/redis; incr: one INCRBY+EXPIRE pipeline per decision (the counter baseline)")
 		evalsha     = flag.Bool("evalsha", false, "store/redis Config.Evalsha: run take.lua with EVALSHA, not FCALL")
+		flushDelay  = flag.Duration("flush-delay", 0, "store/redis Config.FlushDelay: how long a connection may hold a write for more commands while a reply is out (0: write at once)")
 	)
 	flag.Parse()
 	if *addr == "" {
@@ -71,6 +72,7 @@ func main() {
 	cfg.MaxBatch = *maxBatch
 	cfg.BatchConcurrency = *batchConc
 	cfg.Evalsha = *evalsha
+	cfg.FlushDelay = *flushDelay
 	if *mode != "sluice" && *mode != "incr" {
 		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice or incr\n", *mode)
 		os.Exit(2)
@@ -166,6 +168,10 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if err != nil {
 		return err
 	}
+	io0, err := redisIO(ctx, store.Client())
+	if err != nil {
+		return err
+	}
 	cmd0, err := commandStats(ctx, store.Client(), command)
 	if err != nil {
 		return err
@@ -192,6 +198,14 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if err != nil {
 		return err
 	}
+	io1, err := redisIO(ctx, store.Client())
+	if err != nil {
+		return err
+	}
+	// The socket reads and writes per 1,000 decisions, less the two INFO
+	// calls' own (one read and one write each) that fall between them.
+	readsPer := perThousandN(io1.reads-io0.reads-1, res.Requests)
+	writesPer := perThousandN(io1.writes-io0.writes-1, res.Requests)
 	cmd1, err := commandStats(ctx, store.Client(), command)
 	if err != nil {
 		return err
@@ -212,11 +226,11 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		load = fmt.Sprintf("fixed rate %.0f/s, latency from the intended send time", rate)
 	}
 	if mode == "incr" {
-		fmt.Printf("counter baseline (INCRBY+EXPIRE pipeline per decision, %d per %d s window): %d callers, %s, keyspace %d, GOMAXPROCS %d\n",
-			incrLimit, incrWindow, concurrency, load, keyspace, runtime.GOMAXPROCS(0))
+		fmt.Printf("counter baseline (INCRBY+EXPIRE pipeline per decision, %d per %d s window): %d callers, %s, keyspace %d, flush delay %s, GOMAXPROCS %d\n",
+			incrLimit, incrWindow, concurrency, load, keyspace, cfg.FlushDelay, runtime.GOMAXPROCS(0))
 	} else {
-		fmt.Printf("sluice Redis path (%s): %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d, GOMAXPROCS %d\n",
-			command, concurrency, load, keyspace, cfg.DenialCache, cfg.MaxBatch, cfg.BatchConcurrency, runtime.GOMAXPROCS(0))
+		fmt.Printf("sluice Redis path (%s): %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d, flush delay %s, GOMAXPROCS %d\n",
+			command, concurrency, load, keyspace, cfg.DenialCache, cfg.MaxBatch, cfg.BatchConcurrency, cfg.FlushDelay, runtime.GOMAXPROCS(0))
 	}
 	fmt.Printf("  decisions     %d (%d allowed, %d denied, %d errors) in %s\n", res.Requests, res.Allowed, res.Denied, res.Errors, res.Elapsed.Round(time.Millisecond))
 	fmt.Printf("  decisions/s   %.0f\n", perSec)
@@ -224,6 +238,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		us(res.Latency.Quantile(0.99)), us(res.Latency.Quantile(0.999)), us(res.Latency.Max()))
 	fmt.Printf("  redis CPU     %.3f s (used_cpu_user+used_cpu_sys) → %.0f decisions per Redis CPU-second\n", cpu, perCPU)
 	fmt.Printf("  redis CPU per 1,000 decisions  %.2f ms\n", perThousand(cpu, res.Requests))
+	fmt.Printf("  redis socket  %.0f reads and %.0f writes per 1,000 decisions\n", readsPer, writesPer)
 	fmt.Printf("  %-13s %d calls, %.2f µs per call inside Redis\n", strings.ToLower(command), cmd1.calls-cmd0.calls, usecPerCall)
 	if res.Late > 0 || res.Missed > 0 {
 		fmt.Printf("  schedule      %d calls late, %d missed (the generator fell behind)\n", res.Late, res.Missed)
@@ -231,9 +246,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if res.Errors > 0 {
 		fmt.Printf("  first error   %v\n", res.FirstErr)
 	}
-	fmt.Printf("RESULT mode=%s command=%s decisions=%d errors=%d decisions_per_s=%.0f p50_us=%.1f p99_us=%.1f redis_cpu_s=%.3f decisions_per_cpu_s=%.0f cpu_ms_per_1000=%.2f usec_per_call=%.2f calls=%d late=%d\n",
+	fmt.Printf("RESULT mode=%s command=%s decisions=%d errors=%d decisions_per_s=%.0f p50_us=%.1f p99_us=%.1f redis_cpu_s=%.3f decisions_per_cpu_s=%.0f cpu_ms_per_1000=%.2f usec_per_call=%.2f calls=%d late=%d reads_per_1000=%.0f writes_per_1000=%.0f\n",
 		mode, strings.ToLower(command), res.Requests, res.Errors, perSec, micros(res.Latency.Quantile(0.5)), micros(res.Latency.Quantile(0.99)), cpu, perCPU,
-		perThousand(cpu, res.Requests), usecPerCall, cmd1.calls-cmd0.calls, res.Late)
+		perThousand(cpu, res.Requests), usecPerCall, cmd1.calls-cmd0.calls, res.Late, readsPer, writesPer)
 	if res.Errors > 0 {
 		return fmt.Errorf("%d calls failed", res.Errors)
 	}
@@ -246,6 +261,14 @@ func perThousand(cpuSeconds float64, decisions int64) float64 {
 		return 0
 	}
 	return cpuSeconds * 1e6 / float64(decisions)
+}
+
+// perThousandN is n per 1,000 decisions.
+func perThousandN(n, decisions int64) float64 {
+	if decisions == 0 {
+		return 0
+	}
+	return float64(n) * 1000 / float64(decisions)
 }
 
 func us(d time.Duration) string { return strconv.FormatFloat(micros(d), 'f', 1, 64) + "µs" }
@@ -279,6 +302,23 @@ func redisCPU(ctx context.Context, c rueidis.Client) (float64, error) {
 		return 0, fmt.Errorf("INFO cpu: unreadable used_cpu_user %q / used_cpu_sys %q", m["used_cpu_user"], m["used_cpu_sys"])
 	}
 	return u + s, nil
+}
+
+type ioStat struct{ reads, writes int64 }
+
+// redisIO returns the server's total_reads_processed and
+// total_writes_processed (INFO stats): socket reads and writes.
+func redisIO(ctx context.Context, c rueidis.Client) (ioStat, error) {
+	m, err := info(ctx, c, "stats")
+	if err != nil {
+		return ioStat{}, err
+	}
+	r, err1 := strconv.ParseInt(m["total_reads_processed"], 10, 64)
+	w, err2 := strconv.ParseInt(m["total_writes_processed"], 10, 64)
+	if err1 != nil || err2 != nil {
+		return ioStat{}, fmt.Errorf("INFO stats: unreadable total_reads_processed %q / total_writes_processed %q", m["total_reads_processed"], m["total_writes_processed"])
+	}
+	return ioStat{r, w}, nil
 }
 
 type cmdStat struct {
