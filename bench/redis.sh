@@ -18,16 +18,26 @@
 #       incr: bench/redis -mode incr (the same callers and users, one
 #         INCRBY+EXPIRE pipeline per decision);
 #   (b) fixed rates, RATE_DURATION each, latency counted from each call's
-#       intended send time: 5,000/s (LOW_RATE) and half of sluice's median
-#       decisions/s in (a), each for sluice (FCALL), sluice with EVALSHA
-#       (-evalsha: the path of servers before Redis 7), sluice with one
-#       script run in flight (-batch-concurrency 1: calls coalesce while a
-#       run is out) and incr;
+#       intended send time: 5,000/s (LOW_RATE) and half load: HALF_RATE, by
+#       default half of the lower of sluice's and incr's median decisions/s
+#       in (a) (the rate both contenders, and the load generator driving
+#       them, can hold twice over; half of sluice's maximum alone was 80 %
+#       of incr's and more than the generator held on this machine), each
+#       for sluice (FCALL), sluice with EVALSHA (-evalsha: the path of
+#       servers before Redis 7), sluice with one script run in flight
+#       (-batch-concurrency 1: calls coalesce while a run is out), sluice
+#       with a flush delay (-flush-delay FLUSH_DELAY: a connection with a
+#       reply out holds its next write up to that long for more commands)
+#       and incr (never a flush delay: envoyproxy/ratelimit's default,
+#       REDIS_PIPELINE_WINDOW 0, writes every request's pipeline at once).
+#       A run that fell short of its rate (below 95 % of it, or more than
+#       1 % of calls sent over 1 ms late) is marked "not held";
 #   (c) the latency of single decisions on an idle server: 20,000 Checks
 #       one after another.
 # Each run measures the server's CPU time (INFO cpu used_cpu_user +
-# used_cpu_sys, before and after). Prints every run, then the medians per
-# load: Redis CPU per 1,000 decisions, p50 and p99, and the ratios the
+# used_cpu_sys, before and after) and its socket reads (INFO stats
+# total_reads_processed). Prints every run, then the medians per load:
+# Redis CPU and reads per 1,000 decisions, p50 and p99, and the ratios the
 # targets are about: sluice/incr CPU (≤ 0.8 at 5,000/s and half load) and
 # sluice/textbook decisions per Redis CPU-second at saturation (≥ 1.5).
 #
@@ -35,6 +45,8 @@
 #   ROUNDS=5 bench/redis.sh
 #   N=1000000 RATE_DURATION=5s bench/redis.sh   # shorter
 #   HZ=10 bench/redis.sh                # Redis's default hz, for comparison
+#   HALF_RATE=30000 FLUSH_DELAY=100us bench/redis.sh
+#   PORT=31602 bench/redis.sh           # this port, not a random free one
 #   BENCH_ARGS='-batch-concurrency 2' bench/redis.sh   # more flags for sluice's runs
 #
 # Needs go, redis-server, redis-cli and redis-benchmark (Debian:
@@ -50,6 +62,8 @@ CONCURRENCY=${CONCURRENCY:-256}
 SEQ_CALLS=${SEQ_CALLS:-20000}
 RATE_DURATION=${RATE_DURATION:-10s}
 LOW_RATE=${LOW_RATE:-5000}
+HALF_RATE=${HALF_RATE:-}
+FLUSH_DELAY=${FLUSH_DELAY:-200us}
 # The engine process runs on one core, Redis on the other: in production
 # they are different machines. Letting the engine's goroutines take both
 # cores slowed Redis itself (its CPU time per script call rose by 8-13 %,
@@ -74,9 +88,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# A free loopback port: nothing answers on it.
-port=""
-for _ in $(seq 50); do
+# A free loopback port: nothing answers on it (PORT, when set, is used as is).
+port=${PORT:-}
+for _ in $([ -n "$port" ] || seq 50); do
   p=$((20000 + RANDOM % 20000))
   if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
 done
@@ -140,16 +154,21 @@ field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 
 # Every measurement is one line of $tmp/runs: load contender cpu_ms_per_1000
 # p50_us p99_us decisions/s decisions-per-cpu-s decisions-per-run late
+# reads_per_1000 held (1: a fixed rate held, or a closed loop; 0: not held)
 record() { echo "$*" >> "$tmp/runs"; }
-result() { # LOAD CONTENDER RESULT-FIELDS
-  local r=$3 calls
+result() { # LOAD CONTENDER RESULT-FIELDS [RATE]
+  local r=$3 rate=${4:-0} calls held
   calls=$(field "$r" calls)
+  held=$(awk -v rate="$rate" -v got="$(field "$r" decisions_per_s)" -v late="$(field "$r" late)" -v n="$(field "$r" decisions)" \
+    'BEGIN {print (rate == 0 || (got >= 0.95 * rate && late <= 0.01 * n)) ? 1 : 0}')
   record "$1" "$2" "$(field "$r" cpu_ms_per_1000)" "$(field "$r" p50_us)" "$(field "$r" p99_us)" \
     "$(field "$r" decisions_per_s)" "$(field "$r" decisions_per_cpu_s)" \
-    "$(awk -v d="$(field "$r" decisions)" -v c="$calls" 'BEGIN {printf "%.2f", (c > 0 ? d / c : 0)}')" "$(field "$r" late)"
-  printf '  %-10s %-16s %7.2f ms Redis CPU per 1,000 | p50 %9s µs  p99 %9s µs | %7s decisions/s | %s decisions per run | %s late\n' \
+    "$(awk -v d="$(field "$r" decisions)" -v c="$calls" 'BEGIN {printf "%.2f", (c > 0 ? d / c : 0)}')" "$(field "$r" late)" \
+    "$(field "$r" reads_per_1000)" "$held"
+  printf '  %-10s %-16s %7.2f ms Redis CPU per 1,000 | p50 %9s µs  p99 %9s µs | %7s decisions/s | %s decisions per run | %s reads per 1,000 | %s late%s\n' \
     "$1" "$2" "$(field "$r" cpu_ms_per_1000)" "$(field "$r" p50_us)" "$(field "$r" p99_us)" "$(field "$r" decisions_per_s)" \
-    "$(awk -v d="$(field "$r" decisions)" -v c="$calls" 'BEGIN {printf "%.2f", (c > 0 ? d / c : 0)}')" "$(field "$r" late)"
+    "$(awk -v d="$(field "$r" decisions)" -v c="$calls" 'BEGIN {printf "%.2f", (c > 0 ? d / c : 0)}')" "$(field "$r" reads_per_1000)" \
+    "$(field "$r" late)" "$([ "$held" = 1 ] || echo ' | rate NOT HELD')"
 }
 # col LOAD CONTENDER N: the median of column N of the runs of LOAD and CONTENDER.
 col() { awk -v l="$1" -v c="$2" -v n="$3" '$1 == l && $2 == c {print $n}' "$tmp/runs" | median; }
@@ -162,7 +181,7 @@ for round in $(seq "$ROUNDS"); do
   textbook > "$tmp/textbook.out"
   read -r trps tcpu tsec tkeys tp50 tp99 < "$tmp/textbook.out"
   record saturation textbook "$(awk -v s="$tsec" -v n="$N" 'BEGIN {printf "%.2f", s * 1e6 / n}')" \
-    "$(awk -v x="$tp50" 'BEGIN {print x * 1000}')" "$(awk -v x="$tp99" 'BEGIN {print x * 1000}')" "$trps" "$tcpu" 1 0
+    "$(awk -v x="$tp50" 'BEGIN {print x * 1000}')" "$(awk -v x="$tp99" 'BEGIN {print x * 1000}')" "$trps" "$tcpu" 1 0 - 1
   printf '  %-10s %-16s %7.2f ms Redis CPU per 1,000 | p50 %9s µs  p99 %9s µs | %7s decisions/s | (%d keys; redis-benchmark -P 16: latency of a pipeline)\n' \
     saturation textbook "$(awk -v s="$tsec" -v n="$N" 'BEGIN {print s * 1e6 / n}')" "$(awk -v x="$tp50" 'BEGIN {print x * 1000}')" \
     "$(awk -v x="$tp99" 'BEGIN {print x * 1000}')" "$trps" "$tkeys"
@@ -170,17 +189,24 @@ for round in $(seq "$ROUNDS"); do
   result saturation incr "$(bench -mode incr -duration 120s -requests "$N" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
 done
 max=$(col saturation sluice 6)
-half=$(awk -v r="$max" 'BEGIN {printf "%.0f", r / 2}')
+imax=$(col saturation incr 6)
+if [ -n "$HALF_RATE" ]; then
+  half=$HALF_RATE why="HALF_RATE"
+else
+  half=$(awk -v a="$max" -v b="$imax" 'BEGIN {printf "%.0f", (a < b ? a : b) / 2}')
+  why="half of the lower of sluice's median $max/s and incr's $imax/s"
+fi
 
-echo "== (b) fixed rates: $LOW_RATE/s and $half/s (half of sluice's median $max/s), $RATE_DURATION each, $ROUNDS rounds"
+echo "== (b) fixed rates: $LOW_RATE/s and $half/s ($why), $RATE_DURATION each, $ROUNDS rounds"
 for round in $(seq "$ROUNDS"); do
   echo "round $round"
   for rate in "$LOW_RATE" "$half"; do
     load=$([ "$rate" = "$LOW_RATE" ] && echo low || echo half)
-    result "$load" sluice "$(sluice -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
-    result "$load" incr "$(bench -mode incr -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
-    result "$load" sluice-evalsha "$(sluice -evalsha -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
-    result "$load" sluice-1-in-flight "$(sluice -batch-concurrency 1 -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
+    result "$load" sluice "$(sluice -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
+    result "$load" incr "$(bench -mode incr -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
+    result "$load" sluice-evalsha "$(sluice -evalsha -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
+    result "$load" sluice-1-in-flight "$(sluice -batch-concurrency 1 -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
+    result "$load" sluice-flush "$(sluice -flush-delay "$FLUSH_DELAY" -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
   done
 done
 # Redis's own stalls during the last half-load run (LATENCY LATEST: event, time, latest ms, max ms).
@@ -191,18 +217,28 @@ sluice -duration 120s -requests "$SEQ_CALLS" -concurrency 1 -keyspace "$KEYSPACE
 sed -n '1,/^RESULT/p' "$tmp/bench.out" | grep -v '^RESULT'
 
 echo "== medians of $ROUNDS rounds (uptime now: $(uptime))"
-printf '%-10s %-18s %12s %10s %10s %12s %10s\n' load contender "CPU ms/1000" "p50 µs" "p99 µs" decisions/s "per run"
+# held LOAD CONTENDER: how many of its runs held their rate, of how many.
+held() { awk -v l="$1" -v c="$2" '$1 == l && $2 == c {n++; h += $11} END {printf "%d/%d", h, n}' "$tmp/runs"; }
+printf '%-10s %-18s %12s %10s %10s %12s %10s %10s %6s\n' load contender "CPU ms/1000" "p50 µs" "p99 µs" decisions/s "per run" "reads/1000" held
 for load in low half saturation; do
-  for c in sluice sluice-evalsha sluice-1-in-flight incr textbook; do
+  for c in sluice sluice-evalsha sluice-1-in-flight sluice-flush incr textbook; do
     awk -v l="$load" -v c="$c" '$1 == l && $2 == c {n++} END {exit !n}' "$tmp/runs" || continue
-    printf '%-10s %-18s %12.2f %10.1f %10.1f %12.0f %10.2f\n' "$load" "$c" "$(col "$load" "$c" 3)" "$(col "$load" "$c" 4)" \
-      "$(col "$load" "$c" 5)" "$(col "$load" "$c" 6)" "$(col "$load" "$c" 8)"
+    printf '%-10s %-18s %12.2f %10.1f %10.1f %12.0f %10.2f %10s %6s\n' "$load" "$c" "$(col "$load" "$c" 3)" "$(col "$load" "$c" 4)" \
+      "$(col "$load" "$c" 5)" "$(col "$load" "$c" 6)" "$(col "$load" "$c" 8)" "$([ "$c" = textbook ] && echo - || col "$load" "$c" 10)" "$(held "$load" "$c")"
   done
 done
+# ratio LOAD A B COLUMN: the median over rounds of A's column ÷ B's in the
+# same round (the runs of one round are minutes apart, the rounds are not).
+ratio() {
+  awk -v l="$1" -v a="$2" -v b="$3" -v n="$4" '$1 == l && $2 == a {x[++i] = $n} $1 == l && $2 == b {y[++j] = $n}
+    END {for (k = 1; k <= i && k <= j; k++) if (y[k] > 0) print x[k] / y[k]}' "$tmp/runs" | median
+}
 for load in low half; do
-  awk -v l="$load" -v s="$(col "$load" sluice 3)" -v i="$(col "$load" incr 3)" -v e="$(col "$load" sluice-evalsha 3)" \
-    -v ps="$(col "$load" sluice 5)" -v pi="$(col "$load" incr 5)" \
-    'BEGIN {printf "%s: Redis CPU per decision sluice/incr %.2f (target <= 0.8: %s), FCALL/EVALSHA %.2f; p99 sluice/incr %.2f\n", l, s / i, (s / i <= 0.8 ? "met" : "NOT met"), s / e, ps / pi}'
+  awk -v l="$load" -v s="$(ratio "$load" sluice incr 3)" -v f="$(ratio "$load" sluice-flush incr 3)" -v o="$(ratio "$load" sluice-1-in-flight incr 3)" \
+    -v e="$(ratio "$load" sluice sluice-evalsha 3)" -v ps="$(ratio "$load" sluice incr 5)" -v pf="$(ratio "$load" sluice-flush incr 5)" \
+    -v hs="$(held "$load" sluice)" -v hi="$(held "$load" incr)" \
+    'BEGIN {printf "%s (median of per-round ratios; rate held sluice %s, incr %s): Redis CPU per decision sluice/incr %.2f (target <= 0.8: %s), flush delay/incr %.2f, one in flight/incr %.2f, FCALL/EVALSHA %.2f; p99 sluice/incr %.2f, flush delay/incr %.2f\n",
+      l, hs, hi, s, (s <= 0.8 ? "met" : "NOT met"), f, o, e, ps, pf}'
 done
 awk -v s="$(col saturation sluice 7)" -v t="$(col saturation textbook 7)" -v i="$(col saturation incr 3)" -v c="$(col saturation sluice 3)" \
   'BEGIN {printf "saturation: decisions per Redis CPU-second sluice/textbook %.2f (target >= 1.5: %s); Redis CPU per decision sluice/incr %.2f\n", s / t, (s / t >= 1.5 ? "met" : "NOT met"), c / i}'
