@@ -20,9 +20,9 @@
 #   (b) fixed rates, RATE_DURATION each, latency counted from each call's
 #       intended send time: 5,000/s (LOW_RATE) and half load: HALF_RATE, by
 #       default half of the lower of sluice's and incr's median decisions/s
-#       in (a) (the rate both contenders, and the load generator driving
-#       them, can hold twice over; half of sluice's maximum alone was 80 %
-#       of incr's and more than the generator held on this machine), each
+#       in (a) (so that neither contender runs past half its maximum;
+#       half of sluice's maximum alone was 80 % of incr's, and more than
+#       the load generator held on this machine), each
 #       for sluice (FCALL), sluice with EVALSHA (-evalsha: the path of
 #       servers before Redis 7), sluice with one script run in flight
 #       (-batch-concurrency 1: calls coalesce while a run is out), sluice
