@@ -202,10 +202,12 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if err != nil {
 		return err
 	}
-	// The socket reads and writes per 1,000 decisions, less the two INFO
-	// calls' own (one read and one write each) that fall between them.
-	readsPer := perThousandN(io1.reads-io0.reads-1, res.Requests)
-	writesPer := perThousandN(io1.writes-io0.writes-1, res.Requests)
+	// The socket reads and writes per 1,000 decisions, less the INFO
+	// calls' own that fall between the two readings: the reads of INFO
+	// commandstats, INFO cpu and the last INFO stats, the replies of the
+	// first INFO stats, INFO commandstats and INFO cpu.
+	readsPer := perThousandN(io1.reads-io0.reads-3, res.Requests)
+	writesPer := perThousandN(io1.writes-io0.writes-3, res.Requests)
 	cmd1, err := commandStats(ctx, store.Client(), command)
 	if err != nil {
 		return err
