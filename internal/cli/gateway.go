@@ -130,52 +130,9 @@ func (f *gatewayFlags) identifier() (*middleware.Identifier, error) {
 }
 
 func runGateway(ctx context.Context, f gatewayFlags) error {
-	if f.upstream == "" {
-		return errors.New("gateway: --upstream is required (the URL calls are proxied to)")
-	}
-	target, err := url.Parse(f.upstream)
-	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
-		example := "http://" + strings.TrimPrefix(f.upstream, "//")
-		if _, rest, ok := strings.Cut(f.upstream, "://"); ok {
-			example = "http://" + rest
-		}
-		return fmt.Errorf("gateway: --upstream %q: want an http:// or https:// URL with a host, e.g. %s", f.upstream, example)
-	}
-	if err := f.engine.checkSecrets(); err != nil {
-		return err
-	}
-	if err := checkSecret("jwt-hs256-secret", f.jwtSecret); err != nil {
-		return err
-	}
-	id, err := f.identifier()
+	target, id, err := f.validate()
 	if err != nil {
 		return err
-	}
-	if f.adminListen != "" {
-		if err := f.adminGuard.checkAdmin(f.adminListen, f.adminToken); err != nil {
-			return err
-		}
-	} else if err := admin.ParseTokens(f.adminToken).Err(); err != nil {
-		return fmt.Errorf("gateway: --admin-token (SLUICE_ADMIN_TOKEN): %w", err) // unused without --admin-listen, but wrong
-	}
-	if err := f.engine.net.validate(); err != nil {
-		return err
-	}
-	if f.minBodyRate < 1 {
-		return fmt.Errorf("gateway: --min-body-rate must be at least 1 (bytes a second), got %d", f.minBodyRate)
-	}
-	if f.adminListen == "" && f.engine.net.adminTLS.Enabled() {
-		return errors.New("gateway: --admin-tls-cert, --admin-tls-key and --admin-tls-client-ca need --admin-listen, the admin API they would serve")
-	}
-	if f.shapeMaxWait < 0 || f.shapeMaxWait > limiter.MaxWait {
-		return fmt.Errorf("gateway: --shape-max-wait must be from 0 (off) to 1h, got %s", f.shapeMaxWait)
-	}
-	var mwOpts []middleware.Option
-	if f.shapeMaxWait > 0 {
-		mwOpts = append(mwOpts, middleware.WithShaping(f.shapeMaxWait))
-	}
-	if f.bodyRateGrace < time.Millisecond {
-		return fmt.Errorf("gateway: --body-rate-grace must be at least 1ms, got %s", f.bodyRateGrace)
 	}
 	eng, err := openEngine(ctx, f.engine, nil)
 	if err != nil {
@@ -184,19 +141,105 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 	defer eng.Close()
 	log := eng.log
 
-	gw, err := gateway.New(eng.lim, gateway.Config{
+	gw, err := f.proxy(eng, target, id)
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+	srv, err := f.servers(eng, gw)
+	if err != nil {
+		return err
+	}
+	specs := make([]listenSpec, len(srv.servers))
+	for i, s := range srv.servers {
+		flag := "listen"
+		if i == 1 {
+			flag = "admin-listen"
+		}
+		specs[i] = listenSpec{flag: flag, what: srv.names[i], addr: s.Addr, open: func() (net.Listener, error) { return listenOn(s.Addr, srv.tlss[i]) }}
+	}
+	listeners, err := listenAll("gateway", specs)
+	if err != nil {
+		return err
+	}
+
+	started := func(chan<- error) {
+		log.Info("sluice gateway serving", "upstream", target.Redacted(), "rules", eng.src.Status().Location,
+			"revision", eng.src.Current().Revision(), "store", eng.storeInfo()["kind"],
+			"jwt", id.JWT != nil, "trusted_proxies", len(id.TrustedProxies))
+	}
+	return srv.run(ctx, eng.src, listeners, f.engine.shutdown, started, nil)
+}
+
+// validate checks the flags that need no engine, in the order a user
+// reads them, and returns the upstream URL and the identifier.
+func (f *gatewayFlags) validate() (*url.URL, *middleware.Identifier, error) {
+	if f.upstream == "" {
+		return nil, nil, errors.New("gateway: --upstream is required (the URL calls are proxied to)")
+	}
+	target, err := url.Parse(f.upstream)
+	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+		example := "http://" + strings.TrimPrefix(f.upstream, "//")
+		if _, rest, ok := strings.Cut(f.upstream, "://"); ok {
+			example = "http://" + rest
+		}
+		return nil, nil, fmt.Errorf("gateway: --upstream %q: want an http:// or https:// URL with a host, e.g. %s", f.upstream, example)
+	}
+	if err := f.engine.checkSecrets(); err != nil {
+		return nil, nil, err
+	}
+	if err := checkSecret("jwt-hs256-secret", f.jwtSecret); err != nil {
+		return nil, nil, err
+	}
+	id, err := f.identifier()
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.adminListen != "" {
+		if err := f.adminGuard.checkAdmin(f.adminListen, f.adminToken); err != nil {
+			return nil, nil, err
+		}
+	} else if err := admin.ParseTokens(f.adminToken).Err(); err != nil {
+		return nil, nil, fmt.Errorf("gateway: --admin-token (SLUICE_ADMIN_TOKEN): %w", err) // unused without --admin-listen, but wrong
+	}
+	if err := f.engine.net.validate(); err != nil {
+		return nil, nil, err
+	}
+	if f.minBodyRate < 1 {
+		return nil, nil, fmt.Errorf("gateway: --min-body-rate must be at least 1 (bytes a second), got %d", f.minBodyRate)
+	}
+	if f.adminListen == "" && f.engine.net.adminTLS.Enabled() {
+		return nil, nil, errors.New("gateway: --admin-tls-cert, --admin-tls-key and --admin-tls-client-ca need --admin-listen, the admin API they would serve")
+	}
+	if f.shapeMaxWait < 0 || f.shapeMaxWait > limiter.MaxWait {
+		return nil, nil, fmt.Errorf("gateway: --shape-max-wait must be from 0 (off) to 1h, got %s", f.shapeMaxWait)
+	}
+	if f.bodyRateGrace < time.Millisecond {
+		return nil, nil, fmt.Errorf("gateway: --body-rate-grace must be at least 1ms, got %s", f.bodyRateGrace)
+	}
+	return target, id, nil
+}
+
+// proxy builds the reverse proxy over the engine's limiter.
+func (f *gatewayFlags) proxy(eng *engine, target *url.URL, id *middleware.Identifier) (*gateway.Gateway, error) {
+	var mwOpts []middleware.Option
+	if f.shapeMaxWait > 0 {
+		mwOpts = append(mwOpts, middleware.WithShaping(f.shapeMaxWait))
+	}
+	return gateway.New(eng.lim, gateway.Config{
 		Upstream:        target,
 		DialTimeout:     f.dialTimeout,
 		ResponseTimeout: f.responseTimeout,
 		Identifier:      id,
 		Middleware:      mwOpts,
-		Logger:          log,
+		Logger:          eng.log,
 	})
-	if err != nil {
-		return err
-	}
-	defer gw.Close()
+}
 
+// servers builds the servers: the proxy, and with --admin-listen the admin
+// API with /healthz and /readyz.
+func (f *gatewayFlags) servers(eng *engine, gw *gateway.Gateway) (*serving, error) {
+	log := eng.log
 	var handler http.Handler = gw
 	if f.engine.obs.accessLog {
 		handler = accessLog(log, gw)
@@ -204,77 +247,29 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 	handler = listen.MinBodyRate(handler, f.minBodyRate, f.bodyRateGrace)
 	proxyTLS, err := httpTLS(f.engine.net.tls, "--tls", log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	servers := []*http.Server{
-		// No body deadline, no response deadline: bodies stream both ways
-		// for as long as they take, at --min-body-rate at least.
-		f.engine.net.server(f.listen, handler, true, log),
+	srv := &serving{cmd: "gateway", log: log}
+	// No body deadline, no response deadline: bodies stream both ways
+	// for as long as they take, at --min-body-rate at least.
+	srv.add("gateway", f.engine.net.server(f.listen, handler, true, log), proxyTLS)
+	if f.adminListen == "" {
+		return srv, nil
 	}
-	tlss := []*listen.TLS{proxyTLS}
-	names := []string{"gateway"}
-	if f.adminListen != "" {
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintln(w, `{"status":"ok"}`)
-		})
-		mux.Handle("GET /readyz", server.ReadyHandler(eng.ready)) // as serve's: one line, 503 when not ready
-		acfg := f.adminGuard.config(f.adminListen, f.adminToken, log)
-		mux.Handle("/", admin.New(eng.src, acfg))
-		adminTLS, err := httpTLS(f.engine.net.adminTLS, "--admin-tls", log)
-		if err != nil {
-			return err
-		}
-		servers = append(servers, f.engine.net.server(f.adminListen, admin.Guard(acfg, mux), false, log))
-		tlss = append(tlss, adminTLS)
-		names = append(names, "admin API")
-	}
-	specs := make([]listenSpec, len(servers))
-	for i, s := range servers {
-		flag := "listen"
-		if i == 1 {
-			flag = "admin-listen"
-		}
-		specs[i] = listenSpec{flag: flag, what: names[i], addr: s.Addr, open: func() (net.Listener, error) { return listenOn(s.Addr, tlss[i]) }}
-	}
-	listeners, err := listenAll("gateway", specs)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"status":"ok"}`)
+	})
+	mux.Handle("GET /readyz", server.ReadyHandler(eng.ready)) // as serve's: one line, 503 when not ready
+	acfg := f.adminGuard.config(f.adminListen, f.adminToken, log)
+	mux.Handle("/", admin.New(eng.src, acfg))
+	adminTLS, err := httpTLS(f.engine.net.adminTLS, "--admin-tls", log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, len(servers)+1)
-	go func() { errc <- eng.src.Run(ctx) }()
-	for i, s := range servers {
-		log.Info("listening", "what", names[i], "addr", listeners[i].Addr().String(), "tls", tlss[i] != nil)
-		go func() {
-			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("gateway: %s: %w", names[i], err)
-			}
-		}()
-	}
-	log.Info("sluice gateway serving", "upstream", target.Redacted(), "rules", eng.src.Status().Location,
-		"revision", eng.src.Current().Revision(), "store", eng.storeInfo()["kind"],
-		"jwt", id.JWT != nil, "trusted_proxies", len(id.TrustedProxies))
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-errc:
-	}
-	log.Info("shutting down")
-	sctx, scancel := context.WithTimeout(context.Background(), f.engine.shutdown)
-	defer scancel()
-	for _, s := range servers {
-		s.Shutdown(sctx)
-	}
-	cancel()
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		return runErr
-	}
-	return nil
+	srv.add("admin API", f.engine.net.server(f.adminListen, admin.Guard(acfg, mux), false, log), adminTLS)
+	return srv, nil
 }
 
 // accessLog wraps the gateway with --access-log: one line per call at

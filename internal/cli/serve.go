@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -121,15 +119,12 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err := obs.secure(f.net, dataTokens); err != nil {
 		return err
 	}
-	servers := []*http.Server{
-		f.net.server(f.listen, dataTokens.HTTP(obs.data(data), "/healthz", "/readyz"), false, log),
-		f.net.server(f.adminListen, adm, false, log),
-	}
-	tlss := []*listen.TLS{dataTLS, adminTLS}
-	names := []string{"data plane", "admin API"}
+	srv := serving{cmd: "serve", log: log}
+	srv.add("data plane", f.net.server(f.listen, dataTokens.HTTP(obs.data(data), "/healthz", "/readyz"), false, log), dataTLS)
+	srv.add("admin API", f.net.server(f.adminListen, adm, false, log), adminTLS)
 	specs := []listenSpec{
-		{flag: "listen", what: names[0], addr: f.listen, open: func() (net.Listener, error) { return listenOn(f.listen, tlss[0]) }},
-		{flag: "admin-listen", what: names[1], addr: f.adminListen, open: func() (net.Listener, error) { return listenOn(f.adminListen, tlss[1]) }},
+		{flag: "listen", what: srv.names[0], addr: f.listen, open: func() (net.Listener, error) { return listenOn(f.listen, dataTLS) }},
+		{flag: "admin-listen", what: srv.names[1], addr: f.adminListen, open: func() (net.Listener, error) { return listenOn(f.adminListen, adminTLS) }},
 	}
 	if f.obs.grpcListen != "" {
 		specs = append(specs, listenSpec{flag: "grpc-listen", what: "Envoy rate limit service (gRPC)", addr: f.obs.grpcListen,
@@ -141,38 +136,11 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	defer obs.close()
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, len(servers)+1)
-	go func() { errc <- src.Run(ctx) }()
-	for i, s := range servers {
-		log.Info("listening", "what", names[i], "addr", listeners[i].Addr().String(), "tls", tlss[i] != nil)
-		go func() {
-			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("serve: %s: %w", names[i], err)
-			}
-		}()
+	started := func(errc chan<- error) {
+		obs.serve(errc)
+		log.Info("sluice serving", "rules", src.Status().Location, "revision", src.Current().Revision(), "store", storeInfo()["kind"])
 	}
-	obs.serve(errc)
-	log.Info("sluice serving", "rules", src.Status().Location, "revision", src.Current().Revision(), "store", storeInfo()["kind"])
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-errc:
-	}
-	log.Info("shutting down")
-	sctx, scancel := context.WithTimeout(context.Background(), f.shutdown)
-	defer scancel()
-	for _, s := range servers {
-		s.Shutdown(sctx)
-	}
-	obs.shutdown(sctx)
-	cancel()
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		return runErr
-	}
-	return nil
+	return srv.run(ctx, src, listeners, f.shutdown, started, obs.shutdown)
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {
