@@ -246,93 +246,115 @@ func changeBatch(old, next *rules.Set, actor string) (*pgx.Batch, error) {
 	for i := range next.Rules {
 		order[i] = next.Rules[i].ID
 	}
-	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO sluice_revisions (revision, actor, default_plan, rule_order) VALUES ($1, $2, $3, $4)`,
+	c := &change{b: &pgx.Batch{}, rev: rev}
+	c.b.Queue(`INSERT INTO sluice_revisions (revision, actor, default_plan, rule_order) VALUES ($1, $2, $3, $4)`,
 		rev, actor, next.DefaultPlan, order)
-	seq := 0
-	history := func(kind, id, op string, before, after []byte) {
-		b.Queue(`INSERT INTO sluice_history (revision, seq, kind, id, op, before, after) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			rev, seq, kind, id, op, jsonArg(before), jsonArg(after))
-		seq++
+	if err := c.rules(old.Rules, next.Rules); err != nil {
+		return nil, err
 	}
+	c.clients(old.Clients, next.Clients)
+	if old.DefaultPlan != next.DefaultPlan {
+		before, _ := json.Marshal(old.DefaultPlan)
+		after, _ := json.Marshal(next.DefaultPlan)
+		c.history(KindDefaultPlan, "", OpUpdate, before, after)
+	}
+	c.b.Queue(`UPDATE sluice_state SET revision = $1, default_plan = $2, updated_at = now()`, rev, next.DefaultPlan)
+	c.b.Queue(`SELECT pg_notify($1, $2)`, NotifyChannel, strconv.FormatInt(rev, 10))
+	return c.b, nil
+}
 
+// change is the batch changeBatch builds: the statements of revision rev,
+// and the number of history rows queued so far.
+type change struct {
+	b   *pgx.Batch
+	rev int64
+	seq int
+}
+
+// history queues the next history row of the revision.
+func (c *change) history(kind, id, op string, before, after []byte) {
+	c.b.Queue(`INSERT INTO sluice_history (revision, seq, kind, id, op, before, after) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		c.rev, c.seq, kind, id, op, jsonArg(before), jsonArg(after))
+	c.seq++
+}
+
+// rules queues the rules that were created, changed, moved or deleted,
+// in next's order, then the deleted ones in old's.
+func (c *change) rules(old, next []rules.Rule) error {
 	type stored struct {
 		pos  int
 		body []byte
 	}
-	was := make(map[string]stored, len(old.Rules))
-	for i := range old.Rules {
-		body, err := ruleJSON(&old.Rules[i])
+	was := make(map[string]stored, len(old))
+	for i := range old {
+		body, err := ruleJSON(&old[i])
 		if err != nil {
-			return nil, err
+			return err
 		}
-		was[old.Rules[i].ID] = stored{i, body}
+		was[old[i].ID] = stored{i, body}
 	}
-	kept := make(map[string]bool, len(next.Rules))
-	for i := range next.Rules {
-		r := &next.Rules[i]
+	kept := make(map[string]bool, len(next))
+	for i := range next {
+		r := &next[i]
 		kept[r.ID] = true
 		body, err := ruleJSON(r)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		o, ok := was[r.ID]
 		switch {
 		case !ok:
-			b.Queue(`INSERT INTO sluice_rules (id, position, body) VALUES ($1, $2, $3)`, r.ID, i, body)
-			history(KindRule, r.ID, OpCreate, nil, body)
+			c.b.Queue(`INSERT INTO sluice_rules (id, position, body) VALUES ($1, $2, $3)`, r.ID, i, body)
+			c.history(KindRule, r.ID, OpCreate, nil, body)
 		case !bytes.Equal(o.body, body):
-			b.Queue(`UPDATE sluice_rules SET position = $2, body = $3 WHERE id = $1`, r.ID, i, body)
-			history(KindRule, r.ID, OpUpdate, o.body, body)
+			c.b.Queue(`UPDATE sluice_rules SET position = $2, body = $3 WHERE id = $1`, r.ID, i, body)
+			c.history(KindRule, r.ID, OpUpdate, o.body, body)
 		case o.pos != i:
-			b.Queue(`UPDATE sluice_rules SET position = $2 WHERE id = $1`, r.ID, i)
+			c.b.Queue(`UPDATE sluice_rules SET position = $2 WHERE id = $1`, r.ID, i)
 		}
 	}
-	for i := range old.Rules {
-		id := old.Rules[i].ID
+	for i := range old {
+		id := old[i].ID
 		if !kept[id] {
-			b.Queue(`DELETE FROM sluice_rules WHERE id = $1`, id)
-			history(KindRule, id, OpDelete, was[id].body, nil)
+			c.b.Queue(`DELETE FROM sluice_rules WHERE id = $1`, id)
+			c.history(KindRule, id, OpDelete, was[id].body, nil)
 		}
 	}
+	return nil
+}
 
-	ids := make([]string, 0, len(old.Clients)+len(next.Clients))
-	for id := range old.Clients {
+// clients queues the clients that were created, deleted or changed, in
+// the order of their ids.
+func (c *change) clients(old, next map[string]rules.Client) {
+	ids := make([]string, 0, len(old)+len(next))
+	for id := range old {
 		ids = append(ids, id)
 	}
-	for id := range next.Clients {
-		if _, ok := old.Clients[id]; !ok {
+	for id := range next {
+		if _, ok := old[id]; !ok {
 			ids = append(ids, id)
 		}
 	}
 	slices.Sort(ids)
-	clientJSON := func(c rules.Client) []byte {
-		b, _ := json.Marshal(c) // a struct of one string: cannot fail
+	clientJSON := func(cl rules.Client) []byte {
+		b, _ := json.Marshal(cl) // a struct of one string: cannot fail
 		return b
 	}
 	for _, id := range ids {
-		oc, inOld := old.Clients[id]
-		nc, inNext := next.Clients[id]
+		oc, inOld := old[id]
+		nc, inNext := next[id]
 		switch {
 		case !inOld:
-			b.Queue(`INSERT INTO sluice_clients (id, plan) VALUES ($1, $2)`, id, nc.Plan)
-			history(KindClient, id, OpCreate, nil, clientJSON(nc))
+			c.b.Queue(`INSERT INTO sluice_clients (id, plan) VALUES ($1, $2)`, id, nc.Plan)
+			c.history(KindClient, id, OpCreate, nil, clientJSON(nc))
 		case !inNext:
-			b.Queue(`DELETE FROM sluice_clients WHERE id = $1`, id)
-			history(KindClient, id, OpDelete, clientJSON(oc), nil)
+			c.b.Queue(`DELETE FROM sluice_clients WHERE id = $1`, id)
+			c.history(KindClient, id, OpDelete, clientJSON(oc), nil)
 		case oc != nc:
-			b.Queue(`UPDATE sluice_clients SET plan = $2 WHERE id = $1`, id, nc.Plan)
-			history(KindClient, id, OpUpdate, clientJSON(oc), clientJSON(nc))
+			c.b.Queue(`UPDATE sluice_clients SET plan = $2 WHERE id = $1`, id, nc.Plan)
+			c.history(KindClient, id, OpUpdate, clientJSON(oc), clientJSON(nc))
 		}
 	}
-	if old.DefaultPlan != next.DefaultPlan {
-		before, _ := json.Marshal(old.DefaultPlan)
-		after, _ := json.Marshal(next.DefaultPlan)
-		history(KindDefaultPlan, "", OpUpdate, before, after)
-	}
-	b.Queue(`UPDATE sluice_state SET revision = $1, default_plan = $2, updated_at = now()`, rev, next.DefaultPlan)
-	b.Queue(`SELECT pg_notify($1, $2)`, NotifyChannel, strconv.FormatInt(rev, 10))
-	return b, nil
 }
 
 // jsonArg is a JSON value as a query argument: nil (SQL NULL) when absent.
