@@ -142,16 +142,9 @@ var errNoChange = errors.New("admin: no change")
 // error, is the one the apply would get, with the revision it would build
 // on. The answer lists the changes: {"revision", "dry_run", "changes": [...]}.
 func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
-	dryRun := false
-	if q := r.URL.Query(); q.Has("dry_run") {
-		v := q.Get("dry_run")
-		if v == "" {
-			dryRun = true
-		} else if b, err := strconv.ParseBool(v); err == nil {
-			dryRun = b
-		} else {
-			return invalid("dry_run: want true or false, got %q", v)
-		}
+	dryRun, err := dryRunParam(r)
+	if err != nil {
+		return err
 	}
 	ifRev, err := s.ifMatch(r)
 	if err != nil {
@@ -161,33 +154,9 @@ func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	doc, err := rules.DecodeSetJSON(body)
+	doc, err := decodeApplyDoc(body)
 	if err != nil {
-		var fe *rules.FieldError
-		if errors.As(err, &fe) {
-			return invalid("%s", fe.Error())
-		}
-		if looksLikeYAML(body) {
-			return invalid("body: %v; this looks like YAML, and POST /apply takes JSON: send a rules file with sluice rules apply -f FILE, which reads YAML", err)
-		}
-		return invalid("body: %v", err)
-	}
-	var present map[string]json.RawMessage
-	json.Unmarshal(body, &present) // valid JSON: DecodeSetJSON read it
-	has := func(key string) bool {
-		raw, ok := present[key]
-		return ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
-	}
-	merge := func(set *rules.Set) {
-		if has("rules") {
-			set.Rules = slices.Clone(doc.Rules)
-		}
-		if has("clients") {
-			set.Clients = doc.Clients
-		}
-		if has("default_plan") {
-			set.DefaultPlan = doc.DefaultPlan
-		}
+		return err
 	}
 
 	// A dry run is the same Update, which then stores nothing: it builds
@@ -201,7 +170,7 @@ func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
 	ix, err := s.src.Update(ctx, ifRev, func(set *rules.Set) error {
 		base = set.Revision
 		old := set.Clone()
-		merge(set)
+		doc.merge(set)
 		changes = DiffSets(old, set)
 		if len(changes) == 0 {
 			return errNoChange
@@ -226,6 +195,65 @@ func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
 		Changes  []Change `json:"changes"`
 	}{rev, dryRun, changes})
 	return nil
+}
+
+// dryRunParam reads ?dry_run: absent is false, present and empty true.
+func dryRunParam(r *http.Request) (bool, error) {
+	q := r.URL.Query()
+	if !q.Has("dry_run") {
+		return false, nil
+	}
+	v := q.Get("dry_run")
+	if v == "" {
+		return true, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, invalid("dry_run: want true or false, got %q", v)
+	}
+	return b, nil
+}
+
+// applyDoc is a POST /apply body: a set document validated whole, and
+// which of its three parts are present and not null.
+type applyDoc struct {
+	set                         *rules.Set
+	rules, clients, defaultPlan bool
+}
+
+// decodeApplyDoc decodes a POST /apply body; its error is the answer.
+func decodeApplyDoc(body []byte) (applyDoc, error) {
+	doc, err := rules.DecodeSetJSON(body)
+	if err != nil {
+		var fe *rules.FieldError
+		if errors.As(err, &fe) {
+			return applyDoc{}, invalid("%s", fe.Error())
+		}
+		if looksLikeYAML(body) {
+			return applyDoc{}, invalid("body: %v; this looks like YAML, and POST /apply takes JSON: send a rules file with sluice rules apply -f FILE, which reads YAML", err)
+		}
+		return applyDoc{}, invalid("body: %v", err)
+	}
+	var present map[string]json.RawMessage
+	json.Unmarshal(body, &present) // valid JSON: DecodeSetJSON read it
+	has := func(key string) bool {
+		raw, ok := present[key]
+		return ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+	}
+	return applyDoc{set: doc, rules: has("rules"), clients: has("clients"), defaultPlan: has("default_plan")}, nil
+}
+
+// merge replaces the parts of set the document has.
+func (d applyDoc) merge(set *rules.Set) {
+	if d.rules {
+		set.Rules = slices.Clone(d.set.Rules)
+	}
+	if d.clients {
+		set.Clients = d.set.Clients
+	}
+	if d.defaultPlan {
+		set.DefaultPlan = d.set.DefaultPlan
+	}
 }
 
 // looksLikeYAML reports whether a body that is not JSON starts as a rules
