@@ -111,82 +111,33 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		now = time.Now
 	}
 	start := now()
-	end := start.Add(cfg.Duration)
-	open := cfg.Rate > 0
+	rn := &runner{cfg: &cfg, now: now, start: start, end: start.Add(cfg.Duration)}
+	if cfg.Rate > 0 {
+		rn.p = newPacer(&cfg, start, rn.end, now)
+	}
 
 	var (
 		mu    sync.Mutex
 		total = &Result{}
 		wg    sync.WaitGroup
-		next  atomic.Int64 // closed loop: the next call's number
-		p     *pacer       // fixed rate
 	)
-	if open {
-		p = newPacer(&cfg, start, end, now)
-	}
 	for w := range cfg.Concurrency {
 		call := cfg.NewCall(w)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := &Result{}
-			var slots chan slot
-			if open {
-				slots = make(chan slot, 1)
-			}
-			free := start // when this worker was last free, for the pacer
-			for ctx.Err() == nil {
-				var from time.Time
-				if open {
-					p.ready <- worker{free: free, slots: slots}
-					s, ok := p.wait(slots)
-					if !ok {
-						break
-					}
-					// Sent now; the wait before it that was the server's
-					// counts too.
-					from = now().Add(-s.wait)
-					if s.wait > lateAfter {
-						r.Late++
-					}
-				} else {
-					k := next.Add(1) - 1
-					from = now()
-					if cfg.Requests > 0 && k >= cfg.Requests || !from.Before(end) {
-						break
-					}
-				}
-				allowed, err := call(ctx)
-				free = now()
-				lat := free.Sub(from)
-				if err != nil && ctx.Err() != nil {
-					break // aborted by the caller: not the server's error
-				}
-				r.Latency.Record(lat)
-				r.Requests++
-				switch {
-				case err != nil:
-					r.Errors++
-					if r.FirstErr == nil {
-						r.FirstErr = err
-					}
-				case allowed:
-					r.Allowed++
-				default:
-					r.Denied++
-				}
-			}
+			r := rn.work(ctx, call)
 			mu.Lock()
 			total.merge(r)
 			mu.Unlock()
 		}()
 	}
-	if open {
-		p.run(ctx)
+	if rn.p != nil {
+		rn.p.run(ctx)
 	}
 	wg.Wait()
 	total.Elapsed = now().Sub(start)
-	if open {
+	if rn.p != nil {
 		slots := cfg.slots()
 		if cfg.Requests > 0 {
 			slots = min(slots, cfg.Requests)
@@ -194,6 +145,83 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		total.Missed = max(slots-total.Requests, 0)
 	}
 	return total, nil
+}
+
+// runner is what the workers of one Run share.
+type runner struct {
+	cfg        *Config
+	now        func() time.Time
+	start, end time.Time
+	p          *pacer       // fixed rate; nil in a closed loop
+	next       atomic.Int64 // closed loop: the next call's number
+}
+
+// work is one worker: it makes calls with call until the run is over for
+// it or ctx is done, and returns what it measured.
+func (rn *runner) work(ctx context.Context, call Call) *Result {
+	r := &Result{}
+	var slots chan slot
+	if rn.p != nil {
+		slots = make(chan slot, 1)
+	}
+	free := rn.start // when this worker was last free, for the pacer
+	for ctx.Err() == nil {
+		from, ok := rn.turn(slots, free, r)
+		if !ok {
+			break
+		}
+		allowed, err := call(ctx)
+		free = rn.now()
+		lat := free.Sub(from)
+		if err != nil && ctx.Err() != nil {
+			break // aborted by the caller: not the server's error
+		}
+		r.record(lat, allowed, err)
+	}
+	return r
+}
+
+// turn waits until the worker may send its next call and returns the
+// instant the call's latency counts from; false when the run is over for
+// the worker. At a fixed rate the worker, free since free, waits for a
+// slot on slots and a late slot is counted in r.
+func (rn *runner) turn(slots chan slot, free time.Time, r *Result) (time.Time, bool) {
+	if rn.p == nil {
+		k := rn.next.Add(1) - 1
+		from := rn.now()
+		if rn.cfg.Requests > 0 && k >= rn.cfg.Requests || !from.Before(rn.end) {
+			return time.Time{}, false
+		}
+		return from, true
+	}
+	rn.p.ready <- worker{free: free, slots: slots}
+	s, ok := rn.p.wait(slots)
+	if !ok {
+		return time.Time{}, false
+	}
+	// Sent now; the wait before it that was the server's counts too.
+	from := rn.now().Add(-s.wait)
+	if s.wait > lateAfter {
+		r.Late++
+	}
+	return from, true
+}
+
+// record counts one call that took lat.
+func (r *Result) record(lat time.Duration, allowed bool, err error) {
+	r.Latency.Record(lat)
+	r.Requests++
+	switch {
+	case err != nil:
+		r.Errors++
+		if r.FirstErr == nil {
+			r.FirstErr = err
+		}
+	case allowed:
+		r.Allowed++
+	default:
+		r.Denied++
+	}
 }
 
 // A fixed-rate run's schedule is kept by one pacer: call k is due at
