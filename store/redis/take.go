@@ -1,0 +1,208 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/limiter"
+)
+
+// callBuf is the per-call working memory; on a standalone server it is also
+// the call's place in a batch (see batcher).
+type callBuf struct {
+	groups [limiter.MaxRulesPerCall]group
+
+	// The whole call as one script call: standalone servers.
+	keys   []string
+	params []byte // take.lua's ARGV[2]
+	out    [limiter.MaxRulesPerCall]algorithm.Result
+	now    int64
+	err    error
+	// Batching: state is callWaiting until the run that carries the call
+	// answers (callDone, then done receives) or the caller gives up
+	// (callAbandoned: the run recycles the buffer).
+	state    atomic.Int32
+	done     chan struct{}
+	deadline time.Time // zero: none
+}
+
+type group struct {
+	client string
+	ops    []int // indexes into the call's ops
+	keys   []string
+	params []byte
+	now    int64
+	took   bool // the script consumed (no non-shadow op of this group denied)
+	err    error
+}
+
+// Take implements limiter.Store. On a standalone server the call is one
+// script run, shared with other calls made at the same time. On a cluster
+// it is one script per client, all in one round trip; a cross-shard denial
+// gives back what other shards took.
+func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
+	if len(ops) > limiter.MaxRulesPerCall {
+		return limiter.TakeInfo{}, limiter.ErrTooManyRules
+	}
+	sent := s.cfg.Now()
+	if s.deny != nil {
+		if info, ok := s.deny.DenyLocally(ops, res, sent); ok {
+			return info, nil
+		}
+	}
+	b := s.bufs.Get().(*callBuf)
+	var now int64
+	var err error
+	if s.cluster {
+		now, err = s.takeCluster(ctx, b, ops, res)
+		s.bufs.Put(b)
+	} else {
+		var abandoned bool
+		now, abandoned, err = s.takeStandalone(ctx, b, ops, res)
+		if !abandoned { // else the run that carries it recycles it
+			s.bufs.Put(b)
+		}
+	}
+	if err != nil {
+		return limiter.TakeInfo{}, err
+	}
+	if s.deny != nil {
+		s.deny.remember(ops, res, sent, now)
+	}
+	return limiter.TakeInfo{Now: now}, nil
+}
+
+// takeStandalone decides the call in one script run: all its ops are one
+// call of take.lua, all or nothing.
+func (s *Store) takeStandalone(ctx context.Context, b *callBuf, ops []limiter.Op, res []algorithm.Result) (now int64, abandoned bool, err error) {
+	b.keys = b.keys[:0]
+	b.params = b.params[:0]
+	for i := range ops {
+		op := &ops[i]
+		b.keys = append(b.keys, s.Key(op.Client, op.Rule))
+		b.params = appendParams(b.params, op, i == 0)
+	}
+	if s.batch != nil {
+		if abandoned, err = s.batch.do(ctx, b); err != nil {
+			return 0, abandoned, err
+		}
+	} else {
+		reply, err := s.exec(ctx, b.keys, b.params)
+		if err != nil {
+			return 0, false, fmt.Errorf("redis: take: %w", err)
+		}
+		if err := checkReply(reply, len(ops)); err != nil {
+			return 0, false, err
+		}
+		b.now, b.err = replyNow(reply), parseResults(reply[8:], b.out[:len(ops)])
+		if b.err != nil {
+			return 0, false, b.err
+		}
+	}
+	copy(res, b.out[:len(ops)])
+	return b.now, false, nil
+}
+
+// takeCluster runs one script per client, in parallel, and gives back what
+// was taken when a client's script denied or failed.
+func (s *Store) takeCluster(ctx context.Context, b *callBuf, ops []limiter.Op, res []algorithm.Result) (int64, error) {
+	gs := s.group(b, ops)
+	for gi := range gs {
+		g := &gs[gi]
+		g.keys = g.keys[:0]
+		g.params = g.params[:0]
+		for k, i := range g.ops {
+			op := &ops[i]
+			g.keys = append(g.keys, s.Key(op.Client, op.Rule))
+			g.params = appendParams(g.params, op, k == 0)
+		}
+	}
+
+	if len(gs) == 1 {
+		gs[0].err = s.runTake(ctx, &gs[0], ops, res)
+	} else {
+		var wg sync.WaitGroup
+		for gi := range gs {
+			wg.Add(1)
+			go func(g *group) {
+				defer wg.Done()
+				g.err = s.runTake(ctx, g, ops, res)
+			}(&gs[gi])
+		}
+		wg.Wait()
+	}
+
+	var firstErr error
+	vetoed := false
+	var latest int64
+	for gi := range gs {
+		g := &gs[gi]
+		if g.err != nil {
+			if firstErr == nil {
+				firstErr = g.err
+			}
+			continue
+		}
+		if !g.took {
+			vetoed = true
+		}
+		if g.now > latest {
+			latest = g.now
+		}
+	}
+	if len(gs) > 1 && (vetoed || firstErr != nil) {
+		// Another shard denied (or failed): give back what was taken.
+		s.giveBack(ctx, gs, ops, res)
+	}
+	return latest, firstErr
+}
+
+// group splits ops by client, keeping their order.
+func (s *Store) group(b *callBuf, ops []limiter.Op) []group {
+	n := 0
+	for i := range ops {
+		gi := -1
+		for j := 0; j < n; j++ {
+			if b.groups[j].client == ops[i].Client {
+				gi = j
+				break
+			}
+		}
+		if gi < 0 {
+			gi = n
+			n++
+			g := &b.groups[gi]
+			g.client, g.ops, g.took, g.err, g.now = ops[i].Client, g.ops[:0], false, nil, 0
+		}
+		b.groups[gi].ops = append(b.groups[gi].ops, i)
+	}
+	return b.groups[:n]
+}
+
+// runTake runs take.lua for one group and fills its results.
+func (s *Store) runTake(ctx context.Context, g *group, ops []limiter.Op, res []algorithm.Result) error {
+	reply, err := s.exec(ctx, g.keys, g.params)
+	if err != nil {
+		return fmt.Errorf("redis: take for %s: %w", g.client, err)
+	}
+	if err := checkReply(reply, len(g.ops)); err != nil {
+		return err
+	}
+	var out [limiter.MaxRulesPerCall]algorithm.Result
+	if err := parseResults(reply[8:], out[:len(g.ops)]); err != nil {
+		return err
+	}
+	g.now = replyNow(reply)
+	g.took = true
+	for k, i := range g.ops {
+		res[i] = out[k]
+		if !out[k].Allowed && !ops[i].Shadow {
+			g.took = false
+		}
+	}
+	return nil
+}
