@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/limiter"
@@ -359,87 +358,6 @@ func (s *Store) store(op *limiter.Op, sl *slot, st algorithm.State, now, sec int
 	return evicted
 }
 
-// makeRoom brings shard sh, at its ceiling lim, below it: it drops every
-// idle bucket of the shard (they carry no state) once per second, and when
-// that is not enough evicts one bucket (evict), which it reports. The
-// caller holds sh.mu.
-func (s *Store) makeRoom(sh *shard, lim int, sec int64, slots []slot) bool {
-	if sh.reclaimed != sec {
-		sh.reclaimed = sec
-		for _, t := range sh.list {
-			for idx := range t.ents {
-				if e := &t.ents[idx]; e.kind != freeKind && expired(e.exp, sec) && !inCall(slots, t, idx) {
-					t.remove(uint32(maphash.String(s.seed, e.client)>>32), idx)
-					sh.n--
-				}
-			}
-		}
-		if sh.n < lim {
-			return false
-		}
-	}
-	return s.evict(sh, sec, slots)
-}
-
-// evictSample is how many buckets an eviction compares: more picks a
-// bucket closer to full, at the cost of a longer scan under the lock.
-const evictSample = 16
-
-// evict drops one bucket of sh to make room for a new one and reports
-// whether it did: from the eviction hand on, it looks at buckets until it
-// meets a full one (idle at sec: it carries no state) or has compared
-// evictSample, skipping those of the current call, and drops the one with
-// the earliest expiry, which is the one closest to full. It looks at each
-// entry of the shard at most once, so it finds nothing only when every
-// bucket is the call's own. The caller holds sh.mu.
-func (s *Store) evict(sh *shard, sec int64, slots []slot) bool {
-	total := 0
-	for _, t := range sh.list {
-		total += len(t.ents)
-	}
-	var best *table
-	bestIdx, seen := -1, 0
-	ti, i := int(sh.handT), int(sh.handI)
-	for range total {
-		for ti >= len(sh.list) || i >= len(sh.list[ti].ents) {
-			if ti++; ti >= len(sh.list) {
-				ti = 0
-			}
-			i = 0
-		}
-		t, idx := sh.list[ti], i
-		i++
-		e := &t.ents[idx]
-		if e.kind == freeKind || inCall(slots, t, idx) {
-			continue
-		}
-		if best == nil || e.exp < best.ents[bestIdx].exp {
-			best, bestIdx = t, idx
-		}
-		if seen++; expired(e.exp, sec) || seen == evictSample {
-			break
-		}
-	}
-	sh.handT, sh.handI = int32(ti), int32(i)
-	if best == nil {
-		return false
-	}
-	best.remove(uint32(maphash.String(s.seed, best.ents[bestIdx].client)>>32), bestIdx)
-	sh.n--
-	sh.evicts++
-	return true
-}
-
-// inCall reports whether entry idx of t is the bucket of one of slots.
-func inCall(slots []slot, t *table, idx int) bool {
-	for j := range slots {
-		if slots[j].tab == t && slots[j].idx == idx {
-			return true
-		}
-	}
-	return false
-}
-
 // sameArray reports whether a and b are slices of one array that end at
 // its end, as every slice of a logEntry's buf does.
 func sameArray(a, b []int64) bool {
@@ -505,98 +423,6 @@ func (s *Store) Evictions() uint64 {
 		sh.mu.Unlock()
 	}
 	return n
-}
-
-// Sweep drops the buckets idle at now (Unix µs) and returns how many it
-// dropped. It holds a shard's lock for at most sweepChunk buckets at a time.
-// The background sweeper does the same on a slice of the shards every
-// SweepInterval/16.
-func (s *Store) Sweep(now int64) int {
-	return s.sweep(0, len(s.shards), now)
-}
-
-// sweepSlices is the number of slices the background sweeper divides the
-// shards into, sweeping one slice per tick.
-const sweepSlices = 16
-
-// sweepChunk is the number of entries a sweep examines per lock.
-const sweepChunk = 1024
-
-func (s *Store) sweep(lo, hi int, now int64) int {
-	sec := s.seconds(now)
-	total := 0
-	var buf [8]*table
-	tabs := buf[:0]
-	for i := lo; i < hi; i++ {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		tabs = tabs[:0]
-		for _, t := range sh.tables {
-			tabs = append(tabs, t)
-		}
-		sh.mu.Unlock()
-		for _, t := range tabs {
-			for start := 0; ; start += sweepChunk {
-				sh.mu.Lock()
-				if start >= len(t.ents) {
-					// Done with t: drop or compact it. t may be gone
-					// already (another sweep dropped it, empty).
-					if t.n == 0 && sh.tables[t.rule] == t {
-						delete(sh.tables, t.rule)
-						sh.dropList(t)
-					} else {
-						t.shrink()
-					}
-					sh.mu.Unlock()
-					break
-				}
-				dropped := 0
-				for idx := start; idx < min(start+sweepChunk, len(t.ents)); idx++ {
-					if e := &t.ents[idx]; e.kind != freeKind && expired(e.exp, sec) {
-						t.remove(uint32(maphash.String(s.seed, e.client)>>32), idx)
-						dropped++
-					}
-				}
-				sh.n -= dropped
-				sh.mu.Unlock()
-				total += dropped
-			}
-		}
-	}
-	return total
-}
-
-// dropList removes t from sh.list. The caller holds sh.mu.
-func (sh *shard) dropList(t *table) {
-	for i, u := range sh.list {
-		if u == t {
-			last := len(sh.list) - 1
-			sh.list[i], sh.list[last] = sh.list[last], nil
-			sh.list = sh.list[:last]
-			return
-		}
-	}
-}
-
-// sweeper sweeps one slice of the shards every interval/sweepSlices, so
-// that every shard is swept once per interval, until Close.
-func (s *Store) sweeper(interval time.Duration) {
-	defer close(s.done)
-	step := max(interval/sweepSlices, time.Millisecond)
-	per := max(len(s.shards)/sweepSlices, 1)
-	tick := time.NewTicker(step)
-	defer tick.Stop()
-	next := 0
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
-			hi := min(next+per, len(s.shards))
-			s.sweep(next, hi, s.clock())
-			next = hi % len(s.shards)
-		}
-	}
 }
 
 // Close stops the background sweeper. The Store stays usable; Close is
