@@ -64,9 +64,9 @@ type Index struct {
 	// defaultAny is planAny[set.DefaultPlan], the list most calls want:
 	// Match finds it without hashing the plan.
 	defaultAny []*Compiled
-	paths   pathIndex              // rules with an endpoint, by path or prefix base
-	folded  pathIndex              // the same for path_case insensitive rules, by path in lower case
-	entries *entryNode             // rules with match.entries (Envoy descriptors), see MatchEntries
+	paths      pathIndex  // rules with an endpoint, by path or prefix base
+	folded     pathIndex  // the same for path_case insensitive rules, by path in lower case
+	entries    *entryNode // rules with match.entries (Envoy descriptors), see MatchEntries
 }
 
 // pathIndex holds rules with an endpoint by path or prefix base.
