@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,6 +102,22 @@ func TestCluster(t *testing.T) {
 	t.Run("same_client_one_script", func(t *testing.T) { testSameClientOneScript(t, c) })
 	t.Run("noscript", func(t *testing.T) { testClusterNoScript(t, c) })
 	t.Run("nofunction", func(t *testing.T) { testClusterNoFunction(t, c) })
+	t.Run("addrs_untouched", func(t *testing.T) { testAddrsUntouched(t, c) })
+}
+
+// testAddrsUntouched: New leaves the caller's address list as it was. The
+// Redis client shuffles the list it is given; when that was the caller's
+// own slice, a failover store reconnecting with the same Config raced the
+// old client's topology refresh, which still read it.
+func testAddrsUntouched(t *testing.T, c *redistest.Cluster) {
+	addrs := c.Addrs()
+	want := slices.Clone(addrs)
+	for range 8 { // a shuffle of 3 keeps their order 1 time in 6
+		openStore(t, nil, addrs...)
+		if !slices.Equal(addrs, want) {
+			t.Fatalf("New reordered Config.Addrs: %v, was %v", addrs, want)
+		}
+	}
 }
 
 // apart returns a user and an ip client whose keys of rules userRule and

@@ -22,6 +22,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -165,7 +166,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("redis: FlushDelay %s: want 0 (write at once) up to 1s; a few hundred µs at most is useful", cfg.FlushDelay)
 	}
 	opt := rueidis.ClientOption{
-		InitAddress:      cfg.Addrs,
+		InitAddress:      slices.Clone(cfg.Addrs), // the client shuffles it in place
 		Username:         cfg.Username,
 		Password:         cfg.Password,
 		TLSConfig:        cfg.TLS,
