@@ -238,7 +238,7 @@ func decodeRules(n *tnode, s *Set) error {
 	return nil
 }
 
-var ruleFields = []string{"id", "description", "match", "by", "limit", "window", "burst", "algorithm", "failure_mode", "shadow", "enabled"}
+var ruleFields = []string{"id", "description", "match", "by", "limit", "window", "burst", "algorithm", "failure_mode", "shadow", "enabled", "unlimited", "name", "replaces"}
 
 // decodeRule decodes n into a Rule; d places it in a Set (nil: top level).
 func decodeRule(n *tnode, d *decoder) (Rule, error) {
@@ -317,6 +317,12 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 			err = d.str(v, k.name, (*string)(&r.FailureMode))
 		case "shadow":
 			err = d.bool(v, k.name, &r.Shadow)
+		case "unlimited":
+			err = d.bool(v, k.name, &r.Unlimited)
+		case "name":
+			err = d.str(v, k.name, &r.Name)
+		case "replaces":
+			r.Replaces, err = decodeNames(*d, v, k.name)
 		case "enabled":
 			if v.kind == tnull {
 				break
@@ -330,7 +336,35 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 			return Rule{}, err
 		}
 	}
+	// A limit left out is not limit 0, which denies every call.
+	if l := n.get("limit"); !r.Unlimited && (l == nil || l.kind == tnull) {
+		fe := d.err(n, "required: the calls admitted per window (0 denies every call), or unlimited: true", "limit")
+		if l != nil {
+			fe.Line = l.line
+		}
+		return Rule{}, fe
+	}
 	return r, nil
+}
+
+// decodeNames decodes a list of names (replaces).
+func decodeNames(d decoder, n *tnode, name string) ([]string, error) {
+	switch n.kind {
+	case tnull:
+		return nil, nil
+	case tarray:
+	default:
+		return nil, d.wrongType(n, "a list of rule names", name)
+	}
+	names := make([]string, 0, len(n.items))
+	for i, it := range n.items {
+		at := name + "[" + strconv.Itoa(i) + "]"
+		if it.kind != tstring {
+			return nil, d.wrongType(it, "a rule name (a string)", at)
+		}
+		names = append(names, it.text)
+	}
+	return names, nil
 }
 
 func decodeClients(n *tnode, s *Set) error {

@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 )
 
-const ruleFieldList = "id, description, match, by, limit, window, burst, algorithm, failure_mode, shadow, enabled"
+const ruleFieldList = "id, description, match, by, limit, window, burst, algorithm, failure_mode, shadow, enabled, unlimited, name, replaces"
 
 func TestDecodeRuleJSON(t *testing.T) {
 	got, err := DecodeRuleJSON([]byte(`{
@@ -50,7 +50,17 @@ func TestDecodeRuleJSONErrors(t *testing.T) {
 		{`{"id":"a","limit":true,"window":"1m"}`, `limit: want an integer, got true`},
 		{`{"id":"a","limit":[1],"window":"1m"}`, `limit: want an integer, got an array`},
 		{`{"id":"a","limit":99999999999999999999,"window":"1m"}`, `limit: want an integer in range, got 99999999999999999999`},
-		{`{"id":"a","limit":0,"window":"1m"}`, `limit: must be ≥ 1, got 0`},
+		{`{"id":"a","limit":-1,"window":"1m"}`, `limit: must be ≥ 0 (0 denies every call), got -1`},
+		{`{"id":"a","window":"1m"}`, `limit: required: the calls admitted per window (0 denies every call), or unlimited: true`},
+		{`{"id":"a","limit":null,"window":"1m"}`, `limit: required: the calls admitted per window (0 denies every call), or unlimited: true`},
+		{`{"id":"a","unlimited":true,"limit":5}`, `limit: an unlimited rule admits every call: remove limit (got 5) or unlimited`},
+		{`{"id":"a","unlimited":true,"window":"1m"}`, `window: an unlimited rule admits every call: remove window (got 1m) or unlimited`},
+		{`{"id":"a","limit":0,"window":"1m","burst":2}`, `burst: a rule of limit 0 denies every call: remove burst (got 2)`},
+		{`{"id":"a","limit":1,"window":"1m","replaces":"x"}`, `replaces: want a list of rule names, got "x"`},
+		{`{"id":"a","limit":1,"window":"1m","replaces":[1]}`, `replaces[0]: want a rule name (a string), got 1`},
+		{`{"id":"a","limit":1,"window":"1m","replaces":[""]}`, `replaces[0]: want the name of a rule, got an empty string`},
+		{`{"id":"a","limit":1,"window":"1m","name":"x","replaces":["y","x"]}`, `replaces[1]: "x" is the rule's own name: a rule does not replace itself; remove it`},
+		{`{"id":"a","limit":1,"window":"1m","name":"a\u0001"}`, `name: must be UTF-8 without control characters, got "a\x01"`},
 		{`{"id":"a","limit":10,"limit":11,"window":"1m"}`, `limit: given twice`},
 		{`{"id":7,"limit":10,"window":"1m"}`, `id: want a string, got 7`},
 		{`{"limit":10,"window":"1m"}`, `id: required`},
@@ -287,7 +297,8 @@ func TestParseYAMLErrors(t *testing.T) {
 		{"rules:\n  - id: a\n    limit: \"10\"\n    window: 1s\n", `line 3: rules[0] (id "a").limit: want an integer, got "10"`, 3},
 		{"rules:\n  - id: a\n    limit: 1\n    window: 1s\n    algorithm: fast\n",
 			`line 5: rules[0] (id "a").algorithm: unknown algorithm "fast", want one of token_bucket, leaky_bucket, fixed_window, sliding_window, sliding_log`, 5},
-		{"rules:\n  - id: a\n    limit: 1\n    window: 1s\n  - id: b\n    limit: 0\n    window: 1s\n", `line 6: rules[1] (id "b").limit: must be ≥ 1, got 0`, 6},
+		{"rules:\n  - id: a\n    limit: 1\n    window: 1s\n  - id: b\n    limit: -1\n    window: 1s\n", `line 6: rules[1] (id "b").limit: must be ≥ 0 (0 denies every call), got -1`, 6},
+		{"rules:\n  - id: a\n    window: 1s\n", `line 2: rules[0] (id "a").limit: required: the calls admitted per window (0 denies every call), or unlimited: true`, 2},
 		{"rules:\n  - id: a\n    limit: 1\n    window: 1s\n  - id: b\n    limit: 1\n", `line 5: rules[1] (id "b").window: required, e.g. "1m"`, 5},
 		{"rules:\n  - id: a\n    limit: 1\n    window: 1s\n  - id: a\n    limit: 1\n    window: 1s\n", `line 5: rules[1] (id "a").id: duplicate of rules[0]`, 5},
 		{"rules:\n  - id: a\n    limit: 1\n    window: 1s\n    match:\n      endpoint: /api/orders\n",

@@ -89,12 +89,14 @@ func ruleNode(r *Rule) *yaml.Node {
 	if r.By != "" {
 		add(n, "by", str(string(r.By)))
 	}
-	add(n, "limit", intNode(r.Limit))
-	add(n, "window", str(r.Window.String()))
-	if r.Burst != 0 {
-		add(n, "burst", intNode(r.Burst))
+	if !r.Unlimited { // an unlimited rule has none
+		add(n, "limit", intNode(r.Limit))
+		add(n, "window", str(r.Window.String()))
+		if r.Burst != 0 {
+			add(n, "burst", intNode(r.Burst))
+		}
+		add(n, "algorithm", str(r.Algorithm.String()))
 	}
-	add(n, "algorithm", str(r.Algorithm.String()))
 	if r.FailureMode != "" {
 		add(n, "failure_mode", str(string(r.FailureMode)))
 	}
@@ -103,6 +105,19 @@ func ruleNode(r *Rule) *yaml.Node {
 	}
 	if r.Enabled != nil {
 		add(n, "enabled", boolNode(*r.Enabled))
+	}
+	if r.Unlimited {
+		add(n, "unlimited", boolNode(true))
+	}
+	if r.Name != "" {
+		add(n, "name", str(r.Name))
+	}
+	if len(r.Replaces) > 0 {
+		rs := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
+		for _, name := range r.Replaces {
+			rs.Content = append(rs.Content, str(name))
+		}
+		add(n, "replaces", rs)
 	}
 	return n
 }

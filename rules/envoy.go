@@ -42,14 +42,23 @@ var envoyUnits = map[string]time.Duration{
 //     envoyproxy/ratelimit;
 //   - requests_per_unit per unit is a fixed window aligned to the epoch
 //     (algorithm fixed_window, what envoyproxy/ratelimit counts);
-//     shadow_mode is shadow;
-//   - the id is rate_limit.name when that is a valid, unused rule id, else
-//     <domain>.<n> (n counts the domain's limits in file order); the
-//     description names the file, the descriptor chain and detailed_metric.
+//     requests_per_unit 0 is limit 0 (every call denied); unlimited is an
+//     unlimited rule; shadow_mode is shadow;
+//   - an entry with share_threshold (a wildcard value) is matched but not
+//     keyed: every value it fits shares one bucket;
+//   - rate_limit.name is the rule's name, and its id when that is a valid,
+//     unused rule id, else the id is <domain>.<n> (n counts the domain's
+//     rules in file order); replaces is the rule's replaces; the
+//     description names the file, the descriptor chain, detailed_metric and
+//     value_to_metric (sluice's metrics are per rule).
 //
-// What sluice cannot express yet is refused with an error naming the file
-// and the descriptor, never dropped: unlimited, requests_per_unit 0,
-// replaces and quota_mode. Two files with one domain are an error, as in
+// A descriptor with neither rate_limit nor nested descriptors is an
+// unlimited rule: envoyproxy/ratelimit answers it with no limit, and a less
+// specific descriptor must not apply to it.
+//
+// What sluice cannot express is refused with an error naming the file and
+// the descriptor, never dropped: quota_mode and metadata (see
+// docs/envoy.md). Two files with one domain are an error, as in
 // envoyproxy/ratelimit. The Set is validated.
 func ImportEnvoy(files []EnvoyFile) (*Set, error) {
 	s := &Set{Rules: []Rule{}}
@@ -110,7 +119,7 @@ func (im *envoyImport) file1(n *tnode, domains map[string]string) error {
 	domains[d.text] = im.file
 	im.domain = d.text
 	if ds := n.get("descriptors"); ds != nil {
-		return im.list(ds, nil)
+		return im.list(ds, nil, nil)
 	}
 	return nil
 }
@@ -134,7 +143,9 @@ func (im *envoyImport) known(n *tnode, what string, known ...string) error {
 	return nil
 }
 
-func (im *envoyImport) list(n *tnode, chain []Entry) error {
+// list imports the descriptors of n, under chain; shared[i] says whether
+// chain[i] has share_threshold.
+func (im *envoyImport) list(n *tnode, chain []Entry, shared []bool) error {
 	if n.kind == tnull {
 		return nil
 	}
@@ -142,7 +153,7 @@ func (im *envoyImport) list(n *tnode, chain []Entry) error {
 		return im.fail(n.line, chainString(chain), "descriptors: want a list, got "+n.describe())
 	}
 	for _, it := range n.items {
-		if err := im.descriptor(it, chain); err != nil {
+		if err := im.descriptor(it, chain, shared); err != nil {
 			return err
 		}
 	}
@@ -161,7 +172,7 @@ func scalar(n *tnode) (string, bool) {
 	return "", false
 }
 
-func (im *envoyImport) descriptor(n *tnode, parent []Entry) error {
+func (im *envoyImport) descriptor(n *tnode, parent []Entry, pshared []bool) error {
 	if n.kind != tobject {
 		return im.fail(n.line, chainString(parent), "want a descriptor {key, value, rate_limit, descriptors}, got "+n.describe())
 	}
@@ -177,39 +188,65 @@ func (im *envoyImport) descriptor(n *tnode, parent []Entry) error {
 	}
 	chain := append(append([]Entry(nil), parent...), e)
 	what := chainString(chain)
-	if err := im.known(n, what, "key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "quota_mode"); err != nil {
+	if err := im.known(n, what, "key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
+		"value_to_metric", "share_threshold", "quota_mode", "metadata"); err != nil {
 		return err
 	}
 	if e.Key == "" {
 		return im.fail(n.line, what, "key: required")
 	}
-	var shadow, detailed bool
-	for _, f := range []struct {
+	var f envoyFlags
+	var quota, share bool
+	for _, b := range []struct {
 		name string
 		dst  *bool
-	}{{"shadow_mode", &shadow}, {"detailed_metric", &detailed}} {
-		if v := n.get(f.name); v != nil {
+	}{{"shadow_mode", &f.shadow}, {"detailed_metric", &f.detailed}, {"value_to_metric", &f.valueToMetric},
+		{"share_threshold", &share}, {"quota_mode", &quota}} {
+		if v := n.get(b.name); v != nil {
 			if v.kind != tbool && v.kind != tnull {
-				return im.fail(v.line, what, f.name+": want true or false, got "+v.describe())
+				return im.fail(v.line, what, b.name+": want true or false, got "+v.describe())
 			}
-			*f.dst = v.text == "true"
+			*b.dst = v.text == "true"
 		}
 	}
-	if v := n.get("quota_mode"); v != nil && v.text == "true" {
-		return im.fail(v.line, what, "quota_mode is not supported by sluice; remove it to import this descriptor as a plain limit")
+	if quota {
+		return im.fail(n.get("quota_mode").line, what, "quota_mode is not supported by sluice: a sluice call passes only if every rule admits it, "+
+			"and a quota descriptor that is over its limit must not deny while another quota descriptor admits (see docs/envoy.md); "+
+			"remove quota_mode to import this descriptor as a plain limit")
 	}
-	if rl := n.get("rate_limit"); rl != nil && rl.kind != tnull {
-		if err := im.limit(rl, chain, shadow, detailed); err != nil {
+	if v := n.get("metadata"); v != nil && v.kind != tnull {
+		return im.fail(v.line, what, "metadata is not supported by sluice: its Envoy API returns no dynamic metadata (see docs/envoy.md); remove metadata")
+	}
+	if share && !strings.Contains(e.Value, "*") {
+		return im.fail(n.get("share_threshold").line, what, "share_threshold: only on a wildcard value (one containing \"*\"); remove share_threshold or make the value a wildcard")
+	}
+	shared := append(append([]bool(nil), pshared...), share)
+	rl, ds := n.get("rate_limit"), n.get("descriptors")
+	switch {
+	case rl != nil && rl.kind != tnull:
+		if err := im.limit(rl, chain, shared, f); err != nil {
+			return err
+		}
+	case ds == nil || ds.kind == tnull || ds.kind == tarray && len(ds.items) == 0:
+		// No limit and nothing nested: envoyproxy/ratelimit matches the
+		// descriptor and applies no limit, so a less specific one must
+		// not apply either.
+		if err := im.add(n.line, chain, shared, f, Rule{Unlimited: true}, "no rate_limit"); err != nil {
 			return err
 		}
 	}
-	if ds := n.get("descriptors"); ds != nil {
-		return im.list(ds, chain)
+	if ds != nil {
+		return im.list(ds, chain, shared)
 	}
 	return nil
 }
 
-func (im *envoyImport) limit(n *tnode, chain []Entry, shadow, detailed bool) error {
+// envoyFlags are a descriptor's flags that pass to its rule.
+type envoyFlags struct {
+	shadow, detailed, valueToMetric bool
+}
+
+func (im *envoyImport) limit(n *tnode, chain []Entry, shared []bool, f envoyFlags) error {
 	what := chainString(chain)
 	if n.kind != tobject {
 		return im.fail(n.line, what, "rate_limit: want {unit, requests_per_unit}, got "+n.describe())
@@ -217,13 +254,53 @@ func (im *envoyImport) limit(n *tnode, chain []Entry, shadow, detailed bool) err
 	if err := im.known(n, what+": rate_limit", "unit", "requests_per_unit", "unlimited", "name", "replaces"); err != nil {
 		return err
 	}
-	if v := n.get("unlimited"); v != nil && v.text == "true" {
-		return im.fail(v.line, what, "rate_limit.unlimited is not supported by sluice yet; remove the rate_limit block (a descriptor no rule limits is answered OK)")
+	var r Rule
+	if nm := n.get("name"); nm != nil && nm.kind != tnull {
+		var ok bool
+		if r.Name, ok = scalar(nm); !ok {
+			return im.fail(nm.line, what, "rate_limit.name: want a string, got "+nm.describe())
+		}
 	}
 	if v := n.get("replaces"); v != nil && v.kind != tnull {
-		return im.fail(v.line, what, "rate_limit.replaces is not supported by sluice yet")
+		if v.kind != tarray {
+			return im.fail(v.line, what, "rate_limit.replaces: want a list of {name: <rate_limit name>}, got "+v.describe())
+		}
+		for _, it := range v.items {
+			var name string
+			if it.kind == tobject {
+				if err := im.known(it, what+": rate_limit.replaces", "name"); err != nil {
+					return err
+				}
+				if nm := it.get("name"); nm != nil {
+					name, _ = scalar(nm)
+				}
+			}
+			switch {
+			case it.kind != tobject:
+				return im.fail(it.line, what, "rate_limit.replaces: want {name: <rate_limit name>}, got "+it.describe())
+			case name == "":
+				return im.fail(it.line, what, "rate_limit.replaces: name: required, the name of the rate_limit to replace")
+			case name == r.Name:
+				return im.fail(it.line, what, fmt.Sprintf("rate_limit.replaces: %s is this rate_limit's own name; remove it", quote(name)))
+			}
+			r.Replaces = append(r.Replaces, name)
+		}
 	}
 	u := n.get("unit")
+	if v := n.get("unlimited"); v != nil && v.kind != tnull {
+		if v.kind != tbool {
+			return im.fail(v.line, what, "rate_limit.unlimited: want true or false, got "+v.describe())
+		}
+		if v.text == "true" {
+			if u != nil && u.kind == tstring {
+				if _, ok := envoyUnits[strings.ToLower(u.text)]; ok {
+					return im.fail(u.line, what, "rate_limit.unit: an unlimited rate_limit takes no unit; remove unit or unlimited")
+				}
+			}
+			r.Unlimited = true
+			return im.add(n.line, chain, shared, f, r, "unlimited")
+		}
+	}
 	if u == nil || u.kind != tstring {
 		return im.fail(n.line, what, "rate_limit.unit: required, one of second, minute, hour, day, week, month, year")
 	}
@@ -239,18 +316,22 @@ func (im *envoyImport) limit(n *tnode, chain []Entry, shadow, detailed bool) err
 	switch {
 	case err != nil || limit < 0 || limit > 1<<32-1:
 		return im.fail(rpu.line, what, fmt.Sprintf("rate_limit.requests_per_unit: want a whole number from 0 to 4294967295, got %s", rpu.text))
-	case limit == 0:
-		return im.fail(rpu.line, what, "rate_limit.requests_per_unit: 0 (deny every call) is not supported by sluice yet")
 	case limit > MaxLimit:
 		return im.fail(rpu.line, what, fmt.Sprintf("rate_limit.requests_per_unit: at most %d in sluice, got %d", int64(MaxLimit), limit))
 	}
+	r.Limit, r.Window, r.Algorithm = limit, Duration(window), algorithm.FixedWindow
+	return im.add(n.line, chain, shared, f, r, "")
+}
+
+// add completes r, the rule of the descriptor chain at line — its id,
+// description, match, key and flags — checks it and adds it to the Set.
+// note, when not "", goes in the description.
+func (im *envoyImport) add(line int, chain []Entry, shared []bool, f envoyFlags, r Rule, note string) error {
+	what := chainString(chain)
 	im.n++
 	id := ""
-	if nm := n.get("name"); nm != nil && nm.kind != tnull {
-		name, _ := scalar(nm)
-		if validID(name) == nil && !im.ids[name] {
-			id = name
-		}
+	if validID(r.Name) == nil && !im.ids[r.Name] {
+		id = r.Name
 	}
 	if id == "" {
 		base := strings.Map(func(c rune) rune {
@@ -273,32 +354,32 @@ func (im *envoyImport) limit(n *tnode, chain []Entry, shadow, detailed bool) err
 	}
 	im.ids[id] = true
 	var by []string
-	for _, e := range chain {
-		if e.Value == "" || strings.HasSuffix(e.Value, "*") {
+	for i, e := range chain {
+		if e.Value == "" || strings.HasSuffix(e.Value, "*") && !shared[i] {
 			by = append(by, "entry:"+e.Key)
 		}
 	}
-	r := Rule{
-		ID:          id,
-		Description: "envoyproxy/ratelimit " + im.file + ": " + what,
-		Match:       Match{Domain: im.domain, Entries: chain},
-		By:          ByGlobal,
-		Limit:       limit,
-		Window:      Duration(window),
-		Algorithm:   algorithm.FixedWindow,
-		Shadow:      shadow,
-	}
-	if detailed {
-		r.Description += " (detailed_metric)"
+	r.ID = id
+	r.Description = "envoyproxy/ratelimit " + im.file + ": " + what
+	r.Match = Match{Domain: im.domain, Entries: chain}
+	r.By = ByGlobal
+	r.Shadow = f.shadow
+	for _, x := range []struct {
+		on   bool
+		text string
+	}{{note != "", note}, {f.detailed, "detailed_metric"}, {f.valueToMetric, "value_to_metric"}} {
+		if x.on {
+			r.Description += " (" + x.text + ")"
+		}
 	}
 	if len(by) > 0 {
 		r.By = By(strings.Join(by, "+"))
 	}
 	if len(by) > MaxKeyParts {
-		return im.fail(n.line, what, fmt.Sprintf("%d entries without a fixed value; sluice keys a rule by at most %d", len(by), MaxKeyParts))
+		return im.fail(line, what, fmt.Sprintf("%d entries without a fixed value; sluice keys a rule by at most %d", len(by), MaxKeyParts))
 	}
 	if err := r.Validate(); err != nil {
-		return im.fail(n.line, what, err.Error())
+		return im.fail(line, what, err.Error())
 	}
 	im.set.Rules = append(im.set.Rules, r)
 	return nil

@@ -72,6 +72,7 @@ func TestImportEnvoy(t *testing.T) {
 		{"edge.3", []Entry{{"tenant", ""}, {"path", ""}}, "entry:tenant+entry:path", 30, time.Hour, false},
 		{"tenant-slow", []Entry{{"tenant", ""}, {"path", "/slow"}}, "entry:tenant", 2, time.Second, true},
 		{"edge.5", []Entry{{"region", "eu-*"}}, "entry:region", 1000, 24 * time.Hour, false},
+		{"edge.6", []Entry{{"plain_key", "42"}}, ByGlobal, 0, 0, false}, // no rate_limit: unlimited
 	}
 	if len(s.Rules) != len(wants) {
 		t.Fatalf("ImportEnvoy made %d rules, want %d: %+v", len(s.Rules), len(wants), s.Rules)
@@ -82,7 +83,10 @@ func TestImportEnvoy(t *testing.T) {
 		if !reflect.DeepEqual(got, w) {
 			t.Errorf("rule %d = %+v, want %+v", i, got, w)
 		}
-		if r.Match.Domain != "edge" || r.Algorithm != algorithm.FixedWindow {
+		if unl := i == 5; r.Unlimited != unl {
+			t.Errorf("rule %d: unlimited %v, want %v", i, r.Unlimited, unl)
+		}
+		if r.Match.Domain != "edge" || r.Algorithm != algorithm.FixedWindow && !r.Unlimited {
 			t.Errorf("rule %d: domain %q algorithm %v, want edge, fixed_window", i, r.Match.Domain, r.Algorithm)
 		}
 	}
@@ -117,10 +121,16 @@ func TestImportEnvoyRefuses(t *testing.T) {
 		{"no domain", "descriptors: []\n", "domain: required"},
 		{"bad unit", strings.Replace(limit(""), "minute", "fortnight", 1), `rate_limit.unit: want one of second, minute, hour, day, week, month, year, got "fortnight"`},
 		{"negative", strings.Replace(limit(""), "5", "-1", 1), "requests_per_unit: want a whole number from 0 to 4294967295, got -1"},
-		{"zero", strings.Replace(limit(""), "5", "0", 1), "requests_per_unit: 0 (deny every call) is not supported by sluice yet"},
-		{"unlimited", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: true\n", "rate_limit.unlimited is not supported by sluice yet"},
-		{"replaces", limit("      replaces:\n        - name: x\n"), "rate_limit.replaces is not supported by sluice yet"},
-		{"quota_mode", limit("    quota_mode: true\n"), "quota_mode is not supported by sluice"},
+		{"unlimited with a unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: true\n      unit: second\n",
+			"f.yaml: line 6: k: rate_limit.unit: an unlimited rate_limit takes no unit; remove unit or unlimited"},
+		{"unlimited not a bool", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: yes please\n", "rate_limit.unlimited: want true or false"},
+		{"replaces not a list", limit("      replaces: x\n"), "f.yaml: line 7: k: rate_limit.replaces: want a list of {name: <rate_limit name>}, got \"x\""},
+		{"replaces without name", limit("      replaces:\n        - {}\n"), "f.yaml: line 8: k: rate_limit.replaces: name: required, the name of the rate_limit to replace"},
+		{"replaces unknown key", limit("      replaces:\n        - nom: x\n"), `k: rate_limit.replaces: unknown key "nom", want one of name`},
+		{"replaces itself", limit("      name: me\n      replaces:\n        - name: me\n"), `f.yaml: line 9: k: rate_limit.replaces: "me" is this rate_limit's own name; remove it`},
+		{"quota_mode", limit("    quota_mode: true\n"), "f.yaml: line 7: k: quota_mode is not supported by sluice: a sluice call passes only if every rule admits it"},
+		{"metadata", limit("    metadata:\n      a: b\n"), "f.yaml: line 8: k: metadata is not supported by sluice: its Envoy API returns no dynamic metadata (see docs/envoy.md); remove metadata"},
+		{"share_threshold without wildcard", limit("    share_threshold: true\n"), `f.yaml: line 7: k: share_threshold: only on a wildcard value`},
 		{"bad wildcard", "domain: d\ndescriptors:\n  - key: k\n    value: a*b\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n", `"*" is only allowed last`},
 		{"not yaml", "domain: [\n", "f.yaml: invalid YAML"},
 	}
@@ -181,8 +191,9 @@ func TestMatchEntries(t *testing.T) {
 		{"wildcard", "edge", e("region", "eu-west"), []string{"edge.5"}},
 		{"wildcard misses", "edge", e("region", "us-east"), nil},
 		{"exact ip wins, no fallback to the key", "edge", e("ip", "50.0.0.5"), nil},
-		{"key-only ip", "edge", e("ip", "50.0.0.6"), []string{"edge.6"}},
-		{"exact ip nested", "edge", e("ip", "50.0.0.5", "user", "u"), []string{"edge.7"}},
+		{"key-only ip", "edge", e("ip", "50.0.0.6"), []string{"edge.7"}},
+		{"exact ip nested", "edge", e("ip", "50.0.0.5", "user", "u"), []string{"edge.8"}},
+		{"a leaf without rate_limit is matched (unlimited)", "edge", e("plain_key", "42"), []string{"edge.6"}},
 		{"other domain", "other", e("tenant", "acme"), []string{"other"}},
 		{"unknown domain", "nope", e("tenant", "acme"), nil},
 		{"unknown key", "edge", e("generic_key", "x"), nil},

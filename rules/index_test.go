@@ -209,8 +209,8 @@ func TestCompiled(t *testing.T) {
 		t.Error("changing the Set after Compile changed the Index")
 	}
 	// An invalid set is refused with Validate's error.
-	s.Rules[1].Limit = 0
-	if _, err := Compile(s); err == nil || err.Error() != `rules[1] (id "b").limit: must be ≥ 1, got 0` {
+	s.Rules[1].Limit = -1
+	if _, err := Compile(s); err == nil || err.Error() != `rules[1] (id "b").limit: must be ≥ 0 (0 denies every call), got -1` {
 		t.Errorf("Compile(invalid) = %v, want the Validate error", err)
 	}
 }

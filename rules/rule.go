@@ -119,8 +119,26 @@ func (c PathCase) Valid() bool {
 
 // Rule is one limit: which calls it applies to (Match), whose bucket it
 // counts in (By), and how many calls per Window it admits with which
-// algorithm. The zero value is not valid: ID, Limit and Window are required.
-// A Rule is plain data; copy it freely, but note that Enabled is a pointer.
+// algorithm. The zero value is not valid: ID and Window are required.
+// Limit 0 admits no call: every call the rule applies to is denied (with
+// reason cost_exceeds_capacity: it never passes), as envoyproxy/ratelimit's
+// requests_per_unit: 0 does.
+//
+// An Unlimited rule has no Limit, Window or Burst: it applies to its calls
+// like any rule but counts and limits nothing. On match.entries it is the
+// match of the descriptors it selects, so a less specific descriptor's
+// rule does not apply to them (see Index.MatchEntries), and the Envoy API
+// answers such a descriptor OK with no limit (envoyproxy/ratelimit's
+// unlimited: true).
+//
+// Name and Replaces are envoyproxy/ratelimit's rate_limit.name and
+// replaces: when a rule that replaces a name applies to a call (or, through
+// the Envoy API, to any descriptor of the request), the rules with that
+// Name do not apply to it — they neither count nor limit it. Names need not
+// be unique; a name no rule has replaces nothing.
+//
+// A Rule is plain data; copy it freely, but note that Enabled is a pointer
+// and Replaces and Match.Entries are slices.
 type Rule struct {
 	ID          string         `json:"id" yaml:"id"` // [a-z0-9][a-z0-9._-]{0,63}
 	Description string         `json:"description,omitempty" yaml:"description,omitempty"`
@@ -133,7 +151,16 @@ type Rule struct {
 	FailureMode FailureMode    `json:"failure_mode,omitempty" yaml:"failure_mode,omitempty"`
 	Shadow      bool           `json:"shadow,omitempty" yaml:"shadow,omitempty"`   // evaluate and report, never deny
 	Enabled     *bool          `json:"enabled,omitempty" yaml:"enabled,omitempty"` // nil = true
+	Unlimited   bool           `json:"unlimited,omitempty" yaml:"unlimited,omitempty"`
+	Name        string         `json:"name,omitempty" yaml:"name,omitempty"`         // what Replaces name; the Envoy API's current_limit.name
+	Replaces    []string       `json:"replaces,omitempty" yaml:"replaces,omitempty"` // names of the rules this one overrides
 }
+
+// Limits on name and replaces.
+const (
+	MaxName     = 128 // bytes of a rule's name
+	MaxReplaces = 32  // names in one rule's replaces
+)
 
 // IsEnabled reports whether the rule is in force (Enabled nil or true).
 func (r *Rule) IsEnabled() bool { return r.Enabled == nil || *r.Enabled }
@@ -193,9 +220,26 @@ func (r *Rule) Validate() error {
 	if int(r.Algorithm) >= len(algorithm.Kinds) {
 		return fieldErr(fmt.Sprintf("unknown algorithm %s, want one of %s", r.Algorithm, validAlgorithmSet), "algorithm")
 	}
+	if err := r.validateNames(); err != nil {
+		return err
+	}
+	if r.Unlimited {
+		switch {
+		case r.Limit != 0:
+			return fieldErr(fmt.Sprintf("an unlimited rule admits every call: remove limit (got %d) or unlimited", r.Limit), "limit")
+		case r.Window != 0:
+			return fieldErr(fmt.Sprintf("an unlimited rule admits every call: remove window (got %s) or unlimited", r.Window), "window")
+		case r.Burst != 0:
+			return fieldErr(fmt.Sprintf("an unlimited rule admits every call: remove burst (got %d) or unlimited", r.Burst), "burst")
+		}
+		if !r.FailureMode.Valid() {
+			return fieldErr(fmt.Sprintf("must be open or closed, got %q", string(r.FailureMode)), "failure_mode")
+		}
+		return nil
+	}
 	switch {
-	case r.Limit < 1:
-		return fieldErr(fmt.Sprintf("must be ≥ 1, got %d", r.Limit), "limit")
+	case r.Limit < 0:
+		return fieldErr(fmt.Sprintf("must be ≥ 0 (0 denies every call), got %d", r.Limit), "limit")
 	case r.Limit > MaxLimit:
 		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d", MaxLimit, r.Limit), "limit")
 	case r.Algorithm == algorithm.SlidingLog && r.Limit > algorithm.MaxLogLimit:
@@ -214,6 +258,8 @@ func (r *Rule) Validate() error {
 		return fieldErr(fmt.Sprintf("must be a whole number of microseconds, got %s", r.Window), "window")
 	}
 	switch {
+	case r.Limit == 0 && r.Burst != 0:
+		return fieldErr(fmt.Sprintf("a rule of limit 0 denies every call: remove burst (got %d)", r.Burst), "burst")
 	case r.Burst < 0:
 		return fieldErr(fmt.Sprintf("must be ≥ 0 (0 = default), got %d", r.Burst), "burst")
 	case r.Burst > MaxLimit:
@@ -223,11 +269,47 @@ func (r *Rule) Validate() error {
 	}
 	// What keeps the algorithms exact: a bucket's full refill within
 	// algorithm.MaxRefill (see algorithm.Params.Check).
-	if field, msg := r.Params().Check(); field != "" {
+	if field, msg := r.Params().Check(); field != "" && r.Limit != 0 {
 		return fieldErr(msg, field)
 	}
 	if !r.FailureMode.Valid() {
 		return fieldErr(fmt.Sprintf("must be open or closed, got %q", string(r.FailureMode)), "failure_mode")
+	}
+	return nil
+}
+
+// validateNames checks name and replaces.
+func (r *Rule) validateNames() error {
+	if r.Name != "" {
+		if err := validName(r.Name, "name"); err != nil {
+			return err
+		}
+	}
+	if len(r.Replaces) > MaxReplaces {
+		return fieldErr(fmt.Sprintf("at most %d names, got %d", MaxReplaces, len(r.Replaces)), "replaces")
+	}
+	for i, n := range r.Replaces {
+		at := fmt.Sprintf("replaces[%d]", i)
+		if n == "" {
+			return fieldErr("want the name of a rule, got an empty string", at)
+		}
+		if err := validName(n, at); err != nil {
+			return err
+		}
+		if n == r.Name {
+			return fieldErr(fmt.Sprintf("%s is the rule's own name: a rule does not replace itself; remove it", quote(n)), at)
+		}
+	}
+	return nil
+}
+
+// validName checks a non-empty rule name.
+func validName(n, field string) error {
+	switch {
+	case len(n) > MaxName:
+		return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", MaxName, len(n)), field)
+	case !utf8.ValidString(n) || strings.ContainsFunc(n, unicode.IsControl):
+		return fieldErr(fmt.Sprintf("must be UTF-8 without control characters, got %s", quote(n)), field)
 	}
 	return nil
 }
@@ -320,6 +402,7 @@ func (s *Set) Clone() *Set {
 				e := *r.Enabled
 				r.Enabled = &e
 			}
+			r.Replaces = slices.Clone(r.Replaces)
 			c.Rules[i] = r
 		}
 	}
