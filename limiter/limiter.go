@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,10 @@ type Decision struct {
 
 	Matched      int    // rules applied
 	ShadowDenied string // id of a shadow rule that would have denied, if any
+	// Unlimited: an unlimited rule applied (rules.Rule.Unlimited). It
+	// counts and limits nothing: with no other rule, Rule is nil and the
+	// call is allowed as when no rule matched.
+	Unlimited bool
 
 	// Source says where the decision came from: the store, the local denial
 	// cache, or — degraded, the shared store being unavailable — the local
@@ -130,6 +135,10 @@ func (l *Limiter) Rules() *rules.Index { return l.rules.Load() }
 // scratch is the per-call working memory, pooled so Check does not allocate.
 type scratch struct {
 	ids     [3 * identity.MaxID]byte       // client ids, built in place
+	user    string                         // the client ids in ids
+	apiKey  string
+	ip      string
+	plan    string // the effective plan
 	keys    [MaxRulesPerCall * maxKey]byte // bucket ids of rules keyed by more than the caller
 	matched [MaxRulesPerCall]*rules.Compiled
 	ops     [MaxRulesPerCall]Op
@@ -142,7 +151,10 @@ type scratch struct {
 // Check decides req: every enabled rule matching the call's plan and
 // endpoint applies, and the call passes only if all of them allow; a denied
 // call consumes nothing. Shadow rules are evaluated and consumed like the
-// others but never deny.
+// others but never deny. A rule whose name another matching rule replaces
+// does not apply; an unlimited rule applies but takes nothing; a rule of
+// limit 0 denies (reason cost_exceeds_capacity, remaining 0, reset at the
+// end of its current window, aligned to the epoch).
 func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 	ix := l.rules.Load()
 	if ix == nil {
@@ -167,7 +179,9 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 }
 
 // CheckMany decides several calls at once, all or nothing: each request is
-// planned as Check plans it, the buckets of all are taken in one store
+// planned as Check plans it — except that a rule a matching rule of any of
+// the requests replaces applies to none of them, as envoyproxy/ratelimit
+// replaces across the descriptors of one request — the buckets of all are taken in one store
 // operation (a bucket several requests name is taken once, for the sum of
 // their costs), and ds[i] is the decision of reqs[i], folded as Check folds
 // it from the results of its own rules. A denial consumes nothing — unless
@@ -195,13 +209,21 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 		keys map[bucket]int
 		n    = make([]int, len(reqs)) // ops of each request
 	)
+	matched := make([][]*rules.Compiled, len(reqs))
+	var every []*rules.Compiled // the rules each request matched, for replaces
 	for i := range reqs {
 		sc := l.scratch.Get().(*scratch)
 		scs[i] = sc
-		ops, err := l.plan(ix, &reqs[i], sc, &ds[i])
+		m, err := l.match(ix, &reqs[i], sc)
 		if err != nil {
 			return err
 		}
+		matched[i] = m
+		every = append(every, m...)
+	}
+	for i := range reqs {
+		sc := scs[i]
+		ops := l.ops(&reqs[i], sc, dropReplaced(matched[i], every), &ds[i])
 		n[i] = len(ops)
 		if keys == nil && len(ops) > 0 {
 			keys = make(map[bucket]int, len(reqs)*len(ops))
@@ -253,6 +275,16 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 // decision so far: allowed, with its plan and the count of ops, Now set
 // when no rule applies (then nothing needs taking).
 func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) ([]Op, error) {
+	matched, err := l.match(ix, req, sc)
+	if err != nil {
+		return nil, err
+	}
+	return l.ops(req, sc, dropReplaced(matched, matched), d), nil
+}
+
+// match builds in sc the client ids and the effective plan of req and
+// returns the rules of ix that match it (in sc.matched).
+func (l *Limiter) match(ix *rules.Index, req *Request, sc *scratch) ([]*rules.Compiled, error) {
 	// Client ids live in sc.ids for the length of the call only: the store
 	// copies what it keeps.
 	// sc.ids has room for all three: it never reallocates.
@@ -272,6 +304,48 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 	if len(matched) > MaxRulesPerCall {
 		return nil, ErrTooManyRules
 	}
+	sc.user, sc.apiKey, sc.ip, sc.plan = user, apiKey, ip, plan
+	return matched, nil
+}
+
+// dropReplaced removes from rs, in place, the rules whose name a rule of
+// by replaces (rules.Rule.Replaces), and returns what is left. A rule that
+// is itself replaced still replaces, as in envoyproxy/ratelimit. by may be
+// rs.
+func dropReplaced(rs, by []*rules.Compiled) []*rules.Compiled {
+	replacing := false
+	for _, b := range by {
+		replacing = replacing || len(b.Replaces) > 0
+	}
+	if !replacing {
+		return rs
+	}
+	var drop [MaxRulesPerCall]bool // rs is at most that long
+	for i, r := range rs {
+		if r.Name == "" {
+			continue
+		}
+		for _, b := range by {
+			if slices.Contains(b.Replaces, r.Name) {
+				drop[i] = true
+				break
+			}
+		}
+	}
+	n := 0
+	for i, r := range rs {
+		if !drop[i] {
+			rs[n] = r
+			n++
+		}
+	}
+	return rs[:n]
+}
+
+// ops builds in sc the ops of the matched rules of req (client ids and
+// plan from match), and sets d as plan says.
+func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *Decision) []Op {
+	user, apiKey, ip := sc.user, sc.apiKey, sc.ip
 	cost := req.Cost
 	if cost <= 0 {
 		cost = 1
@@ -280,7 +354,12 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 	var in keyInput // built for the first rule keyed by more than the caller
 	built := false
 	keys := sc.keys[:0] // room for every rule's id: never reallocated
+	unlimited := false
 	for _, r := range matched {
+		if r.Unlimited {
+			unlimited = true // applies, takes nothing
+			continue
+		}
 		var by rules.By
 		var client string
 		var ok bool
@@ -299,14 +378,23 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 		}
 		sc.kinds[len(ops)] = by
 		sc.used[len(ops)] = r
-		ops = append(ops, Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow,
-			FailClosed: r.FailureMode == rules.FailClosed})
+		op := Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow,
+			FailClosed: r.FailureMode == rules.FailClosed}
+		if r.Limit == 0 {
+			// Limit 0 admits nothing: taken as a bucket of 1 at a cost
+			// beyond its capacity, which every algorithm denies (cost
+			// exceeds capacity) without taking from any bucket of the
+			// call; fold reports it as limit 0.
+			op.Params.Limit = 1
+			op.Cost = op.Params.Capacity() + 1
+		}
+		ops = append(ops, op)
 	}
-	*d = Decision{Allowed: true, Plan: plan, Matched: len(ops)}
+	*d = Decision{Allowed: true, Plan: sc.plan, Matched: len(ops), Unlimited: unlimited}
 	if len(ops) == 0 {
 		d.Now = time.Now()
 	}
-	return ops, nil
+	return ops
 }
 
 // fold folds the results of the n ops plan built in sc (sc.res) and the
@@ -345,6 +433,11 @@ func fold(d *Decision, sc *scratch, n int, info TakeInfo) {
 	d.Limit = used[best].Limit
 	d.Remaining = r.Remaining
 	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
+	if d.Limit == 0 { // nothing remains; its window ends as a fixed window's
+		w := used[best].Params.Window
+		d.Remaining = 0
+		d.ResetAfter = time.Duration(w-info.Now%w) * time.Microsecond
+	}
 	if !d.Allowed {
 		d.Reason = r.Reason
 		d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
