@@ -1,12 +1,15 @@
 package limiter_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
+	sredis "github.com/sluicehq/sluice/store/redis"
 )
 
 // TestUnlimited: an unlimited rule applies but takes nothing; the call is
@@ -116,5 +119,53 @@ func TestReplaces(t *testing.T) {
 	}
 	if d := check(t, l, limiter.Request{User: "u", Method: "GET", Path: "/api/orders"}); d.RuleID() != "read" || d.Remaining != 2 {
 		t.Fatalf("a read after = %+v, want read with 2 left: the replaced rule was not counted", d)
+	}
+}
+
+// TestLimitZeroRedis: on the Redis store too, a rule of limit 0 denies
+// every call, takes nothing from the call's other rules, and writes no
+// bucket of its own.
+func TestLimitZeroRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := sredis.DefaultConfig()
+	cfg.Addrs = []string{srv.Addr()}
+	st, err := sredis.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var rs []rules.Rule
+	for _, kind := range algorithm.Kinds {
+		rs = append(rs, rule("zero-"+kind.String(), 0, time.Minute, func(r *rules.Rule) {
+			r.By = rules.ByIP
+			r.Match.Endpoint = "* /" + kind.String()
+			r.Algorithm = kind
+		}))
+	}
+	rs = append(rs, rule("per-user", 5, time.Minute, func(r *rules.Rule) { r.By = rules.ByUser }))
+	ix, err := rules.Compile(&rules.Set{Rules: rs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := limiter.New(st, limiter.Config{})
+	l.SetRules(ix)
+	for _, kind := range algorithm.Kinds {
+		for i := range 3 {
+			d := check(t, l, limiter.Request{User: "u", IP: "192.0.2.1", Method: "GET", Path: "/" + kind.String()})
+			if d.Allowed || d.RuleID() != "zero-"+kind.String() || d.Limit != 0 || d.Remaining != 0 ||
+				d.Reason != algorithm.ReasonCostExceedsCapacity || d.ResetAfter <= 0 || d.ResetAfter > time.Minute {
+				t.Fatalf("%s call %d = %+v, want denied by its rule of limit 0, reset within a minute", kind, i+1, d)
+			}
+		}
+	}
+	if d := check(t, l, limiter.Request{User: "u", Method: "GET", Path: "/ok"}); !d.Allowed || d.RuleID() != "per-user" || d.Remaining != 4 {
+		t.Fatalf("then = %+v, want per-user with 4 left: the denied calls took nothing", d)
+	}
+	keys, err := srv.Do("--scan", "--pattern", "*zero*")
+	if err != nil || strings.TrimSpace(keys) != "" {
+		t.Fatalf("Redis keys of the limit-0 rules: %q, %v; want none", keys, err)
+	}
+	if keys, err := srv.Do("--scan", "--pattern", "*per-user*"); err != nil || strings.TrimSpace(keys) == "" {
+		t.Fatalf("Redis keys of per-user: %q, %v; want its bucket", keys, err)
 	}
 }

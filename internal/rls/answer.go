@@ -29,16 +29,23 @@ var envoyUnits = [...]struct {
 	{time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND},
 }
 
-// CurrentLimit returns a rule's limit as Envoy's RateLimit: its id as the
-// name, and its limit per window. A window of whole seconds is exact: the
+// CurrentLimit returns a rule's limit as Envoy's RateLimit: its name (its
+// id when it has none), and its limit per window; nil for an unlimited
+// rule, which has none. A window of whole seconds is exact: the
 // longest unit (WEEK, DAY, HOUR, MINUTE, SECOND) it is a whole number of,
 // with that number as unit_multiplier when it is more than 1 (100 per 10m
 // is 100 per MINUTE × 10). A window of a fraction of a second (500ms,
 // 1500ms) is approximated as a rate per SECOND, rounded, at least 1 (10 per
 // 500ms is 20 per SECOND). Limits beyond what a uint32 holds are clamped.
 func CurrentLimit(r *rules.Compiled) *rlsv3.RateLimitResponse_RateLimit {
+	if r.Unlimited {
+		return nil
+	}
 	w := time.Duration(r.Window)
 	rl := &rlsv3.RateLimitResponse_RateLimit{Name: r.ID}
+	if r.Name != "" {
+		rl.Name = r.Name
+	}
 	for _, u := range envoyUnits {
 		if w >= u.d && w%u.d == 0 {
 			rl.Unit = u.u
@@ -59,13 +66,18 @@ func clampU32(n int64) uint32 { return uint32(min(max(n, 0), math.MaxUint32)) }
 
 // descriptorStatus returns the DescriptorStatus of d: OVER_LIMIT when it denies, the
 // rule's limit (see CurrentLimit; lim caches it), what remains of it and
-// the time until it is whole again. With no rule, only the code OK.
+// the time until it is whole again. With no rule, only the code OK; with
+// only an unlimited rule, OK and limit_remaining 4294967295, as
+// envoyproxy/ratelimit answers an unlimited descriptor.
 func descriptorStatus(d *limiter.Decision, lim *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse_DescriptorStatus {
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 	if !d.Allowed {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	if d.Rule == nil {
+		if d.Unlimited {
+			st.LimitRemaining = math.MaxUint32
+		}
 		return st
 	}
 	if lim == nil {
