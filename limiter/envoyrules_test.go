@@ -88,8 +88,18 @@ func TestReplaces(t *testing.T) {
 			r.Match.Endpoint = "GET /api/search"
 			r.Replaces = []string{"reads"}
 		}),
-		rule("a", 4, time.Minute, func(r *rules.Rule) { r.By = rules.ByUser; r.Match.Endpoint = "GET /ab"; r.Name = "A"; r.Replaces = []string{"B"} }),
-		rule("b", 4, time.Minute, func(r *rules.Rule) { r.By = rules.ByUser; r.Match.Endpoint = "GET /ab"; r.Name = "B"; r.Replaces = []string{"A"} }),
+		rule("a", 4, time.Minute, func(r *rules.Rule) {
+			r.By = rules.ByUser
+			r.Match.Endpoint = "GET /ab"
+			r.Name = "A"
+			r.Replaces = []string{"B"}
+		}),
+		rule("b", 4, time.Minute, func(r *rules.Rule) {
+			r.By = rules.ByUser
+			r.Match.Endpoint = "GET /ab"
+			r.Name = "B"
+			r.Replaces = []string{"A"}
+		}),
 		rule("c", 9, time.Minute, func(r *rules.Rule) { r.By = rules.ByUser; r.Match.Endpoint = "GET /ab"; r.Name = "C" }),
 	}}
 	l, _ := newLimiter(t, set)

@@ -134,11 +134,11 @@ func (l *Limiter) Rules() *rules.Index { return l.rules.Load() }
 
 // scratch is the per-call working memory, pooled so Check does not allocate.
 type scratch struct {
-	ids     [3 * identity.MaxID]byte       // client ids, built in place
-	user    string                         // the client ids in ids
+	ids     [3 * identity.MaxID]byte // client ids, built in place
+	user    string                   // the client ids in ids
 	apiKey  string
 	ip      string
-	plan    string // the effective plan
+	plan    string                         // the effective plan
 	keys    [MaxRulesPerCall * maxKey]byte // bucket ids of rules keyed by more than the caller
 	matched [MaxRulesPerCall]*rules.Compiled
 	ops     [MaxRulesPerCall]Op
