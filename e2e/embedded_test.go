@@ -186,7 +186,7 @@ func TestBadInput(t *testing.T) {
 		{in.data + "/ratelimit/check", "POST", `{"user":"a","cost":2.5}`, 400, "cost"},
 		{in.data + "/ratelimit/check", "POST", `{"user":"a","endpoint":"/orders"}`, 400, "endpoint"},
 		{in.data + "/ratelimit/check", "POST", `{"user":"` + strings.Repeat("x", 200<<10) + `"}`, 413, ""},
-		{in.admin + "/rules/r", "PUT", `{"id":"r","limit":0,"window":"1m"}`, 400, "limit"},
+		{in.admin + "/rules/r", "PUT", `{"id":"r","limit":-1,"window":"1m"}`, 400, "limit"},
 		{in.admin + "/rules/r", "PUT", `{"id":"r","limit":-5,"window":"1m"}`, 400, "limit"},
 		{in.admin + "/rules/r", "PUT", `{"id":"r","limit":5,"window":"1m","algorithm":"fastest"}`, 400, "algorithm"},
 		{in.admin + "/rules/r", "PUT", `{"id":"r","limit":5,"window":"1m","match":{"endpoint":"/login"}}`, 400, "endpoint"},

@@ -210,7 +210,7 @@ func TestFleetApplyAllOrNothing(t *testing.T) {
 	}
 	bad := `rules:
   - {id: n1, limit: 1, window: 1m, match: {endpoint: "GET /n1"}}
-  - {id: n2, limit: 0, window: 1m}
+  - {id: n2, limit: -1, window: 1m}
   - {id: n3, limit: 3, window: 1m}
 `
 	out, err := apply(bad)
@@ -218,7 +218,7 @@ func TestFleetApplyAllOrNothing(t *testing.T) {
 		t.Fatalf("apply of an invalid file: %v\n%s\nwant a failure naming limit", err, out)
 	}
 	var doc map[string]any
-	resp := do(t, "POST", a.admin+"/apply", `{"rules": [{"id": "n1", "limit": 1, "window": "1m"}, {"id": "n2", "limit": 0, "window": "1m"}]}`, &doc)
+	resp := do(t, "POST", a.admin+"/apply", `{"rules": [{"id": "n1", "limit": 1, "window": "1m"}, {"id": "n2", "limit": -1, "window": "1m"}]}`, &doc)
 	if resp.StatusCode != 400 {
 		t.Fatalf("POST /apply of an invalid document = %d %v, want 400", resp.StatusCode, doc)
 	}

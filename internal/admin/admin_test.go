@@ -265,7 +265,7 @@ func TestPutRuleInvalid(t *testing.T) {
 		{"empty body", "/rules/a", ``, []string{"body"}},
 		{"trailing data", "/rules/a", `{"limit": 1, "window": "1m"} {}`, []string{"body"}},
 		{"unknown algorithm", "/rules/a", `{"limit": 100, "window": "1m", "algorithm": "magic"}`, []string{"algorithm", "magic"}},
-		{"limit 0", "/rules/a", `{"limit": 0, "window": "1m"}`, []string{"limit"}},
+		{"limit -1", "/rules/a", `{"limit": -1, "window": "1m"}`, []string{"limit"}},
 		{"limit -5", "/rules/a", `{"limit": -5, "window": "1m"}`, []string{"limit", "-5"}},
 		{"limit missing", "/rules/a", `{"window": "1m"}`, []string{"limit"}},
 		{"limit a string", "/rules/a", `{"limit": "ten", "window": "1m"}`, []string{"limit", "integer"}},
@@ -581,7 +581,7 @@ func TestApplyInvalidChangesNothing(t *testing.T) {
 		doc  string
 		want []string
 	}{
-		{"one invalid rule", `{"rules": [{"id": "x", "limit": 5, "window": "1m"}, {"id": "y", "limit": 0, "window": "1m"}]}`, []string{"rules[1]", "limit"}},
+		{"one invalid rule", `{"rules": [{"id": "x", "limit": 5, "window": "1m"}, {"id": "y", "limit": -1, "window": "1m"}]}`, []string{"rules[1]", "limit"}},
 		{"duplicate id", `{"rules": [{"id": "x", "limit": 5, "window": "1m"}, {"id": "x", "limit": 6, "window": "1m"}]}`, []string{"rules[1]", "duplicate"}},
 		{"bad client", `{"rules": [], "clients": {"bob": {"plan": "pro"}}}`, []string{"clients", "bob"}},
 		{"bad default plan", `{"default_plan": "a b"}`, []string{"default_plan"}},

@@ -92,14 +92,14 @@ func TestDatabaseFailuresAre503(t *testing.T) {
 }
 
 // TestBrokenHandEditIs503: while the rules file holds a hand edit that
-// does not load — a YAML syntax error, an unknown field, a limit of 0 —
+// does not load — a YAML syntax error, an unknown field, a limit of -1 —
 // every write is 503 naming the file and its error (the README's
 // promise), never a 400 that reads as if the request body were wrong.
 func TestBrokenHandEditIs503(t *testing.T) {
 	for _, tc := range []struct{ name, body, cause string }{
 		{"syntax", "rules: [\n", "yaml"},
 		{"unknown field", "rules:\n  - id: a\n    limt: 10\n    window: 1m\n", "limt"},
-		{"limit 0", "rules:\n  - id: a\n    limit: 0\n    window: 1m\n", "limit"},
+		{"limit -1", "rules:\n  - id: a\n    limit: -1\n    window: 1m\n", "limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, Config{})

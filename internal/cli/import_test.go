@@ -55,9 +55,9 @@ func TestRulesImport(t *testing.T) {
 		t.Errorf("rules import --algorithm gcra: exit %d, %s; want an error naming --algorithm", code, stderr)
 	}
 
-	write("c.yaml", "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true}\n")
+	write("c.yaml", "domain: x\ndescriptors:\n  - key: k\n    quota_mode: true\n    rate_limit: {unit: second, requests_per_unit: 5}\n")
 	code, stdout, stderr = sluice(t, "", "rules", "import", dir)
-	if code == 0 || !strings.Contains(stderr, "c.yaml: line 4: k: rate_limit.unlimited is not supported") || stdout != "" {
-		t.Errorf("rules import of an unlimited descriptor: exit %d, stdout %q, stderr %q; want an error naming c.yaml line 4 and no output", code, stdout, stderr)
+	if code == 0 || !strings.Contains(stderr, "c.yaml: line 4: k: quota_mode is not supported by sluice") || stdout != "" {
+		t.Errorf("rules import of a quota_mode descriptor: exit %d, stdout %q, stderr %q; want an error naming c.yaml line 4 and no output", code, stdout, stderr)
 	}
 }

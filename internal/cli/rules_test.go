@@ -128,7 +128,7 @@ rules:
     window: 1h
     enabled: false
 `)
-	bad := s.file(t, "bad.yaml", "rules:\n  - id: x\n    limit: 0\n    window: 1m\n")
+	bad := s.file(t, "bad.yaml", "rules:\n  - id: x\n    limit: -1\n    window: 1m\n")
 	admin := "--admin=" + s.admin
 
 	steps := []struct {
@@ -170,7 +170,7 @@ rules:
 		{name: "disabled shows in the table", args: []string{"rules", "list", admin},
 			wantOutIn: []string{"free-per-user  free  *         client  200    1h      token_bucket  open  disabled\n", "1 rule, revision 2, default plan basic\n"}},
 		{name: "an invalid file is reported with its line and nothing is sent", args: []string{"rules", "apply", "-f", bad, admin},
-			wantCode: 1, wantErr: `bad.yaml: line 3: rules[0] (id "x").limit: must be ≥ 1, got 0`},
+			wantCode: 1, wantErr: `bad.yaml: line 3: rules[0] (id "x").limit: must be ≥ 0 (0 denies every call), got -1`},
 		{name: "a missing file", args: []string{"rules", "apply", "-f", s.dir + "/none.yaml", admin},
 			wantCode: 1, wantErr: "no such file"},
 		{name: "apply needs -f", args: []string{"rules", "apply", admin}, wantCode: 1, wantErr: "-f FILE is required"},
