@@ -64,7 +64,11 @@
 // X-RateLimit-Reset, RateLimit-Policy, RateLimit), so Envoy adds them to
 // every answer; an OVER_LIMIT answer also carries Retry-After,
 // Content-Type: application/json and the JSON body of the 429 as raw_body.
-// Shadow rules never deny: a call only they would deny is OK.
+// Shadow rules never deny: a call only they would deny is OK. A descriptor
+// only an unlimited rule matches is OK with limit_remaining 4294967295 and
+// no current_limit, as envoyproxy/ratelimit answers it; a rule that applies
+// to any descriptor drops the rules it replaces from every descriptor
+// (limiter.CheckMany).
 //
 // Requests wrong in what the operator's Envoy configuration decides (no
 // domain, no descriptors, a descriptor without entries, an entry without
