@@ -138,6 +138,9 @@ func exampleSet() *Set {
 				Window: Duration(1500 * time.Millisecond), Algorithm: algorithm.LeakyBucket, Burst: 3},
 			{ID: "multi-line", Description: "line one\nline two: with colon\n  indented\ttab\n", Limit: 1, Window: Duration(time.Second),
 				Algorithm: algorithm.SlidingWindow},
+			{ID: "blocked", Match: Match{Endpoint: "* /admin/*"}, By: ByIP, Limit: 0, Window: Duration(time.Minute),
+				Algorithm: algorithm.FixedWindow, Name: "Blocked: admin", Replaces: []string{"true", "10", "x y"}},
+			{ID: "free-health", Match: Match{Endpoint: "GET /health"}, Unlimited: true, Replaces: []string{"Blocked: admin"}},
 		},
 		Clients: map[string]Client{
 			"api_key:k_live_42": {Plan: "partner"},
