@@ -68,7 +68,7 @@ func planValue(raw json.RawMessage) string {
 // ruleOrder is the order rule fields are listed in, as in the rules file;
 // other fields follow in name order.
 var ruleOrder = []string{"id", "description", "match.plan", "match.endpoint", "by", "limit", "window", "burst",
-	"algorithm", "failure_mode", "shadow", "enabled"}
+	"algorithm", "failure_mode", "shadow", "enabled", "unlimited", "name", "replaces"}
 
 // ruleDefaults are the values a rule field takes when it is left out, so
 // that an update shows what changed in meaning ("by client → ip", not
@@ -83,6 +83,7 @@ var ruleDefaults = map[string]any{
 	"failure_mode":   "open",
 	"shadow":         false,
 	"enabled":        true,
+	"unlimited":      false,
 }
 
 // fieldDiffs lists the fields that differ between two JSON objects as

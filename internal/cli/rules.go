@@ -222,9 +222,12 @@ func writeRuleTable(w io.Writer, set *rules.Set) error {
 		fmt.Fprintln(tw, "ID\tPLAN\tENDPOINT\tBY\tLIMIT\tWINDOW\tALGORITHM\tMODE\tFLAGS")
 	}
 	for _, r := range set.Rules {
-		limit := strconv.FormatInt(r.Limit, 10)
+		limit, window, algo := strconv.FormatInt(r.Limit, 10), r.Window.String(), r.Algorithm.String()
 		if r.Burst != 0 {
 			limit += " (burst " + strconv.FormatInt(r.Burst, 10) + ")"
+		}
+		if r.Unlimited {
+			limit, window, algo = "unlimited", "-", "-"
 		}
 		var flags []string
 		if r.Match.Domain != "" {
@@ -233,12 +236,15 @@ func writeRuleTable(w io.Writer, set *rules.Set) error {
 		if r.Shadow {
 			flags = append(flags, "shadow")
 		}
+		if len(r.Replaces) > 0 {
+			flags = append(flags, "replaces="+strings.Join(r.Replaces, "|"))
+		}
 		if !r.IsEnabled() {
 			flags = append(flags, "disabled")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.ID, or(r.Match.Plan, "*"), or(r.Match.Endpoint, "*"), or(string(r.By), string(rules.ByClient)),
-			limit, r.Window, r.Algorithm, or(string(r.FailureMode), string(rules.FailOpen)), or(strings.Join(flags, ","), "-"))
+			limit, window, algo, or(string(r.FailureMode), string(rules.FailOpen)), or(strings.Join(flags, ","), "-"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -5,8 +5,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/rules"
 )
 
 func TestFormatChange(t *testing.T) {
@@ -229,4 +231,25 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestRuleTableUnlimited: an unlimited rule lists as unlimited, with no
+// window or algorithm; replaces shows among the flags.
+func TestRuleTableUnlimited(t *testing.T) {
+	var b strings.Builder
+	set := &rules.Set{Rules: []rules.Rule{
+		{ID: "free", Unlimited: true, Match: rules.Match{Endpoint: "GET /health"}, Replaces: []string{"a", "b"}},
+		{ID: "blocked", Limit: 0, Window: rules.Duration(time.Minute), By: rules.ByIP},
+	}}
+	if err := writeRuleTable(&b, set); err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"ID       PLAN  ENDPOINT     BY      LIMIT      WINDOW  ALGORITHM     MODE  FLAGS\n" +
+		"free     *     GET /health  client  unlimited  -       -             open  replaces=a|b\n" +
+		"blocked  *     *            ip      0          1m      token_bucket  open  -\n" +
+		"\n2 rules, revision 0, default plan (none)\n"
+	if b.String() != want {
+		t.Errorf("writeRuleTable =\n%s\nwant\n%s", b.String(), want)
+	}
 }
