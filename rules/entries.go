@@ -11,8 +11,10 @@ import (
 // Entry is one entry of an Envoy rate limit descriptor: a key and a value.
 // In a rule's match.entries, Value "" matches any value (and, with the rule
 // keyed by entry:<key>, makes one bucket per value), a Value ending in "*"
-// matches every value starting with what comes before it, and any other
-// Value matches itself only.
+// (and with no other "*") matches every value starting with what comes
+// before it, a Value with a "*" elsewhere is a pattern in which each "*"
+// matches any run of bytes, empty included ("/api/*/action"), and any
+// other Value matches itself only.
 type Entry struct {
 	Key   string `json:"key" yaml:"key"`
 	Value string `json:"value,omitempty" yaml:"value,omitempty"`
@@ -42,8 +44,6 @@ func validEntries(es []Entry) *FieldError {
 			return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", MaxEntryValue, len(e.Value)), "match", at, "value")
 		case !utf8.ValidString(e.Value) || strings.ContainsFunc(e.Value, unicode.IsControl):
 			return fieldErr("must be UTF-8 without control characters", "match", at, "value")
-		case strings.Contains(strings.TrimSuffix(e.Value, "*"), "*"):
-			return fieldErr(fmt.Sprintf(`"*" is only allowed last (every value starting with what comes before it), got %s`, quote(e.Value)), "match", at, "value")
 		}
 	}
 	return nil
@@ -60,13 +60,42 @@ type entryNode struct {
 // matched.
 type entryKey struct {
 	values   map[string]*entryNode // exact values
-	prefixes []entryPrefix         // values ending in "*", longest first
+	prefixes []entryPrefix         // values ending in "*" (and no other "*"), longest first
+	patterns []entryPattern        // values with a "*" before the end, in set order
 	any      *entryNode            // no value
 }
 
 type entryPrefix struct {
 	prefix string
 	node   *entryNode
+}
+
+// entryPattern is a value with a "*" before its end, split at each "*".
+type entryPattern struct {
+	value string
+	parts []string
+	node  *entryNode
+}
+
+// isPattern reports whether v has a "*" before its last byte.
+func isPattern(v string) bool { return strings.Contains(strings.TrimSuffix(v, "*"), "*") }
+
+// fits reports whether value fits a pattern split at its "*"s (at least
+// two parts), each "*" matching any run of bytes. It does not allocate.
+func fits(parts []string, value string) bool {
+	first, last := parts[0], parts[len(parts)-1]
+	if len(value) < len(first)+len(last) || !strings.HasPrefix(value, first) || !strings.HasSuffix(value, last) {
+		return false
+	}
+	rest := value[len(first) : len(value)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return true
 }
 
 // addEntries puts c, an enabled rule with match.entries, in the tree.
@@ -96,6 +125,15 @@ func (k *entryKey) node(v string) *entryNode {
 			k.any = &entryNode{}
 		}
 		return k.any
+	case isPattern(v):
+		for _, x := range k.patterns {
+			if x.value == v {
+				return x.node
+			}
+		}
+		n := &entryNode{}
+		k.patterns = append(k.patterns, entryPattern{v, strings.Split(v, "*"), n})
+		return n
 	case strings.HasSuffix(v, "*"):
 		p := v[:len(v)-1]
 		for _, x := range k.prefixes {
@@ -123,7 +161,8 @@ func (k *entryKey) node(v string) *entryNode {
 // a descriptor with these entries, and returns dst. The descriptor is
 // walked entry by entry as envoyproxy/ratelimit walks its configuration:
 // at each level an entry is matched by its exact value if some rule names
-// it, else by the longest value prefix ("abc*") that fits, else by a rule
+// it, else by the longest value prefix ("abc*") that fits, else by the
+// first pattern ("/api/*/action", in set order) that fits, else by a rule
 // naming the key without a value — the most specific match, never
 // retried with a less specific one when a deeper entry then fails. Only
 // rules whose entries end where the descriptor ends apply. Rules with no
@@ -144,6 +183,14 @@ func (ix *Index) MatchEntries(entries []Entry, dst []*Compiled) []*Compiled {
 			for _, p := range k.prefixes {
 				if strings.HasPrefix(e.Value, p.prefix) {
 					next = p.node
+					break
+				}
+			}
+		}
+		if next == nil {
+			for i := range k.patterns {
+				if fits(k.patterns[i].parts, e.Value) {
+					next = k.patterns[i].node
 					break
 				}
 			}

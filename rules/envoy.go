@@ -57,8 +57,7 @@ var envoyUnits = map[string]time.Duration{
 // specific descriptor must not apply to it.
 //
 // What sluice cannot express is refused with an error naming the file and
-// the descriptor, never dropped: quota_mode, metadata and a "*" inside a
-// value (see
+// the descriptor, never dropped: quota_mode and metadata (see
 // docs/envoy.md). Two files with one domain are an error, as in
 // envoyproxy/ratelimit. The Set is validated.
 func ImportEnvoy(files []EnvoyFile) (*Set, error) {
@@ -218,10 +217,6 @@ func (im *envoyImport) descriptor(n *tnode, parent []Entry, pshared []bool) erro
 	if v := n.get("metadata"); v != nil && v.kind != tnull {
 		return im.fail(v.line, what, "metadata is not supported by sluice: its Envoy API returns no dynamic metadata (see docs/envoy.md); remove metadata")
 	}
-	if strings.Contains(strings.TrimSuffix(e.Value, "*"), "*") {
-		return im.fail(n.get("value").line, what, "value: a \"*\" before the end of a value (a middle wildcard) is not supported by sluice; "+
-			"only a final \"*\" (every value starting with what comes before it)")
-	}
 	if share && !strings.Contains(e.Value, "*") {
 		return im.fail(n.get("share_threshold").line, what, "share_threshold: only on a wildcard value (one containing \"*\"); remove share_threshold or make the value a wildcard")
 	}
@@ -360,7 +355,7 @@ func (im *envoyImport) add(line int, chain []Entry, shared []bool, f envoyFlags,
 	im.ids[id] = true
 	var by []string
 	for i, e := range chain {
-		if e.Value == "" || strings.HasSuffix(e.Value, "*") && !shared[i] {
+		if e.Value == "" || strings.Contains(e.Value, "*") && !shared[i] {
 			by = append(by, "entry:"+e.Key)
 		}
 	}

@@ -14,8 +14,8 @@ import (
 // testdata/envoyproxy — written for this project, one for each
 // configuration example envoyproxy/ratelimit publishes, with the features
 // it uses — and checks what each descriptor matches and what the rule it
-// became does; the features sluice refuses are refused with an error that
-// names them.
+// became does; quota_mode (with its metadata), which sluice refuses, is
+// refused with an error that names it.
 func TestImportPublishedExamples(t *testing.T) {
 	type match struct {
 		entries []string // key, value, key, value, ...
@@ -84,7 +84,20 @@ func TestImportPublishedExamples(t *testing.T) {
 		{file: "ex09-wildcard.yaml",
 			rules:   map[string]ruleWant{"wildcard.1": {limit: 30, window: time.Minute, by: "entry:bucket"}},
 			matches: []match{{[]string{"bucket", "logs-eu"}, "wildcard.1"}, {[]string{"bucket", "metrics"}, ""}}},
-		{file: "ex09-wildcard-middle.yaml", refused: `ex09-wildcard-middle.yaml: line 5: path=/v2/*/export: value: a "*" before the end of a value (a middle wildcard) is not supported by sluice`},
+		{file: "ex09-wildcard-middle.yaml",
+			rules: map[string]ruleWant{
+				"wildcard_middle.1": {limit: 30, window: time.Minute, by: "entry:path"},
+				"wildcard_middle.2": {limit: 30, window: time.Minute, by: "entry:resource"},
+			},
+			matches: []match{
+				{[]string{"path", "/v2/42/export"}, "wildcard_middle.1"},
+				{[]string{"path", "/v2//export"}, "wildcard_middle.1"},
+				{[]string{"path", "/v2/42/other"}, ""},
+				{[]string{"path", "/v2/export"}, ""},
+				{[]string{"resource", "/v2/a/items/b/export"}, "wildcard_middle.2"},
+				{[]string{"resource", "/v2/a/items/export"}, ""},
+				{[]string{"resource", "/v2/items/x/items/b/export"}, "wildcard_middle.2"},
+			}},
 		{file: "ex10-value-to-metric.yaml",
 			rules: map[string]ruleWant{
 				"per_value_metrics.1": {limit: 90, window: time.Minute, by: "entry:endpoint+entry:verb+entry:principal"},
@@ -185,6 +198,23 @@ func TestImportPublishedExamples(t *testing.T) {
 				t.Errorf("round trip:\n%s", out)
 			}
 		})
+	}
+	// A pattern is matched without allocating, as every other value.
+	s, err := ImportEnvoy([]EnvoyFile{{Name: "m.yaml", Data: []byte("domain: m\ndescriptors:\n  - key: p\n    value: /a/*/b/*/c\n    rate_limit: {unit: second, requests_per_unit: 1}\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, es := ix.Domain("m"), []Entry{{"p", "/a/x/b/y/c"}}
+	var dst [4]*Compiled
+	if got := v.MatchEntries(es, dst[:0]); len(got) != 1 {
+		t.Fatalf("MatchEntries(%v) = %d rules, want 1", es, len(got))
+	}
+	if n := testing.AllocsPerRun(100, func() { v.MatchEntries(es, dst[:0]) }); n != 0 {
+		t.Errorf("MatchEntries of a pattern allocates %v times, want 0", n)
 	}
 	if len(listed) > 0 {
 		t.Errorf("testdata/envoyproxy files no test case loads: %v", listed)

@@ -30,9 +30,9 @@ entries without a fixed value (or global), requests_per_unit per unit as a
 fixed window (--algorithm picks another; 0 denies every call), unlimited
 as unlimited, name and replaces as name and replaces, shadow_mode as
 shadow; a descriptor with neither rate_limit nor nested descriptors is an
-unlimited rule. What sluice cannot express (quota_mode, metadata, a "*"
-inside a value) is an error naming the file, line and descriptor; nothing
-is dropped. See docs/envoy.md.
+unlimited rule. What sluice cannot express (quota_mode, metadata) is an
+error naming the file, line and descriptor; nothing is dropped. See
+docs/envoy.md.
 
   sluice rules import /srv/runtime_data/current/ratelimit/config > rules.yaml
   sluice serve --rules rules.yaml`,
