@@ -2,6 +2,7 @@ package rules
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -15,6 +16,7 @@ func FuzzImportEnvoy(f *testing.F) {
 		"domain: d\ndescriptors:\n  - key: k\n    value: v*\n    rate_limit: {unit: hour, requests_per_unit: 1}\n",
 		"domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        value: \"x\"\n        rate_limit: {unit: second, requests_per_unit: 9}\n",
 		"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true}\n",
+		"domain: d\ndescriptors:\n  - key: k\n    value: a*b*\n    share_threshold: true\n    rate_limit: {unit: hour, requests_per_unit: 0, name: n, replaces: [{name: m}]}\n  - key: k\n    value: x\n",
 		"",
 	} {
 		f.Add(s)
@@ -45,7 +47,7 @@ func FuzzImportEnvoy(f *testing.F) {
 	rules:
 		for _, r := range ix.Rules() {
 			for _, e := range r.Match.Entries {
-				if n := len(e.Value); n == 0 || e.Value[n-1] == '*' {
+				if e.Value == "" || strings.Contains(e.Value, "*") {
 					continue rules // a less specific rule may be passed over for a more specific one
 				}
 			}
