@@ -43,7 +43,9 @@ var (
 // (rules.CleanPath). Plan is the call's plan when the rules name it (a
 // rule, a client or the default plan), else — empty, or a plan nobody
 // defined — the plan comes from the client registry or the default plan
-// (rules.Index.Plan); Cost 0 means 1.
+// (rules.Index.Plan); Cost 0 means 1. Peek checks without taking: every
+// rule is applied with cost 0 (algorithm.Apply), which reads each bucket
+// and takes nothing.
 //
 // Header and Entries are what rules keyed by header:<name> and entry:<key>
 // read (rules.ParseBy), and Entries select the rules on descriptor entries
@@ -54,6 +56,7 @@ type Request struct {
 	Plan             string
 	Method, Path     string
 	Cost             int64
+	Peek             bool
 	Header           http.Header
 	Entries          []rules.Entry
 }
@@ -273,7 +276,10 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 		return nil, ErrTooManyRules
 	}
 	cost := req.Cost
-	if cost <= 0 {
+	switch {
+	case req.Peek:
+		cost = 0
+	case cost <= 0:
 		cost = 1
 	}
 	ops := sc.ops[:0]
