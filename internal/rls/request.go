@@ -17,9 +17,15 @@ import (
 const (
 	MaxDescriptors = 32            // descriptors per request
 	MaxEntries     = 32            // entries per descriptor
-	MaxHitsAddend  = 1_000_000_000 // hits_addend, request or descriptor level (rules.MaxLimit)
+	MaxHitsAddend  = 1_000_000_000 // hits_addend beyond every rule's capacity from here on (rules.MaxLimit)
 	MaxDomain      = 256           // bytes of the domain
 )
+
+// overCost is the cost of a hits_addend past MaxHitsAddend: above the
+// capacity of every rule (at most rules.MaxLimit + 1), so such a call is
+// denied for cost_exceeds_capacity, and far from overflowing when the
+// costs of 32 descriptors add up on one bucket.
+const overCost = 1 << 32
 
 // Descriptor entry keys sluice reads; other keys are ignored.
 const (
@@ -89,9 +95,6 @@ func parse(req *rlsv3.RateLimitRequest, calls []call) error {
 	case len(ds) > MaxDescriptors:
 		return invalid("descriptors: want at most " + strconv.Itoa(MaxDescriptors) + ", got " + strconv.Itoa(len(ds)))
 	}
-	if h := req.GetHitsAddend(); h > MaxHitsAddend {
-		return invalid("hits_addend: must be at most " + strconv.Itoa(MaxHitsAddend) + ", got " + strconv.FormatUint(uint64(h), 10))
-	}
 	for i, d := range ds {
 		if err := parseDescriptor(d, req.GetHitsAddend(), &calls[i]); err != nil {
 			return invalid("descriptors[" + strconv.Itoa(i) + "]" + err.Error())
@@ -108,17 +111,16 @@ func (e descErr) Error() string { return string(e) }
 
 func parseDescriptor(d *ratelimitv3.RateLimitDescriptor, hits uint32, c *call) error {
 	*c = call{}
-	cost := uint64(hits)
+	// The cost: the descriptor's hits_addend when set, where 0 checks
+	// without taking; else the request's, where 0 (proto3's default) is 1
+	// — as envoyproxy/ratelimit reads them. Any cost decides: one past
+	// every rule's capacity is OVER_LIMIT (cost_exceeds_capacity).
+	cost := uint64(max(hits, 1))
 	if h := d.GetHitsAddend(); h != nil {
-		if h.GetValue() > MaxHitsAddend {
-			return descErr(".hits_addend: must be at most " + strconv.Itoa(MaxHitsAddend) + ", got " + strconv.FormatUint(h.GetValue(), 10))
-		}
 		cost = h.GetValue()
+		c.req.Peek = cost == 0
 	}
-	if cost == 0 {
-		cost = 1
-	}
-	c.req.Cost = int64(cost)
+	c.req.Cost = int64(min(cost, overCost))
 	if d.GetIsNegativeHits() {
 		return descErr(".is_negative_hits: not supported: sluice never gives back what a call took")
 	}
@@ -173,7 +175,7 @@ func merge(calls []call, dst *call) bool {
 	*dst = calls[0]
 	for i := 1; i < len(calls); i++ {
 		c := &calls[i]
-		if c.req.Cost != dst.req.Cost {
+		if c.req.Cost != dst.req.Cost || c.req.Peek != dst.req.Peek {
 			return false
 		}
 		for f := range nFields {

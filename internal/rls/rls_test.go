@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -225,11 +226,17 @@ func TestHitsAddend(t *testing.T) {
 	if code, rem := remaining(req); code != ok || rem != 2 {
 		t.Fatalf("descriptor hits_addend 5 = %v, %d remaining, want OK, 2", code, rem)
 	}
-	// 0 is 1.
+	// A descriptor's hits_addend 0 checks without taking, as
+	// envoyproxy/ratelimit does; the request's 0 (proto3's default) is 1.
 	d = desc("user", "alice")
 	d.HitsAddend = wrapperspb.UInt64(0)
-	if code, rem := remaining(request("d", d)); code != ok || rem != 1 {
-		t.Fatalf("hits_addend 0 = %v, %d remaining, want OK, 1", code, rem)
+	for i := range 2 {
+		if code, rem := remaining(request("d", d)); code != ok || rem != 2 {
+			t.Fatalf("descriptor hits_addend 0, check %d = %v, %d remaining, want OK, 2", i+1, code, rem)
+		}
+	}
+	if code, rem := remaining(request("d", desc("user", "alice"))); code != ok || rem != 1 {
+		t.Fatalf("request hits_addend 0 = %v, %d remaining, want OK, 1", code, rem)
 	}
 	// More than is left: denied, nothing taken.
 	req = request("d", desc("user", "alice"))
@@ -242,6 +249,31 @@ func TestHitsAddend(t *testing.T) {
 	resp := e.call(t, req)
 	if h := hdrs(resp); resp.OverallCode != over || h.Get("Retry-After") != "" || !bytes.Contains(resp.RawBody, []byte("cost_exceeds_capacity")) {
 		t.Fatalf("hits_addend 11 over a capacity of 10 = %v (headers %v), want OVER_LIMIT for cost_exceeds_capacity, no Retry-After", resp, h)
+	}
+	// Past 1,000,000,000 (rules.MaxLimit), at request or descriptor level,
+	// the cost still decides: above every capacity, OVER_LIMIT, never an
+	// error Envoy would turn into "allow".
+	huge := desc("user", "alice")
+	huge.HitsAddend = wrapperspb.UInt64(math.MaxUint64)
+	bigReq := request("d", desc("user", "alice"))
+	bigReq.HitsAddend = math.MaxUint32
+	for _, req := range []*rlsv3.RateLimitRequest{bigReq, request("d", huge)} {
+		resp := e.call(t, req)
+		if resp.OverallCode != over || !bytes.Contains(resp.RawBody, []byte("cost_exceeds_capacity")) || resp.Statuses[0].LimitRemaining != 1 {
+			t.Fatalf("hits_addend past 1e9 (%v) = %v, want OVER_LIMIT for cost_exceeds_capacity, 1 remaining", req, resp)
+		}
+	}
+	// Exhausted: hits_addend 0 answers OK with 0 remaining, as
+	// envoyproxy/ratelimit does (its count is not over the limit), and
+	// takes nothing.
+	if code, rem := remaining(request("d", desc("user", "alice"))); code != ok || rem != 0 {
+		t.Fatalf("the last one = %v, %d remaining, want OK, 0", code, rem)
+	}
+	if code, rem := remaining(request("d", d)); code != ok || rem != 0 {
+		t.Fatalf("hits_addend 0 when exhausted = %v, %d remaining, want OK, 0", code, rem)
+	}
+	if code, _ := remaining(request("d", desc("user", "alice"))); code != over {
+		t.Fatalf("after an exhausting call = %v, want OVER_LIMIT", code)
 	}
 }
 
@@ -335,8 +367,6 @@ func TestInvalidArgument(t *testing.T) {
 	e := newEnv(t, &rules.Set{})
 	negative := desc("user", "a")
 	negative.IsNegativeHits = true
-	big := desc("user", "a")
-	big.HitsAddend = wrapperspb.UInt64(1_000_000_001)
 	tooMany := request("d")
 	for range 33 {
 		tooMany.Descriptors = append(tooMany.Descriptors, desc("user", "a"))
@@ -351,9 +381,6 @@ func TestInvalidArgument(t *testing.T) {
 		{"too many descriptors", tooMany, "descriptors: want at most 32, got 33"},
 		{"no entries", request("d", desc("user", "a"), desc()), "descriptors[1].entries: want at least one"},
 		{"empty key", request("d", desc("user", "a", "", "x")), "descriptors[0].entries[1].key: required"},
-		{"request hits_addend", &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "a")}, HitsAddend: 1_000_000_001},
-			"hits_addend: must be at most 1000000000, got 1000000001"},
-		{"descriptor hits_addend", request("d", big), "descriptors[0].hits_addend: must be at most 1000000000, got 1000000001"},
 		{"negative hits", request("d", negative), "descriptors[0].is_negative_hits: not supported"},
 	}
 	for _, tt := range tests {
