@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/rules"
@@ -46,6 +47,12 @@ type env struct {
 
 func newEnv(t *testing.T, set *rules.Set) *env {
 	t.Helper()
+	return newEnvWith(t, set, nil)
+}
+
+// newEnvWith is newEnv with edit applied to the server's Config.
+func newEnvWith(t *testing.T, set *rules.Set, edit func(*rls.Config)) *env {
+	t.Helper()
 	st, err := memory.New(memory.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -53,8 +60,11 @@ func newEnv(t *testing.T, set *rules.Set) *env {
 	t.Cleanup(func() { st.Close() })
 	m := metrics.New()
 	log := &bytes.Buffer{}
-	srv := rls.New(m.Store("memory", st), rls.Config{Metrics: m,
-		AccessLog: slog.New(slog.NewJSONHandler(log, nil))})
+	cfg := rls.Config{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(log, nil))}
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv := rls.New(m.Store("memory", st), cfg)
 	ix, err := rules.Compile(set)
 	if err != nil {
 		t.Fatal(err)
@@ -524,4 +534,45 @@ func counter(t *testing.T, e *env, name string, labels map[string]string) float6
 		return 0
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestEnvoyHeaders: with Config.EnvoyHeaders the answer also carries
+// envoyproxy/ratelimit's RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset of the most restrictive descriptor, after sluice's own
+// headers; without it, none of them; and none when no rule matched.
+func TestEnvoyHeaders(t *testing.T) {
+	set := &rules.Set{Rules: []rules.Rule{
+		{ID: "per-user", Limit: 10, Window: minute, By: rules.ByUser, Algorithm: algorithm.FixedWindow},
+		{ID: "per-ip", Limit: 2, Window: rules.Duration(time.Hour), By: rules.ByIP, Algorithm: algorithm.FixedWindow},
+	}}
+	e := newEnvWith(t, set, func(c *rls.Config) { c.EnvoyHeaders = true })
+	user := desc("user", "alice")
+	user.HitsAddend = wrapperspb.UInt64(2) // not merged: one status each
+	req := request("d", user, desc("remote_address", "203.0.113.7"))
+	for i, want := range []struct {
+		code             rlsv3.RateLimitResponse_Code
+		limit, remaining string
+	}{{ok, "2", "1"}, {ok, "2", "0"}, {over, "2", "0"}} {
+		resp := e.call(t, req)
+		h := hdrs(resp)
+		if resp.OverallCode != want.code || h.Get(rls.EnvoyLimitHeader) != want.limit || h.Get(rls.EnvoyRemainingHeader) != want.remaining {
+			t.Fatalf("call %d = %v, headers %v; want %v with RateLimit-Limit %s, RateLimit-Remaining %s",
+				i+1, resp.OverallCode, h, want.code, want.limit, want.remaining)
+		}
+		st := resp.Statuses[1]
+		wantReset := strconv.FormatInt(int64((st.DurationUntilReset.AsDuration()+time.Second-1)/time.Second), 10)
+		if got := h.Get(rls.EnvoyResetHeader); got != wantReset || got == "0" {
+			t.Errorf("call %d: RateLimit-Reset %q, want %s (per-ip's duration_until_reset %v, rounded up)", i+1, got, wantReset, st.DurationUntilReset.AsDuration())
+		}
+		if n := len(resp.ResponseHeadersToAdd); resp.ResponseHeadersToAdd[n-3].Key != rls.EnvoyLimitHeader || h.Get("X-RateLimit-Limit") == "" {
+			t.Errorf("call %d: headers %v, want sluice's own, then envoyproxy/ratelimit's three", i+1, resp.ResponseHeadersToAdd)
+		}
+	}
+	if resp := e.call(t, request("d", desc("generic_key", "x"))); len(resp.ResponseHeadersToAdd) != 0 {
+		t.Errorf("no rule matched: headers %v, want none", resp.ResponseHeadersToAdd)
+	}
+	off := newEnv(t, set)
+	if h := hdrs(off.call(t, req)); h.Get(rls.EnvoyLimitHeader) != "" || h.Get(rls.EnvoyRemainingHeader) != "" || h.Get(rls.EnvoyResetHeader) != "" {
+		t.Errorf("without EnvoyHeaders: headers %v, want none of envoyproxy/ratelimit's", h)
+	}
 }
