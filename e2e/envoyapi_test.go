@@ -11,6 +11,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -49,8 +50,9 @@ descriptors:
 // entry is one descriptor of a step: its entries, and its hits_addend when
 // set.
 type entry struct {
-	kv   []string
-	hits *uint64
+	kv    []string
+	hits  *uint64
+	limit uint32 // the descriptor's own limit per minute, 0 for none
 }
 
 func hits(n uint64) *uint64 { return &n }
@@ -73,12 +75,13 @@ type wantStatus struct {
 // store and on Redis: per descriptor, its code, its own limit,
 // limit_remaining and duration_until_reset; hits_addend 0 checking
 // without taking; hits_addend past any limit; shadow_mode; nested
-// descriptors; a descriptor no limit names; and envoyproxy/ratelimit's
-// RateLimit-* headers.
+// descriptors; a descriptor no limit names; envoyproxy/ratelimit's
+// RateLimit-* headers; and
 //
-// Not covered yet: a descriptor's own limit (Envoy's dynamic limits, not
-// honoured yet: docs/envoy.md), and unlimited, replaces and
-// requests_per_unit: 0 (not imported on this branch's main).
+// a descriptor's own limit (Envoy's dynamic limits).
+//
+// Not covered yet: unlimited, replaces and requests_per_unit: 0, which
+// sluice rules import does not convert yet (docs/envoy.md).
 func TestEnvoyAPIReplay(t *testing.T) {
 	// Minute windows are aligned to the epoch: keep clear of their end.
 	if s := time.Now().Second(); s >= 50 {
@@ -173,6 +176,14 @@ func replay(t *testing.T, dir string, rulesYAML []byte, name string, extra ...st
 			[]wantStatus{{over, 1, hour, 0, true}}, "0"},
 		{"nested other client", []entry{{kv: []string{"client", "c2", "route", "login"}}}, ok,
 			[]wantStatus{{ok, 1, hour, 0, true}}, "0"},
+		// A descriptor's own limit: 1 a minute in place of tenant's 2, in
+		// a bucket of its own.
+		{"own limit 1", []entry{{kv: []string{"tenant", "dyn"}, limit: 1}}, ok,
+			[]wantStatus{{ok, 1, minute, 0, true}}, "0"},
+		{"own limit 2", []entry{{kv: []string{"tenant", "dyn"}, limit: 1}}, over,
+			[]wantStatus{{over, 1, minute, 0, true}}, "0"},
+		{"configured limit", []entry{{kv: []string{"tenant", "dyn"}}}, ok,
+			[]wantStatus{{ok, 2, minute, 1, true}}, "1"},
 		// No limit names these: OK without current_limit or headers.
 		{"no limit", []entry{{kv: []string{"client", "c1", "route", "logout"}}, {kv: []string{"unknown", "x"}}}, ok,
 			[]wantStatus{{code: ok}, {code: ok}}, ""},
@@ -186,6 +197,9 @@ func replay(t *testing.T, dir string, rulesYAML []byte, name string, extra ...st
 			}
 			if e.hits != nil {
 				d.HitsAddend = wrapperspb.UInt64(*e.hits)
+			}
+			if e.limit != 0 {
+				d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: e.limit, Unit: typev3.RateLimitUnit_MINUTE}
 			}
 			req.Descriptors = append(req.Descriptors, d)
 		}

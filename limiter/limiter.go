@@ -47,6 +47,11 @@ var (
 // rule is applied with cost 0 (algorithm.Apply), which reads each bucket
 // and takes nothing.
 //
+// Own, when set, is the call's own limit (Envoy's descriptor limit): it
+// takes the place of the rules on descriptor entries
+// (rules.Index.MatchEntries), which are then not applied; every other rule
+// still is. Its bucket is (OwnBucket, Own.ID). Own is read, never kept.
+//
 // Header and Entries are what rules keyed by header:<name> and entry:<key>
 // read (rules.ParseBy), and Entries select the rules on descriptor entries
 // (rules.Index.MatchEntries): Header the HTTP request's headers (gateway,
@@ -57,6 +62,8 @@ type Request struct {
 	Method, Path     string
 	Cost             int64
 	Peek             bool
+	Own              *rules.Compiled
+	OwnBucket        string
 	Header           http.Header
 	Entries          []rules.Entry
 }
@@ -269,7 +276,13 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 
 	plan := ix.Plan(req.Plan, user, apiKey, ip)
 	matched := ix.Match(plan, req.Method, req.Path, sc.matched[:0])
-	if len(req.Entries) > 0 && ix.HasEntries() {
+	switch {
+	case req.Own != nil:
+		if len(matched) >= MaxRulesPerCall {
+			return nil, ErrTooManyRules
+		}
+		matched = append(matched, req.Own)
+	case len(req.Entries) > 0 && ix.HasEntries():
 		matched = ix.MatchEntries(req.Entries, matched)
 	}
 	if len(matched) > MaxRulesPerCall {
@@ -290,7 +303,9 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 		var by rules.By
 		var client string
 		var ok bool
-		if len(r.Key) == 1 && r.Key[0].Caller() { // appendKey's first case, without building in
+		if r == req.Own {
+			by, client, ok = r.By, req.OwnBucket, req.OwnBucket != ""
+		} else if len(r.Key) == 1 && r.Key[0].Caller() { // appendKey's first case, without building in
 			by, client = pick(r.By, user, apiKey, ip)
 			ok = client != ""
 		} else {

@@ -1,13 +1,18 @@
 package rls
 
 import (
+	"math"
 	"strconv"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -175,7 +180,7 @@ func merge(calls []call, dst *call) bool {
 	*dst = calls[0]
 	for i := 1; i < len(calls); i++ {
 		c := &calls[i]
-		if c.req.Cost != dst.req.Cost || c.req.Peek != dst.req.Peek {
+		if c.req.Cost != dst.req.Cost || c.req.Peek != dst.req.Peek || c.req.Own != nil || dst.req.Own != nil {
 			return false
 		}
 		for f := range nFields {
@@ -190,4 +195,59 @@ func merge(calls []call, dst *call) bool {
 		}
 	}
 	return true
+}
+
+// OwnLimitID is the rule id a descriptor's own limit is decided and
+// reported under (current_limit.name, the metrics' rule label): one id
+// for every such limit, so the labels stay bounded; no rule can have it
+// (a rule id has no ':').
+const OwnLimitID = "envoy:descriptor-limit"
+
+// ownWindows are the windows of Envoy's units, as sluice rules import
+// imports them (MONTH 30 days, YEAR 365 days).
+var ownWindows = map[typev3.RateLimitUnit]time.Duration{
+	typev3.RateLimitUnit_SECOND: time.Second,
+	typev3.RateLimitUnit_MINUTE: time.Minute,
+	typev3.RateLimitUnit_HOUR:   time.Hour,
+	typev3.RateLimitUnit_DAY:    24 * time.Hour,
+	typev3.RateLimitUnit(7):     7 * 24 * time.Hour, // WEEK in the answer's enum, as envoyproxy/ratelimit reads it
+	typev3.RateLimitUnit_MONTH:  30 * 24 * time.Hour,
+	typev3.RateLimitUnit_YEAR:   365 * 24 * time.Hour,
+}
+
+// ownLimit returns the descriptor's own limit (RateLimitDescriptor.limit,
+// Envoy's dynamic limits) as a rule, a fixed window per unit aligned to
+// the epoch (what envoyproxy/ratelimit counts), and its bucket: one per
+// domain, unit and entries (keys and values, in order), so that a
+// descriptor keeps its count when only requests_per_unit changes, as a
+// rule edit does, and starts anew when the unit does. nil when d has no
+// limit, or one sluice does not honour: requests_per_unit 0 or an unknown
+// unit (the configured rules then decide). A requests_per_unit above
+// rules.MaxLimit is rules.MaxLimit.
+func ownLimit(domain string, d *ratelimitv3.RateLimitDescriptor) (*rules.Compiled, string) {
+	l := d.GetLimit()
+	w, ok := ownWindows[l.GetUnit()]
+	if l == nil || l.GetRequestsPerUnit() == 0 || !ok {
+		return nil, ""
+	}
+	limit := min(int64(l.GetRequestsPerUnit()), rules.MaxLimit)
+	c := &rules.Compiled{Rule: rules.Rule{ID: OwnLimitID, Limit: limit, Window: rules.Duration(w),
+		Algorithm: algorithm.FixedWindow, By: "entries"}, Seq: math.MaxInt}
+	c.Params = c.Rule.Params()
+	c.WindowSeconds = int64(w / time.Second)
+	c.Policy = strconv.Quote(c.ID) + ";q=" + strconv.FormatInt(limit, 10) + ";w=" + strconv.FormatInt(c.WindowSeconds, 10)
+	// The bucket: "desc:" and the digest of the domain, the unit and the
+	// entries, each prefixed by its length.
+	var b []byte
+	for _, s := range [2]string{domain, strconv.Itoa(int(l.GetUnit()))} {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(append(b, ':'), s...)
+	}
+	for _, e := range d.GetEntries() {
+		for _, s := range [2]string{e.GetKey(), e.GetValue()} {
+			b = strconv.AppendInt(b, int64(len(s)), 10)
+			b = append(append(b, ':'), s...)
+		}
+	}
+	return c, string(identity.AppendDigest([]byte("desc:"), string(b)))
 }

@@ -32,8 +32,10 @@
 // descriptors disagree, below). hits_addend is the cost: the
 // descriptor's when set, where 0 checks without taking (limiter.Request.
 // Peek); else the request's, where 0 means 1. A cost past every rule's
-// capacity is OVER_LIMIT (cost_exceeds_capacity). A descriptor's limit
-// override is ignored: limits are sluice rules.
+// capacity is OVER_LIMIT (cost_exceeds_capacity). A descriptor's own
+// limit (Envoy's dynamic limits) takes the place of the rules on its
+// entries, in a domain some rule names (see ownLimit); every other rule
+// still applies.
 //
 // The request's domain selects rules: rules whose match names that domain
 // (match.domain) and rules that name no domain (which also serve the HTTP
@@ -293,6 +295,13 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		return nil, limiter.Decision{}, status.Error(codes.Unavailable, "rls: no rules loaded yet")
 	}
 	lim := vs.limiter(req.GetDomain())
+	if vs.by[req.GetDomain()] != nil { // a domain no rule names has no limits, as in envoyproxy/ratelimit
+		for i, d := range req.GetDescriptors() {
+			if d.GetLimit() != nil {
+				calls[i].req.Own, calls[i].req.OwnBucket = ownLimit(req.GetDomain(), d)
+			}
+		}
+	}
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(calls)),

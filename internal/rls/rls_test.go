@@ -16,6 +16,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -574,5 +575,63 @@ func TestEnvoyHeaders(t *testing.T) {
 	off := newEnv(t, set)
 	if h := hdrs(off.call(t, req)); h.Get(rls.EnvoyLimitHeader) != "" || h.Get(rls.EnvoyRemainingHeader) != "" || h.Get(rls.EnvoyResetHeader) != "" {
 		t.Errorf("without EnvoyHeaders: headers %v, want none of envoyproxy/ratelimit's", h)
+	}
+}
+
+// TestOwnLimit: a descriptor's own limit (Envoy's dynamic limits) takes
+// the place of the configured limit of its entries, as in
+// envoyproxy/ratelimit: a fixed window per unit, in a bucket of its own
+// per domain, unit and entries. The other rules still apply; a domain no
+// rule names has no limits; requests_per_unit 0 or an unknown unit leave
+// the configured limit in force.
+func TestOwnLimit(t *testing.T) {
+	e := newEnv(t, &rules.Set{Rules: []rules.Rule{
+		{ID: "per-tenant", Match: rules.Match{Domain: "d", Entries: []rules.Entry{{Key: "tenant"}}}, By: "entry:tenant",
+			Limit: 5, Window: minute, Algorithm: algorithm.FixedWindow},
+		{ID: "per-user", Limit: 1, Window: minute, By: rules.ByUser},
+	}})
+	own := func(domain string, rpu uint32, unit typev3.RateLimitUnit, kv ...string) *rlsv3.RateLimitRequest {
+		d := desc(kv...)
+		d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: unit}
+		return request(domain, d)
+	}
+	type want struct {
+		code      rlsv3.RateLimitResponse_Code
+		name      string
+		rpu       uint32
+		unit      rlsv3.RateLimitResponse_RateLimit_Unit
+		remaining uint32
+	}
+	const perMin, hour = rlsv3.RateLimitResponse_RateLimit_MINUTE, rlsv3.RateLimitResponse_RateLimit_HOUR
+	for i, s := range []struct {
+		req  *rlsv3.RateLimitRequest
+		want want
+	}{
+		{own("d", 2, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, rls.OwnLimitID, 2, perMin, 1}},
+		{own("d", 2, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, rls.OwnLimitID, 2, perMin, 0}},
+		{own("d", 2, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{over, rls.OwnLimitID, 2, perMin, 0}},
+		// The configured limit's bucket is its own.
+		{request("d", desc("tenant", "acme")), want{ok, "per-tenant", 5, perMin, 4}},
+		// Another requests_per_unit: the same bucket, as a rule edit keeps it.
+		{own("d", 3, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, rls.OwnLimitID, 3, perMin, 0}},
+		// Another unit: a bucket of its own.
+		{own("d", 2, typev3.RateLimitUnit_HOUR, "tenant", "acme"), want{ok, rls.OwnLimitID, 2, hour, 1}},
+		// Not honoured: the configured limit decides.
+		{own("d", 0, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, "per-tenant", 5, perMin, 3}},
+		{own("d", 9, typev3.RateLimitUnit_UNKNOWN, "tenant", "acme"), want{ok, "per-tenant", 5, perMin, 2}},
+		// The other rules still apply: per-user allows one.
+		{own("d", 10, typev3.RateLimitUnit_MINUTE, "user", "bob"), want{ok, "per-user", 1, perMin, 0}},
+		{own("d", 10, typev3.RateLimitUnit_MINUTE, "user", "bob"), want{over, "per-user", 1, perMin, 0}},
+	} {
+		resp := e.call(t, s.req)
+		st := resp.Statuses[0]
+		if st.Code != s.want.code || st.CurrentLimit.GetName() != s.want.name || st.CurrentLimit.GetRequestsPerUnit() != s.want.rpu ||
+			st.CurrentLimit.GetUnit() != s.want.unit || st.LimitRemaining != s.want.remaining {
+			t.Fatalf("call %d (%v) = %v, want %+v", i+1, s.req, st, s.want)
+		}
+	}
+	// A domain no rule names: no limits, its own neither.
+	if resp := e.call(t, own("zzz", 1, typev3.RateLimitUnit_MINUTE, "tenant", "acme")); resp.Statuses[0].CurrentLimit != nil || resp.OverallCode != ok {
+		t.Fatalf("unknown domain with a limit = %v, want OK without current_limit", resp)
 	}
 }
