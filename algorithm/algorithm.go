@@ -239,7 +239,11 @@ type Result struct {
 	Changed bool
 }
 
-// Apply runs the algorithm p.Kind for a call of cost ≥ 1 at now (µs > 0).
+// Apply runs the algorithm p.Kind for a call of cost ≥ 0 at now (µs > 0).
+// A call of cost 0 reads the bucket: it is allowed unless the bucket holds
+// more than the limit (a fixed window or log counted under a higher one),
+// with the Remaining and ResetAfter of the bucket as it is; the stores
+// write nothing for it.
 // Apply never changes what s describes: the returned state may share Log's
 // backing array with s, but only beyond s's length, so a caller may keep s
 // and drop the result (a denied call) or the other way round — not both.

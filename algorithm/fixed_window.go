@@ -45,7 +45,11 @@ func fixedWindow(p Params, s State, now, cost int64) (Result, State) {
 	}
 	if count+float64(cost) <= limit {
 		count += float64(cost)
-		return Result{Allowed: true, Remaining: remaining(count), ResetAfter: end - now, Changed: true},
+		reset := end - now
+		if count == 0 { // a call of cost 0 on an empty window: whole now
+			reset = 0
+		}
+		return Result{Allowed: true, Remaining: remaining(count), ResetAfter: reset, Changed: true},
 			State{T: start, A: count}
 	}
 	// Denied: the next window starts empty, and cost ≤ limit passes there.

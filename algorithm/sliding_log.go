@@ -45,6 +45,9 @@ func slidingLog(p Params, s State, now, cost int64) (Result, State) {
 		return r, base
 	}
 	if count+cost <= p.Limit {
+		if cost == 0 { // a call of cost 0 logs nothing
+			return Result{Allowed: true, Remaining: remaining, ResetAfter: resetAfter, Changed: changed}, base
+		}
 		for i := int64(0); i < cost; i++ {
 			log = append(log, at)
 		}

@@ -44,7 +44,14 @@ var (
 // (rules.CleanPath). Plan is the call's plan when the rules name it (a
 // rule, a client or the default plan), else — empty, or a plan nobody
 // defined — the plan comes from the client registry or the default plan
-// (rules.Index.Plan); Cost 0 means 1.
+// (rules.Index.Plan); Cost 0 means 1. Peek checks without taking: every
+// rule is applied with cost 0 (algorithm.Apply), which reads each bucket
+// and takes nothing.
+//
+// Own, when set, is the call's own limit (Envoy's descriptor limit): it
+// takes the place of the rules on descriptor entries
+// (rules.Index.MatchEntries), which are then not applied; every other rule
+// still is. Its bucket is (OwnBucket, Own.ID). Own is read, never kept.
 //
 // Header and Entries are what rules keyed by header:<name> and entry:<key>
 // read (rules.ParseBy), and Entries select the rules on descriptor entries
@@ -55,6 +62,9 @@ type Request struct {
 	Plan             string
 	Method, Path     string
 	Cost             int64
+	Peek             bool
+	Own              *rules.Compiled
+	OwnBucket        string
 	Header           http.Header
 	Entries          []rules.Entry
 }
@@ -298,7 +308,13 @@ func (l *Limiter) match(ix *rules.Index, req *Request, sc *scratch) ([]*rules.Co
 
 	plan := ix.Plan(req.Plan, user, apiKey, ip)
 	matched := ix.Match(plan, req.Method, req.Path, sc.matched[:0])
-	if len(req.Entries) > 0 && ix.HasEntries() {
+	switch {
+	case req.Own != nil:
+		if len(matched) >= MaxRulesPerCall {
+			return nil, ErrTooManyRules
+		}
+		matched = append(matched, req.Own)
+	case len(req.Entries) > 0 && ix.HasEntries():
 		matched = ix.MatchEntries(req.Entries, matched)
 	}
 	if len(matched) > MaxRulesPerCall {
@@ -347,7 +363,10 @@ func dropReplaced(rs, by []*rules.Compiled) []*rules.Compiled {
 func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *Decision) []Op {
 	user, apiKey, ip := sc.user, sc.apiKey, sc.ip
 	cost := req.Cost
-	if cost <= 0 {
+	switch {
+	case req.Peek:
+		cost = 0
+	case cost <= 0:
 		cost = 1
 	}
 	ops := sc.ops[:0]
@@ -363,7 +382,9 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		var by rules.By
 		var client string
 		var ok bool
-		if len(r.Key) == 1 && r.Key[0].Caller() { // appendKey's first case, without building in
+		if r == req.Own {
+			by, client, ok = r.By, req.OwnBucket, req.OwnBucket != ""
+		} else if len(r.Key) == 1 && r.Key[0].Caller() { // appendKey's first case, without building in
 			by, client = pick(r.By, user, apiKey, ip)
 			ok = client != ""
 		} else {

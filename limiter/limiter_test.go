@@ -526,3 +526,30 @@ func TestPathsAndMethods(t *testing.T) {
 		}
 	}
 }
+
+// TestPeek: a request with Peek reads every bucket it matches and takes
+// nothing, alone (Check) or beside requests that take (CheckMany).
+func TestPeek(t *testing.T) {
+	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{
+		rule("per-user", 3, time.Minute, func(r *rules.Rule) { r.By = rules.ByUser; r.Algorithm = algorithm.FixedWindow }),
+	}})
+	peek := limiter.Request{User: "alice", Peek: true, Cost: 5}
+	for i := range 2 {
+		if d := check(t, l, peek); !d.Allowed || d.Remaining != 3 || d.ResetAfter != 0 {
+			t.Fatalf("peek %d on a new bucket = %+v, want allowed, 3 remaining, reset 0", i+1, d)
+		}
+	}
+	ds := make([]limiter.Decision, 2)
+	if err := l.CheckMany(context.Background(), []limiter.Request{{User: "alice", Cost: 3}, peek}, ds); err != nil {
+		t.Fatal(err)
+	}
+	if !ds[0].Allowed || ds[0].Remaining != 0 || !ds[1].Allowed || ds[1].Remaining != 0 {
+		t.Fatalf("take 3 beside a peek = %+v, %+v; want both allowed with 0 remaining", ds[0], ds[1])
+	}
+	if d := check(t, l, peek); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("peek when exhausted = %+v, want allowed (nothing taken), 0 remaining", d)
+	}
+	if d := check(t, l, limiter.Request{User: "alice"}); d.Allowed {
+		t.Fatalf("a call when exhausted = %+v, want denied", d)
+	}
+}

@@ -13,7 +13,7 @@ type Op struct {
 	Client string // client id, e.g. "user:alice", "ip:203.0.113.7"
 	Rule   string // rule id
 	Params algorithm.Params
-	Cost   int64
+	Cost   int64 // 0 reads the bucket and takes nothing (algorithm.Apply)
 	// Shadow ops are evaluated and, when the call is allowed, consumed like
 	// the others, but their denial never vetoes the call.
 	Shadow bool

@@ -32,7 +32,8 @@ const (
 // Step is one call and the decision every backend must give for it.
 type Step struct {
 	At     int64             // µs after Base
-	Cost   int64             // ≥ 1
+	Cost   int64             // 0 means 1
+	Peek   bool              // a call of cost 0: it reads the bucket and takes nothing
 	Params *algorithm.Params // if set, the rule was edited: these params from this step on
 
 	Allowed    bool
@@ -75,7 +76,10 @@ func RunCase(t *testing.T, c Case, b Bucket) {
 			p = *s.Params
 		}
 		cost := s.Cost
-		if cost == 0 {
+		switch {
+		case s.Peek:
+			cost = 0
+		case cost == 0:
 			cost = 1
 		}
 		got, err := b(p, Base+s.At, cost)

@@ -22,6 +22,18 @@ func steps(parts ...[]Step) []Step {
 
 var tokenBucket = []Case{
 	{
+		Name:   "cost 0 reads without taking",
+		Params: params(tb, 10, Second, 10),
+		Steps: []Step{
+			{At: 0, Peek: true, Allowed: true, Remaining: 10, ResetAfter: 0},
+			{At: 0, Cost: 10, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 0, Peek: true, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 0, Remaining: 0, RetryAfter: 100 * Millisecond, ResetAfter: 1 * Second},
+			{At: 250 * Millisecond, Peek: true, Allowed: true, Remaining: 2, ResetAfter: 750 * Millisecond},
+			{At: 250 * Millisecond, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 950 * Millisecond},
+		},
+	},
+	{
 		// The seed scenario: 1/s with a burst of 10 lets 10 through at once,
 		// denies the 11th for one second, then one more.
 		Name:   "burst then refill",
@@ -260,6 +272,17 @@ var tokenBucketExact = []Case{
 
 var leakyBucket = []Case{
 	{
+		Name:   "cost 0 reads without taking",
+		Params: params(lb, 10, Second, 0),
+		Steps: []Step{
+			{At: 0, Peek: true, Allowed: true, Remaining: 2, ResetAfter: 0},
+			{At: 0, Allowed: true, Remaining: 1, ResetAfter: 100 * Millisecond},
+			{At: 0, Allowed: true, Remaining: 0, ResetAfter: 200 * Millisecond},
+			{At: 0, Peek: true, Allowed: true, Remaining: 0, ResetAfter: 200 * Millisecond},
+			{At: 0, Remaining: 0, RetryAfter: 100 * Millisecond, ResetAfter: 200 * Millisecond},
+		},
+	},
+	{
 		// 1/s with the default burst of 1: two at once, then one a second.
 		Name:   "meter",
 		Params: params(lb, 1, Second, 0),
@@ -349,6 +372,25 @@ var leakyBucket = []Case{
 
 var fixedWindow = []Case{
 	{
+		// A call of cost 0 (Envoy's hits_addend 0) reads the bucket: it
+		// passes with what remains — also when nothing does — and takes
+		// nothing. Only a bucket holding more than its limit (the limit
+		// was lowered) denies it.
+		Name:   "cost 0 reads without taking",
+		Params: params(fw, 3, Second, 0),
+		Steps: []Step{
+			{At: 0, Peek: true, Allowed: true, Remaining: 3, ResetAfter: 0},
+			{At: 0, Allowed: true, Remaining: 2, ResetAfter: 1 * Second},
+			{At: 100 * Millisecond, Peek: true, Allowed: true, Remaining: 2, ResetAfter: 900 * Millisecond},
+			{At: 100 * Millisecond, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 900 * Millisecond},
+			{At: 200 * Millisecond, Peek: true, Allowed: true, Remaining: 0, ResetAfter: 800 * Millisecond},
+			{At: 200 * Millisecond, Remaining: 0, RetryAfter: 800 * Millisecond, ResetAfter: 800 * Millisecond},
+			{At: 300 * Millisecond, Peek: true, Params: ptr(params(fw, 2, Second, 0)), Remaining: 0, RetryAfter: 700 * Millisecond, ResetAfter: 700 * Millisecond},
+			{At: 1 * Second, Peek: true, Allowed: true, Remaining: 2, ResetAfter: 0},
+			{At: 1 * Second, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+		},
+	},
+	{
 		Name:   "counts per aligned window",
 		Params: params(fw, 3, Second, 0),
 		Steps: steps(
@@ -423,6 +465,16 @@ var fixedWindow = []Case{
 
 var slidingWindow = []Case{
 	{
+		Name:   "cost 0 reads without taking",
+		Params: params(sw, 4, Second, 0),
+		Steps: []Step{
+			{At: 0, Peek: true, Allowed: true, Remaining: 4, ResetAfter: 0},
+			{At: 0, Cost: 4, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+			{At: 500 * Millisecond, Peek: true, Allowed: true, Remaining: 0, ResetAfter: 1500 * Millisecond},
+			{At: 500 * Millisecond, Remaining: 0, RetryAfter: 750 * Millisecond, ResetAfter: 1500 * Millisecond},
+		},
+	},
+	{
 		Name:   "weighted estimate",
 		Params: params(sw, 10, Second, 0),
 		Steps: []Step{
@@ -496,6 +548,21 @@ var slidingWindow = []Case{
 }
 
 var slidingLog = []Case{
+	{
+		Name:   "cost 0 reads without taking",
+		Params: params(sl, 3, Second, 0),
+		Steps: []Step{
+			{At: 0, Peek: true, Allowed: true, Remaining: 3, ResetAfter: 0},
+			{At: 0, Allowed: true, Remaining: 2, ResetAfter: 1 * Second},
+			{At: 100 * Millisecond, Peek: true, Allowed: true, Remaining: 2, ResetAfter: 900 * Millisecond},
+			{At: 100 * Millisecond, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 200 * Millisecond, Peek: true, Allowed: true, Remaining: 0, ResetAfter: 900 * Millisecond},
+			{At: 200 * Millisecond, Remaining: 0, RetryAfter: 800 * Millisecond, ResetAfter: 900 * Millisecond},
+			{At: 300 * Millisecond, Peek: true, Params: ptr(params(sl, 2, Second, 0)), Remaining: 0, RetryAfter: 700 * Millisecond, ResetAfter: 800 * Millisecond},
+			{At: 1 * Second, Peek: true, Allowed: true, Remaining: 0, ResetAfter: 100 * Millisecond},
+			{At: 1100 * Millisecond, Peek: true, Allowed: true, Remaining: 2, ResetAfter: 0},
+		},
+	},
 	{
 		Name:   "exact window",
 		Params: params(sl, 3, Second, 0),
@@ -593,3 +660,5 @@ var slidingLog = []Case{
 		},
 	},
 }
+
+func ptr(p algorithm.Params) *algorithm.Params { return &p }

@@ -24,11 +24,16 @@ import (
 type observeFlags struct {
 	grpcListen string
 	accessLog  bool
+	// envoyHeaders: also answer envoyproxy/ratelimit's RateLimit-Limit,
+	// RateLimit-Remaining and RateLimit-Reset.
+	envoyHeaders bool
 }
 
 // addGRPCFlags registers serve's --grpc-listen on fl.
 func addGRPCFlags(fl *pflag.FlagSet, f *observeFlags) {
 	fl.StringVar(&f.grpcListen, "grpc-listen", ":8081", `Envoy rate limit service (gRPC) address; "" to turn it off`)
+	fl.BoolVar(&f.envoyHeaders, "envoy-ratelimit-headers", false,
+		"Envoy API: also add envoyproxy/ratelimit's RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers (its LIMIT_RESPONSE_HEADERS_ENABLED)")
 }
 
 // addAccessLogFlags registers --access-log on fl.
@@ -57,7 +62,8 @@ func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store lim
 	m := o.metrics
 	o.store = m.Instrument(store)
 	m.WatchRules(src.Status)
-	cfg := rls.Config{Limiter: limiter.Config{IPv6Prefix: f.ipv6Prefix}, Metrics: m, Logger: log}
+	cfg := rls.Config{Limiter: limiter.Config{IPv6Prefix: f.ipv6Prefix}, Metrics: m, Logger: log,
+		EnvoyHeaders: o.f.envoyHeaders}
 	if o.f.accessLog {
 		cfg.AccessLog = log
 	}

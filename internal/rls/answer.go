@@ -3,6 +3,7 @@ package rls
 import (
 	"math"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -153,4 +154,32 @@ func (c *capture) WriteHeader(int)     {}
 func (c *capture) Write(b []byte) (int, error) {
 	c.body = append(c.body, b...)
 	return len(b), nil
+}
+
+// Names of envoyproxy/ratelimit's response headers (its defaults of
+// LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER).
+const (
+	EnvoyLimitHeader     = "RateLimit-Limit"
+	EnvoyRemainingHeader = "RateLimit-Remaining"
+	EnvoyResetHeader     = "RateLimit-Reset"
+)
+
+// addEnvoyHeaders appends envoyproxy/ratelimit's response headers for st,
+// the status of the most restrictive descriptor, after sluice's own:
+// RateLimit-Limit its requests_per_unit, RateLimit-Remaining its
+// limit_remaining, RateLimit-Reset its duration_until_reset in whole
+// seconds, rounded up. Nothing when st carries no limit (no rule matched),
+// as envoyproxy/ratelimit sends nothing then.
+func addEnvoyHeaders(resp *rlsv3.RateLimitResponse, st *rlsv3.RateLimitResponse_DescriptorStatus) {
+	if st.GetCurrentLimit() == nil {
+		return
+	}
+	reset := st.GetDurationUntilReset().AsDuration()
+	secs := int64((reset + time.Second - 1) / time.Second)
+	vals := [3]corev3.HeaderValue{
+		{Key: EnvoyLimitHeader, Value: strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)},
+		{Key: EnvoyRemainingHeader, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
+		{Key: EnvoyResetHeader, Value: strconv.FormatInt(max(secs, 0), 10)},
+	}
+	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &vals[0], &vals[1], &vals[2])
 }

@@ -1,13 +1,18 @@
 package rls
 
 import (
+	"math"
 	"strconv"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -17,9 +22,15 @@ import (
 const (
 	MaxDescriptors = 32            // descriptors per request
 	MaxEntries     = 32            // entries per descriptor
-	MaxHitsAddend  = 1_000_000_000 // hits_addend, request or descriptor level (rules.MaxLimit)
+	MaxHitsAddend  = 1_000_000_000 // hits_addend beyond every rule's capacity from here on (rules.MaxLimit)
 	MaxDomain      = 256           // bytes of the domain
 )
+
+// overCost is the cost of a hits_addend past MaxHitsAddend: above the
+// capacity of every rule (at most rules.MaxLimit + 1), so such a call is
+// denied for cost_exceeds_capacity, and far from overflowing when the
+// costs of 32 descriptors add up on one bucket.
+const overCost = 1 << 32
 
 // Descriptor entry keys sluice reads; other keys are ignored.
 const (
@@ -89,9 +100,6 @@ func parse(req *rlsv3.RateLimitRequest, calls []call) error {
 	case len(ds) > MaxDescriptors:
 		return invalid("descriptors: want at most " + strconv.Itoa(MaxDescriptors) + ", got " + strconv.Itoa(len(ds)))
 	}
-	if h := req.GetHitsAddend(); h > MaxHitsAddend {
-		return invalid("hits_addend: must be at most " + strconv.Itoa(MaxHitsAddend) + ", got " + strconv.FormatUint(uint64(h), 10))
-	}
 	for i, d := range ds {
 		if err := parseDescriptor(d, req.GetHitsAddend(), &calls[i]); err != nil {
 			return invalid("descriptors[" + strconv.Itoa(i) + "]" + err.Error())
@@ -108,17 +116,16 @@ func (e descErr) Error() string { return string(e) }
 
 func parseDescriptor(d *ratelimitv3.RateLimitDescriptor, hits uint32, c *call) error {
 	*c = call{}
-	cost := uint64(hits)
+	// The cost: the descriptor's hits_addend when set, where 0 checks
+	// without taking; else the request's, where 0 (proto3's default) is 1
+	// — as envoyproxy/ratelimit reads them. Any cost decides: one past
+	// every rule's capacity is OVER_LIMIT (cost_exceeds_capacity).
+	cost := uint64(max(hits, 1))
 	if h := d.GetHitsAddend(); h != nil {
-		if h.GetValue() > MaxHitsAddend {
-			return descErr(".hits_addend: must be at most " + strconv.Itoa(MaxHitsAddend) + ", got " + strconv.FormatUint(h.GetValue(), 10))
-		}
 		cost = h.GetValue()
+		c.req.Peek = cost == 0
 	}
-	if cost == 0 {
-		cost = 1
-	}
-	c.req.Cost = int64(cost)
+	c.req.Cost = int64(min(cost, overCost))
 	if d.GetIsNegativeHits() {
 		return descErr(".is_negative_hits: not supported: sluice never gives back what a call took")
 	}
@@ -173,7 +180,7 @@ func merge(calls []call, dst *call) bool {
 	*dst = calls[0]
 	for i := 1; i < len(calls); i++ {
 		c := &calls[i]
-		if c.req.Cost != dst.req.Cost {
+		if c.req.Cost != dst.req.Cost || c.req.Peek != dst.req.Peek || c.req.Own != nil || dst.req.Own != nil {
 			return false
 		}
 		for f := range nFields {
@@ -188,4 +195,59 @@ func merge(calls []call, dst *call) bool {
 		}
 	}
 	return true
+}
+
+// OwnLimitID is the rule id a descriptor's own limit is decided and
+// reported under (current_limit.name, the metrics' rule label): one id
+// for every such limit, so the labels stay bounded; no rule can have it
+// (a rule id has no ':').
+const OwnLimitID = "envoy:descriptor-limit"
+
+// ownWindows are the windows of Envoy's units, as sluice rules import
+// imports them (MONTH 30 days, YEAR 365 days).
+var ownWindows = map[typev3.RateLimitUnit]time.Duration{
+	typev3.RateLimitUnit_SECOND: time.Second,
+	typev3.RateLimitUnit_MINUTE: time.Minute,
+	typev3.RateLimitUnit_HOUR:   time.Hour,
+	typev3.RateLimitUnit_DAY:    24 * time.Hour,
+	typev3.RateLimitUnit(7):     7 * 24 * time.Hour, // WEEK in the answer's enum, as envoyproxy/ratelimit reads it
+	typev3.RateLimitUnit_MONTH:  30 * 24 * time.Hour,
+	typev3.RateLimitUnit_YEAR:   365 * 24 * time.Hour,
+}
+
+// ownLimit returns the descriptor's own limit (RateLimitDescriptor.limit,
+// Envoy's dynamic limits) as a rule, a fixed window per unit aligned to
+// the epoch (what envoyproxy/ratelimit counts), and its bucket: one per
+// domain, unit and entries (keys and values, in order), so that a
+// descriptor keeps its count when only requests_per_unit changes, as a
+// rule edit does, and starts anew when the unit does. nil when d has no
+// limit, or one sluice does not honour: requests_per_unit 0 or an unknown
+// unit (the configured rules then decide). A requests_per_unit above
+// rules.MaxLimit is rules.MaxLimit.
+func ownLimit(domain string, d *ratelimitv3.RateLimitDescriptor) (*rules.Compiled, string) {
+	l := d.GetLimit()
+	w, ok := ownWindows[l.GetUnit()]
+	if l == nil || l.GetRequestsPerUnit() == 0 || !ok {
+		return nil, ""
+	}
+	limit := min(int64(l.GetRequestsPerUnit()), rules.MaxLimit)
+	c := &rules.Compiled{Rule: rules.Rule{ID: OwnLimitID, Limit: limit, Window: rules.Duration(w),
+		Algorithm: algorithm.FixedWindow, By: "entries"}, Seq: math.MaxInt}
+	c.Params = c.Rule.Params()
+	c.WindowSeconds = int64(w / time.Second)
+	c.Policy = strconv.Quote(c.ID) + ";q=" + strconv.FormatInt(limit, 10) + ";w=" + strconv.FormatInt(c.WindowSeconds, 10)
+	// The bucket: "desc:" and the digest of the domain, the unit and the
+	// entries, each prefixed by its length.
+	var b []byte
+	for _, s := range [2]string{domain, strconv.Itoa(int(l.GetUnit()))} {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(append(b, ':'), s...)
+	}
+	for _, e := range d.GetEntries() {
+		for _, s := range [2]string{e.GetKey(), e.GetValue()} {
+			b = strconv.AppendInt(b, int64(len(s)), 10)
+			b = append(append(b, ':'), s...)
+		}
+	}
+	return c, string(identity.AppendDigest([]byte("desc:"), string(b)))
 }

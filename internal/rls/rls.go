@@ -30,8 +30,12 @@
 // it walks them: rules.Index.MatchEntries); when the rules of a domain have
 // either, each descriptor is decided with its own entries (as when the
 // descriptors disagree, below). hits_addend is the cost: the
-// descriptor's when set, else the request's; 0 means 1. A descriptor's
-// limit override is ignored: limits are sluice rules.
+// descriptor's when set, where 0 checks without taking (limiter.Request.
+// Peek); else the request's, where 0 means 1. A cost past every rule's
+// capacity is OVER_LIMIT (cost_exceeds_capacity). A descriptor's own
+// limit (Envoy's dynamic limits) takes the place of the rules on its
+// entries, in a domain some rule names (see ownLimit); every other rule
+// still applies.
 //
 // The request's domain selects rules: rules whose match names that domain
 // (match.domain) and rules that name no domain (which also serve the HTTP
@@ -64,6 +68,8 @@
 // X-RateLimit-Reset, RateLimit-Policy, RateLimit), so Envoy adds them to
 // every answer; an OVER_LIMIT answer also carries Retry-After,
 // Content-Type: application/json and the JSON body of the 429 as raw_body.
+// With Config.EnvoyHeaders, envoyproxy/ratelimit's RateLimit-Limit,
+// RateLimit-Remaining and RateLimit-Reset follow them.
 // Shadow rules never deny: a call only they would deny is OK. A descriptor
 // only an unlimited rule matches is OK with limit_remaining 4294967295 and
 // no current_limit, as envoyproxy/ratelimit answers it; a rule that applies
@@ -72,7 +78,7 @@
 //
 // Requests wrong in what the operator's Envoy configuration decides (no
 // domain, no descriptors, a descriptor without entries, an entry without
-// key, hits_addend over 1,000,000,000, is_negative_hits) get
+// key, is_negative_hits) get
 // codes.InvalidArgument with a message that names the field. A store that cannot decide gets codes.Unavailable
 // (Envoy then applies its failure_mode_deny).
 package rls
@@ -119,6 +125,11 @@ type Config struct {
 	// Logger gets the errors the store returns, at most one line a second.
 	// Default: discard.
 	Logger *slog.Logger
+	// EnvoyHeaders adds envoyproxy/ratelimit's response headers (its
+	// LIMIT_RESPONSE_HEADERS_ENABLED) after sluice's own: RateLimit-Limit,
+	// RateLimit-Remaining and RateLimit-Reset of the most restrictive
+	// descriptor (see addEnvoyHeaders). Default off.
+	EnvoyHeaders bool
 }
 
 // Server implements RateLimitService over a counter store. Rules are put
@@ -288,6 +299,13 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		return nil, limiter.Decision{}, status.Error(codes.Unavailable, "rls: no rules loaded yet")
 	}
 	lim := vs.limiter(req.GetDomain())
+	if vs.by[req.GetDomain()] != nil { // a domain no rule names has no limits, as in envoyproxy/ratelimit
+		for i, d := range req.GetDescriptors() {
+			if d.GetLimit() != nil {
+				calls[i].req.Own, calls[i].req.OwnBucket = ownLimit(req.GetDomain(), d)
+			}
+		}
+	}
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(calls)),
@@ -310,6 +328,9 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		addHeaders(resp, &d)
+		if s.cfg.EnvoyHeaders {
+			addEnvoyHeaders(resp, st)
+		}
 		if m := s.cfg.Metrics; m != nil {
 			m.Decision(&d)
 		}
@@ -335,6 +356,9 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		}
 	}
 	addHeaders(resp, &ds[best])
+	if s.cfg.EnvoyHeaders {
+		addEnvoyHeaders(resp, resp.Statuses[best])
+	}
 	return resp, ds[best], nil
 }
 

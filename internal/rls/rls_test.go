@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -25,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/rules"
@@ -45,6 +48,12 @@ type env struct {
 
 func newEnv(t *testing.T, set *rules.Set) *env {
 	t.Helper()
+	return newEnvWith(t, set, nil)
+}
+
+// newEnvWith is newEnv with edit applied to the server's Config.
+func newEnvWith(t *testing.T, set *rules.Set, edit func(*rls.Config)) *env {
+	t.Helper()
 	st, err := memory.New(memory.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +61,11 @@ func newEnv(t *testing.T, set *rules.Set) *env {
 	t.Cleanup(func() { st.Close() })
 	m := metrics.New()
 	log := &bytes.Buffer{}
-	srv := rls.New(m.Store("memory", st), rls.Config{Metrics: m,
-		AccessLog: slog.New(slog.NewJSONHandler(log, nil))})
+	cfg := rls.Config{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(log, nil))}
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv := rls.New(m.Store("memory", st), cfg)
 	ix, err := rules.Compile(set)
 	if err != nil {
 		t.Fatal(err)
@@ -225,11 +237,17 @@ func TestHitsAddend(t *testing.T) {
 	if code, rem := remaining(req); code != ok || rem != 2 {
 		t.Fatalf("descriptor hits_addend 5 = %v, %d remaining, want OK, 2", code, rem)
 	}
-	// 0 is 1.
+	// A descriptor's hits_addend 0 checks without taking, as
+	// envoyproxy/ratelimit does; the request's 0 (proto3's default) is 1.
 	d = desc("user", "alice")
 	d.HitsAddend = wrapperspb.UInt64(0)
-	if code, rem := remaining(request("d", d)); code != ok || rem != 1 {
-		t.Fatalf("hits_addend 0 = %v, %d remaining, want OK, 1", code, rem)
+	for i := range 2 {
+		if code, rem := remaining(request("d", d)); code != ok || rem != 2 {
+			t.Fatalf("descriptor hits_addend 0, check %d = %v, %d remaining, want OK, 2", i+1, code, rem)
+		}
+	}
+	if code, rem := remaining(request("d", desc("user", "alice"))); code != ok || rem != 1 {
+		t.Fatalf("request hits_addend 0 = %v, %d remaining, want OK, 1", code, rem)
 	}
 	// More than is left: denied, nothing taken.
 	req = request("d", desc("user", "alice"))
@@ -242,6 +260,31 @@ func TestHitsAddend(t *testing.T) {
 	resp := e.call(t, req)
 	if h := hdrs(resp); resp.OverallCode != over || h.Get("Retry-After") != "" || !bytes.Contains(resp.RawBody, []byte("cost_exceeds_capacity")) {
 		t.Fatalf("hits_addend 11 over a capacity of 10 = %v (headers %v), want OVER_LIMIT for cost_exceeds_capacity, no Retry-After", resp, h)
+	}
+	// Past 1,000,000,000 (rules.MaxLimit), at request or descriptor level,
+	// the cost still decides: above every capacity, OVER_LIMIT, never an
+	// error Envoy would turn into "allow".
+	huge := desc("user", "alice")
+	huge.HitsAddend = wrapperspb.UInt64(math.MaxUint64)
+	bigReq := request("d", desc("user", "alice"))
+	bigReq.HitsAddend = math.MaxUint32
+	for _, req := range []*rlsv3.RateLimitRequest{bigReq, request("d", huge)} {
+		resp := e.call(t, req)
+		if resp.OverallCode != over || !bytes.Contains(resp.RawBody, []byte("cost_exceeds_capacity")) || resp.Statuses[0].LimitRemaining != 1 {
+			t.Fatalf("hits_addend past 1e9 (%v) = %v, want OVER_LIMIT for cost_exceeds_capacity, 1 remaining", req, resp)
+		}
+	}
+	// Exhausted: hits_addend 0 answers OK with 0 remaining, as
+	// envoyproxy/ratelimit does (its count is not over the limit), and
+	// takes nothing.
+	if code, rem := remaining(request("d", desc("user", "alice"))); code != ok || rem != 0 {
+		t.Fatalf("the last one = %v, %d remaining, want OK, 0", code, rem)
+	}
+	if code, rem := remaining(request("d", d)); code != ok || rem != 0 {
+		t.Fatalf("hits_addend 0 when exhausted = %v, %d remaining, want OK, 0", code, rem)
+	}
+	if code, _ := remaining(request("d", desc("user", "alice"))); code != over {
+		t.Fatalf("after an exhausting call = %v, want OVER_LIMIT", code)
 	}
 }
 
@@ -335,8 +378,6 @@ func TestInvalidArgument(t *testing.T) {
 	e := newEnv(t, &rules.Set{})
 	negative := desc("user", "a")
 	negative.IsNegativeHits = true
-	big := desc("user", "a")
-	big.HitsAddend = wrapperspb.UInt64(1_000_000_001)
 	tooMany := request("d")
 	for range 33 {
 		tooMany.Descriptors = append(tooMany.Descriptors, desc("user", "a"))
@@ -351,9 +392,6 @@ func TestInvalidArgument(t *testing.T) {
 		{"too many descriptors", tooMany, "descriptors: want at most 32, got 33"},
 		{"no entries", request("d", desc("user", "a"), desc()), "descriptors[1].entries: want at least one"},
 		{"empty key", request("d", desc("user", "a", "", "x")), "descriptors[0].entries[1].key: required"},
-		{"request hits_addend", &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "a")}, HitsAddend: 1_000_000_001},
-			"hits_addend: must be at most 1000000000, got 1000000001"},
-		{"descriptor hits_addend", request("d", big), "descriptors[0].hits_addend: must be at most 1000000000, got 1000000001"},
 		{"negative hits", request("d", negative), "descriptors[0].is_negative_hits: not supported"},
 	}
 	for _, tt := range tests {
@@ -497,4 +535,103 @@ func counter(t *testing.T, e *env, name string, labels map[string]string) float6
 		return 0
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestEnvoyHeaders: with Config.EnvoyHeaders the answer also carries
+// envoyproxy/ratelimit's RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset of the most restrictive descriptor, after sluice's own
+// headers; without it, none of them; and none when no rule matched.
+func TestEnvoyHeaders(t *testing.T) {
+	set := &rules.Set{Rules: []rules.Rule{
+		{ID: "per-user", Limit: 10, Window: minute, By: rules.ByUser, Algorithm: algorithm.FixedWindow},
+		{ID: "per-ip", Limit: 2, Window: rules.Duration(time.Hour), By: rules.ByIP, Algorithm: algorithm.FixedWindow},
+	}}
+	e := newEnvWith(t, set, func(c *rls.Config) { c.EnvoyHeaders = true })
+	user := desc("user", "alice")
+	user.HitsAddend = wrapperspb.UInt64(2) // not merged: one status each
+	req := request("d", user, desc("remote_address", "203.0.113.7"))
+	for i, want := range []struct {
+		code             rlsv3.RateLimitResponse_Code
+		limit, remaining string
+	}{{ok, "2", "1"}, {ok, "2", "0"}, {over, "2", "0"}} {
+		resp := e.call(t, req)
+		h := hdrs(resp)
+		if resp.OverallCode != want.code || h.Get(rls.EnvoyLimitHeader) != want.limit || h.Get(rls.EnvoyRemainingHeader) != want.remaining {
+			t.Fatalf("call %d = %v, headers %v; want %v with RateLimit-Limit %s, RateLimit-Remaining %s",
+				i+1, resp.OverallCode, h, want.code, want.limit, want.remaining)
+		}
+		st := resp.Statuses[1]
+		wantReset := strconv.FormatInt(int64((st.DurationUntilReset.AsDuration()+time.Second-1)/time.Second), 10)
+		if got := h.Get(rls.EnvoyResetHeader); got != wantReset || got == "0" {
+			t.Errorf("call %d: RateLimit-Reset %q, want %s (per-ip's duration_until_reset %v, rounded up)", i+1, got, wantReset, st.DurationUntilReset.AsDuration())
+		}
+		if n := len(resp.ResponseHeadersToAdd); resp.ResponseHeadersToAdd[n-3].Key != rls.EnvoyLimitHeader || h.Get("X-RateLimit-Limit") == "" {
+			t.Errorf("call %d: headers %v, want sluice's own, then envoyproxy/ratelimit's three", i+1, resp.ResponseHeadersToAdd)
+		}
+	}
+	if resp := e.call(t, request("d", desc("generic_key", "x"))); len(resp.ResponseHeadersToAdd) != 0 {
+		t.Errorf("no rule matched: headers %v, want none", resp.ResponseHeadersToAdd)
+	}
+	off := newEnv(t, set)
+	if h := hdrs(off.call(t, req)); h.Get(rls.EnvoyLimitHeader) != "" || h.Get(rls.EnvoyRemainingHeader) != "" || h.Get(rls.EnvoyResetHeader) != "" {
+		t.Errorf("without EnvoyHeaders: headers %v, want none of envoyproxy/ratelimit's", h)
+	}
+}
+
+// TestOwnLimit: a descriptor's own limit (Envoy's dynamic limits) takes
+// the place of the configured limit of its entries, as in
+// envoyproxy/ratelimit: a fixed window per unit, in a bucket of its own
+// per domain, unit and entries. The other rules still apply; a domain no
+// rule names has no limits; requests_per_unit 0 or an unknown unit leave
+// the configured limit in force.
+func TestOwnLimit(t *testing.T) {
+	e := newEnv(t, &rules.Set{Rules: []rules.Rule{
+		{ID: "per-tenant", Match: rules.Match{Domain: "d", Entries: []rules.Entry{{Key: "tenant"}}}, By: "entry:tenant",
+			Limit: 5, Window: minute, Algorithm: algorithm.FixedWindow},
+		{ID: "per-user", Limit: 1, Window: minute, By: rules.ByUser},
+	}})
+	own := func(domain string, rpu uint32, unit typev3.RateLimitUnit, kv ...string) *rlsv3.RateLimitRequest {
+		d := desc(kv...)
+		d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: unit}
+		return request(domain, d)
+	}
+	type want struct {
+		code      rlsv3.RateLimitResponse_Code
+		name      string
+		rpu       uint32
+		unit      rlsv3.RateLimitResponse_RateLimit_Unit
+		remaining uint32
+	}
+	const perMin, hour = rlsv3.RateLimitResponse_RateLimit_MINUTE, rlsv3.RateLimitResponse_RateLimit_HOUR
+	for i, s := range []struct {
+		req  *rlsv3.RateLimitRequest
+		want want
+	}{
+		{own("d", 2, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, rls.OwnLimitID, 2, perMin, 1}},
+		{own("d", 2, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, rls.OwnLimitID, 2, perMin, 0}},
+		{own("d", 2, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{over, rls.OwnLimitID, 2, perMin, 0}},
+		// The configured limit's bucket is its own.
+		{request("d", desc("tenant", "acme")), want{ok, "per-tenant", 5, perMin, 4}},
+		// Another requests_per_unit: the same bucket, as a rule edit keeps it.
+		{own("d", 3, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, rls.OwnLimitID, 3, perMin, 0}},
+		// Another unit: a bucket of its own.
+		{own("d", 2, typev3.RateLimitUnit_HOUR, "tenant", "acme"), want{ok, rls.OwnLimitID, 2, hour, 1}},
+		// Not honoured: the configured limit decides.
+		{own("d", 0, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, "per-tenant", 5, perMin, 3}},
+		{own("d", 9, typev3.RateLimitUnit_UNKNOWN, "tenant", "acme"), want{ok, "per-tenant", 5, perMin, 2}},
+		// The other rules still apply: per-user allows one.
+		{own("d", 10, typev3.RateLimitUnit_MINUTE, "user", "bob"), want{ok, "per-user", 1, perMin, 0}},
+		{own("d", 10, typev3.RateLimitUnit_MINUTE, "user", "bob"), want{over, "per-user", 1, perMin, 0}},
+	} {
+		resp := e.call(t, s.req)
+		st := resp.Statuses[0]
+		if st.Code != s.want.code || st.CurrentLimit.GetName() != s.want.name || st.CurrentLimit.GetRequestsPerUnit() != s.want.rpu ||
+			st.CurrentLimit.GetUnit() != s.want.unit || st.LimitRemaining != s.want.remaining {
+			t.Fatalf("call %d (%v) = %v, want %+v", i+1, s.req, st, s.want)
+		}
+	}
+	// A domain no rule names: no limits, its own neither.
+	if resp := e.call(t, own("zzz", 1, typev3.RateLimitUnit_MINUTE, "tenant", "acme")); resp.Statuses[0].CurrentLimit != nil || resp.OverallCode != ok {
+		t.Fatalf("unknown domain with a limit = %v, want OK without current_limit", resp)
+	}
 }

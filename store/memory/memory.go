@@ -25,7 +25,7 @@ import (
 
 // Errors returned by Take.
 var (
-	// ErrInvalidOp: an op has a cost < 1, a limit or window < 1, an unknown
+	// ErrInvalidOp: an op has a cost < 0, a limit or window < 1, an unknown
 	// algorithm, or a sliding-log limit above algorithm.MaxLogLimit.
 	ErrInvalidOp = errors.New("memory: invalid op")
 	// ErrDuplicateOp: two ops of one call name the same (client, rule)
@@ -210,8 +210,9 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 		op, sl, r := &ops[i], &slots[i], &res[i]
 		st := sl.st
 		switch {
-		case r.Allowed && !denied:
-			// Consumed.
+		case r.Allowed && !denied && op.Cost > 0:
+			// Consumed. An op of cost 0 reads its bucket and writes
+			// nothing, not even a new bucket.
 		case !r.Allowed && r.Changed:
 			// The base state, rebased after the clock went backwards.
 		default:
@@ -238,8 +239,8 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 func checkOp(op *limiter.Op) error {
 	p := op.Params
 	switch {
-	case op.Cost < 1:
-		return fmt.Errorf("cost %d < 1", op.Cost)
+	case op.Cost < 0:
+		return fmt.Errorf("cost %d < 0", op.Cost)
 	case p.Limit < 1:
 		return fmt.Errorf("limit %d < 1", p.Limit)
 	case p.Window < 1:

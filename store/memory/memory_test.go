@@ -305,7 +305,7 @@ func TestTakeErrors(t *testing.T) {
 		res  int
 		want error
 	}{
-		{"cost 0", []limiter.Op{op("user:a", "r", good, 0)}, 1, ErrInvalidOp},
+		{"cost -1", []limiter.Op{op("user:a", "r", good, -1)}, 1, ErrInvalidOp},
 		{"limit 0", []limiter.Op{op("user:a", "r", params(algorithm.FixedWindow, 0, second, 0), 1)}, 1, ErrInvalidOp},
 		{"window 0", []limiter.Op{op("user:a", "r", params(algorithm.FixedWindow, 1, 0, 0), 1)}, 1, ErrInvalidOp},
 		{"unknown kind", []limiter.Op{op("user:a", "r", params(algorithm.Kind(9), 1, second, 0), 1)}, 1, ErrInvalidOp},
@@ -616,5 +616,39 @@ func TestBackgroundSweeper(t *testing.T) {
 			t.Fatalf("Len = %d after 10s, want 0", s.Len())
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPeekWritesNothing: an op of cost 0 (Envoy's hits_addend 0) reads
+// its bucket and creates none; beside a denying op it is answered all the
+// same, and the call takes nothing.
+func TestPeekWritesNothing(t *testing.T) {
+	for _, k := range algorithm.Kinds {
+		t.Run(k.String(), func(t *testing.T) {
+			s := newStore(t, newClock(conformance.Base))
+			p := params(k, 3, second, 0)
+			if r := take(t, s, op("user:a", "r", p, 0)); !r[0].Allowed || r[0].Remaining != p.Capacity() || r[0].ResetAfter != 0 {
+				t.Errorf("peek on a new bucket = %+v, want allowed, remaining %d, reset 0", r[0], p.Capacity())
+			}
+			if got := s.Len(); got != 0 {
+				t.Errorf("Len after a peek = %d, want 0", got)
+			}
+			take(t, s, op("user:a", "r", p, 1))
+			want := take(t, s, op("user:a", "r", p, 0))[0]
+			for range 3 {
+				if r := take(t, s, op("user:a", "r", p, 0)); r[0] != want {
+					t.Fatalf("peek again = %+v, want %+v", r[0], want)
+				}
+			}
+			// Beside a denial: answered, nothing taken.
+			deny := params(algorithm.FixedWindow, 1, second, 0)
+			r := take(t, s, op("user:a", "r", p, 0), op("user:b", "r2", deny, 2))
+			if !r[0].Allowed || r[1].Allowed {
+				t.Errorf("peek beside a denial = %+v, %+v; want allowed, denied", r[0], r[1])
+			}
+			if got := s.Len(); got != 1 {
+				t.Errorf("Len = %d, want 1 (the bucket taken from once)", got)
+			}
+		})
 	}
 }

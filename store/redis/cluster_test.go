@@ -100,6 +100,7 @@ func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
 	t.Run("cross_shard_all_or_nothing", func(t *testing.T) { testCrossShard(t, c) })
 	t.Run("same_client_one_script", func(t *testing.T) { testSameClientOneScript(t, c) })
+	t.Run("cross_shard_peek", func(t *testing.T) { testCrossShardPeek(t, c) })
 	t.Run("noscript", func(t *testing.T) { testClusterNoScript(t, c) })
 	t.Run("nofunction", func(t *testing.T) { testClusterNoFunction(t, c) })
 	t.Run("addrs_untouched", func(t *testing.T) { testAddrsUntouched(t, c) })
@@ -367,5 +368,49 @@ func take64(t *testing.T, s *sredis.Store, op limiter.Op, prefix, what string) {
 	}
 	if got := allowed.Load(); got != 64 {
 		t.Fatalf("allowed after %s = %d, want 64", what, got)
+	}
+}
+
+// testCrossShardPeek: a call that reads one bucket (cost 0, Envoy's
+// hits_addend 0) and takes from another on a different master: the read
+// bucket's state never changes, whether the call is allowed or denied by
+// the other shard (nothing to give back), and a peek creates no key.
+func testCrossShardPeek(t *testing.T, c *redistest.Cluster) {
+	for _, k := range algorithm.Kinds {
+		t.Run(k.String(), func(t *testing.T) {
+			var clock atomic.Int64
+			clock.Store(conformance.Base + 30*conformance.Minute)
+			s := openStore(t, func(cfg *sredis.Config) { cfg.Clock = clock.Load; cfg.DenialCache = false }, c.Addrs()...)
+			userP, ipP := paramsOf(k, 5, conformance.Hour), paramsOf(k, 2, conformance.Hour)
+			user, ip := apart(t, c, s, "peek-"+k.String(), "per-user", "per-ip")
+			userKey := s.Key(user, "per-user")
+			userMaster := c.MasterOf(t, userKey)
+			peek := func() []algorithm.Result {
+				res, _ := take(t, s,
+					limiter.Op{Client: user, Rule: "per-user", Params: userP, Cost: 0},
+					limiter.Op{Client: ip, Rule: "per-ip", Params: ipP, Cost: 1})
+				return res
+			}
+			if res := peek(); !res[0].Allowed || res[0].Remaining != userP.Capacity() {
+				t.Fatalf("first peek = %+v, want allowed with %d remaining", res[0], userP.Capacity())
+			}
+			if n := do(t, userMaster, "exists", userKey); n != "0" {
+				t.Fatalf("exists %s after a peek = %s, want 0", userKey, n)
+			}
+			take(t, s, limiter.Op{Client: user, Rule: "per-user", Params: userP, Cost: 1})
+			before := keyState(t, userMaster, userKey)
+			for i := range 4 { // the second takes ip's last; then it denies
+				res := peek()
+				if res[1].Allowed != (i < 1) {
+					t.Fatalf("peek %d: per-ip = %+v, want allowed %v", i+2, res[1], i < 1)
+				}
+				if !res[0].Allowed || res[0].Remaining != userP.Capacity()-1 {
+					t.Fatalf("peek %d: per-user = %+v, want allowed with %d remaining", i+2, res[0], userP.Capacity()-1)
+				}
+				if after := keyState(t, userMaster, userKey); after != before {
+					t.Fatalf("peek %d: user bucket %q, want %q as before", i+2, after, before)
+				}
+			}
+		})
 	}
 }

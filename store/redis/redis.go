@@ -343,7 +343,7 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 		var keys []string
 		args := []string{strconv.FormatInt(g.now-epoch, 10)}
 		for _, i := range g.ops {
-			if !res[i].Allowed {
+			if !res[i].Allowed || ops[i].Cost == 0 { // cost 0 took nothing
 				continue
 			}
 			op := &ops[i]

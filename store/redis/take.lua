@@ -192,7 +192,8 @@ local function fixed_window(limit, window, cost, T, A)
   end
   if count + cost <= limit then
     count = count + cost
-    return 1, 0, remaining(count), finish - now, 0, true, start, count
+    if count == 0 then reset = 0 else reset = finish - now end -- cost 0 on an empty window: whole now
+    return 1, 0, remaining(count), reset, 0, true, start, count
   end
   return 0, 1, remaining(count), reset, finish - now, rebased, bT, bA
 end
@@ -318,6 +319,7 @@ local function sliding_log(key, limit, window, cost)
     return 0, 2, remaining, reset, 0, changed, reset
   end
   if count + cost <= limit then
+    if cost == 0 then return 1, 0, remaining, reset, 0, changed, reset end -- logs nothing
     local idle = at + window - now
     return 1, 0, limit - count - cost, idle, 0, true, idle, {fmt('%d', at), fmt('%016d:%d', nseq, cost)}
   end
@@ -419,8 +421,11 @@ local function take(keys, args)
       wv, wt = encode(kind, s1, s2, s3), fmt('%d', ceil(idle / 1000) + 1000)
     end
 
-    -- in index order, so that w stays an array
-    if allowed == 1 then
+    -- in index order, so that w stays an array; a call of cost 0 reads
+    -- and writes nothing (but a prune of its sliding log)
+    if cost == 0 then
+      w[3 * i - 2] = 0
+    elseif allowed == 1 then
       w[3 * i - 2] = 2
     elseif changed then
       w[3 * i - 2] = 1
