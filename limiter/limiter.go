@@ -265,7 +265,7 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 	user, apiKey, ip := bytesString(buf[:nUser]), bytesString(buf[nUser:nKey]), bytesString(buf[nKey:])
 
 	plan := ix.Plan(req.Plan, user, apiKey, ip)
-	matched := ix.Match(plan, req.Method, req.Path, sc.matched[:0])
+	matched := ix.MatchHeader(plan, req.Method, req.Path, req.Header, sc.matched[:0])
 	if len(req.Entries) > 0 && ix.HasEntries() {
 		matched = ix.MatchEntries(req.Entries, matched)
 	}

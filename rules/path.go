@@ -149,14 +149,32 @@ func appendLower(dst []byte, s string) []byte {
 	return dst
 }
 
-// methodFits reports whether a call with method fits a rule on ruleMethod:
-// "*" fits every method, methods compare without regard to ASCII case
-// (some servers route "get" as GET), and a rule on GET also applies to
-// HEAD, which servers answer with the GET handler (RFC 9110 §9.3.2).
+// methodFits reports whether a call with method fits a rule on ruleMethod,
+// an endpoint's method or method set ("GET|HEAD"): "*" fits every method,
+// methods compare without regard to ASCII case (some servers route "get"
+// as GET), and a rule on GET also applies to HEAD, which servers answer
+// with the GET handler (RFC 9110 §9.3.2).
 func methodFits(ruleMethod, method string) bool {
-	if ruleMethod == "*" || ruleMethod == method {
+	if ruleMethod == "*" {
 		return true
 	}
+	if ruleMethod == method {
+		return strings.IndexByte(method, '|') < 0 // "GET|HEAD" is no method
+	}
+	if strings.IndexByte(ruleMethod, '|') < 0 {
+		return oneMethodFits(ruleMethod, method)
+	}
+	for set := ruleMethod; set != ""; {
+		var m string
+		m, set, _ = strings.Cut(set, "|")
+		if oneMethodFits(m, method) {
+			return true
+		}
+	}
+	return false
+}
+
+func oneMethodFits(ruleMethod, method string) bool {
 	return equalFoldASCII(ruleMethod, method) || ruleMethod == "GET" && equalFoldASCII(method, "HEAD")
 }
 
