@@ -2,8 +2,8 @@ package rules
 
 import (
 	"fmt"
-	"net/http"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"

@@ -97,11 +97,11 @@ func (m FailureMode) Valid() bool {
 // made through the Envoy API in that domain, never to the HTTP decision
 // API, which has no domain.
 type Match struct {
-	Domain   string   `json:"domain,omitempty" yaml:"domain,omitempty"` // same syntax as a plan
-	Plan     string   `json:"plan,omitempty" yaml:"plan,omitempty"`
-	Endpoint string   `json:"endpoint,omitempty" yaml:"endpoint,omitempty"`   // "GET /api/orders", "* /api/*", "POST /login"; see ParseEndpoint
-	PathCase PathCase `json:"path_case,omitempty" yaml:"path_case,omitempty"` // insensitive: "/API/Orders" fits "GET /api/orders"
-	Headers  map[string]string `json:"headers,omitempty" yaml:"headers,omitempty"` // {"X-Tenant": "acme", "X-Env": "prod-*", "X-Internal": "*"}
+	Domain   string            `json:"domain,omitempty" yaml:"domain,omitempty"` // same syntax as a plan
+	Plan     string            `json:"plan,omitempty" yaml:"plan,omitempty"`
+	Endpoint string            `json:"endpoint,omitempty" yaml:"endpoint,omitempty"`   // "GET /api/orders", "* /api/*", "POST /login"; see ParseEndpoint
+	PathCase PathCase          `json:"path_case,omitempty" yaml:"path_case,omitempty"` // insensitive: "/API/Orders" fits "GET /api/orders"
+	Headers  map[string]string `json:"headers,omitempty" yaml:"headers,omitempty"`     // {"X-Tenant": "acme", "X-Env": "prod-*", "X-Internal": "*"}
 	// Entries, when set, select the Envoy descriptors made of exactly these
 	// entries, in order (see Entry and Index.MatchEntries): such a rule
 	// applies only through the Envoy API, and names no plan or endpoint.
