@@ -189,3 +189,43 @@ func (hi *headerIndex) values() []string {
 	}
 	return vs
 }
+
+// most returns the most rules of hi one value reaches, whatever the
+// method, path and plan (see values).
+func (hi *headerIndex) most() int {
+	most := 0
+	for _, v := range hi.values() {
+		n := 0
+		if m := hi.exact[v]; m != nil {
+			n += m.size()
+		}
+		for w, set := range hi.lens {
+			for ; set != 0; set &= set - 1 {
+				if l := w*64 + bits.TrailingZeros64(set); l <= len(v) {
+					if m := hi.prefix[v[:l]]; m != nil {
+						n += m.size()
+					}
+				}
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// size returns the number of rules m holds.
+func (m *matcher) size() int {
+	n := len(m.anyPath)
+	for _, l := range m.planAny {
+		n += len(l)
+	}
+	for _, pi := range []*pathIndex{&m.paths, &m.folded} {
+		for _, pr := range pi.m {
+			n += len(pr.exact) + len(pr.prefix)
+			for i := range pr.plans {
+				n += len(pr.plans[i].exact) + len(pr.plans[i].prefix)
+			}
+		}
+	}
+	return n
+}

@@ -135,11 +135,22 @@ func (v *Index) mostMatched(domain, plan string, rules []*Compiled) (int, *overl
 			}
 		}
 	}
+	// What rules with headers add to a call at most, whatever its method
+	// and path: when that keeps a call within the bound, they need no
+	// search.
+	hdrBound := 0
+	for _, hi := range v.headers {
+		hdrBound += hi.most()
+	}
 	most := 0
 	var buf, hbuf, best []*Compiled
 	for _, p := range paths {
 		for _, m := range methods {
 			buf = v.Match(plan, m, p, buf[:0])
+			if len(buf)+hdrBound <= MaxRulesPerCall {
+				most = max(most, len(buf)+hdrBound)
+				continue
+			}
 			// Rules with headers: for each header name they are indexed
 			// by, the value that reaches the most of them (a call carries
 			// one value of each name).
