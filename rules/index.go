@@ -1,9 +1,11 @@
 package rules
 
 import (
+	"math/bits"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/algorithm"
@@ -24,8 +26,9 @@ type Compiled struct {
 	// Key is the rule's By, parsed: what its buckets are keyed by.
 	Key []KeyPart
 
-	method string // the endpoint's method or method set ("GET|HEAD"), "*" for any
-	path   string // the key it is indexed under (clean; in lower case for path_case insensitive): the exact path or prefix base; "" for any path
+	method    string // the endpoint's method or method set ("GET|HEAD"), "*" for any
+	methodSet bool   // method is a set
+	path      string // the key it is indexed under (clean; in lower case for path_case insensitive): the exact path or prefix base; "" for any path
 	// headers are the rule's match.headers, the one it is indexed by first
 	// (see compileHeaders); more the others, which Match checks.
 	headers []headerCond
@@ -270,6 +273,7 @@ func (ix *Index) add(c *Compiled) {
 		e, _ = ParseEndpoint(c.Match.Endpoint) // valid: the Set was validated
 	}
 	c.method = e.Method
+	c.methodSet = strings.IndexByte(e.Method, '|') >= 0
 	path := CleanPath(e.Path)
 	if e.Prefix && path == "/" {
 		path = "" // "/*", "//*", "/./*": every path
@@ -433,7 +437,9 @@ func (ix *Index) matchUnclean(dst []*Compiled, c *call) []*Compiled {
 
 // match appends the rules of m that fit c (whose path is clean).
 func (m *matcher) match(dst []*Compiled, c *call) []*Compiled {
-	dst = appendFit(dst, m.anyPath, c)
+	if len(m.anyPath) > 0 {
+		dst = appendFit(dst, m.anyPath, c)
+	}
 	if c.plan != "" && m.planAny != nil {
 		if m.defaultAny != nil && c.plan == m.defaultPlan {
 			dst = appendFit(dst, m.defaultAny, c)
@@ -467,20 +473,24 @@ func (pi *pathIndex) match(dst []*Compiled, c *call, path string) []*Compiled {
 		dst = pr.append(dst, c, true)
 	}
 	// A prefix base B also fits when path starts with B+"/": look up
-	// the part before each "/" after the first byte.
-	for i := 1; i < len(path) && i < MaxEndpoint; i++ {
-		if path[i] == '/' && pi.hasLen(i) {
-			if pr := pi.m[path[:i]]; pr != nil {
-				dst = pr.append(dst, c, false)
+	// the part before each "/" whose length some prefix base has, visiting
+	// those lengths (fewer than the path's bytes, as a rule) rather than
+	// the bytes.
+	n := min(len(path), MaxEndpoint)
+	for w := 0; w*64 < n; w++ {
+		set := pi.lens[w]
+		if rest := n - w*64; rest < 64 {
+			set &= 1<<rest - 1
+		}
+		for ; set != 0; set &= set - 1 {
+			if i := w*64 + bits.TrailingZeros64(set); i > 0 && path[i] == '/' {
+				if pr := pi.m[path[:i]]; pr != nil {
+					dst = pr.append(dst, c, false)
+				}
 			}
 		}
 	}
 	return dst
-}
-
-// hasLen reports whether some prefix base is n bytes long.
-func (pi *pathIndex) hasLen(n int) bool {
-	return n < MaxEndpoint && pi.lens[n/64]&(1<<(n%64)) != 0
 }
 
 func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
@@ -517,7 +527,7 @@ func (l *lists) append(dst []*Compiled, c *call, exact bool) []*Compiled {
 // the one they are indexed by, fit c.
 func appendFit(dst, list []*Compiled, c *call) []*Compiled {
 	for _, r := range list {
-		if methodFits(r.method, c.method) && (r.more == nil || r.moreFit(c)) {
+		if (r.method == "*" || r.method == c.method && !r.methodSet || methodFits(r.method, c.method)) && (r.more == nil || r.moreFit(c)) {
 			dst = append(dst, r)
 		}
 	}

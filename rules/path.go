@@ -44,22 +44,42 @@ func IsCleanPath(p string) bool {
 	if p[len(p)-1] == '/' {
 		return false
 	}
+	// One table lookup per byte; the work is at a "/" and at bytes that
+	// are never clean.
 	seg := 1 // start of the current segment
 	for i := 1; i < len(p); i++ {
-		switch p[i] {
-		case '/':
-			if !cleanSegment(p[seg:i]) {
+		switch pathByte[p[i]] {
+		case 0:
+			continue
+		case 1: // '/'
+			if !cleanSegment(p, seg, i) {
 				return false
 			}
 			seg = i + 1
-		case '?', '#', '%', ';':
+		default: // '?', '#', '%', ';'
 			return false
 		}
 	}
-	return cleanSegment(p[seg:])
+	return cleanSegment(p, seg, len(p))
 }
 
-func cleanSegment(s string) bool { return s != "" && s != "." && s != ".." }
+// pathByte marks the bytes IsCleanPath looks at: 1 for "/", 2 for those a
+// clean path never holds.
+var pathByte = [256]uint8{'/': 1, '?': 2, '#': 2, '%': 2, ';': 2}
+
+// cleanSegment reports whether p[i:j] is a segment of a clean path: not
+// empty, ".", or "..".
+func cleanSegment(p string, i, j int) bool {
+	switch j - i {
+	case 0:
+		return false
+	case 1:
+		return p[i] != '.'
+	case 2:
+		return p[i] != '.' || p[i+1] != '.'
+	}
+	return true
+}
 
 // AppendCleanPath appends CleanPath(p) to dst.
 func AppendCleanPath(dst []byte, p string) []byte {
@@ -158,11 +178,8 @@ func methodFits(ruleMethod, method string) bool {
 	if ruleMethod == "*" {
 		return true
 	}
-	if ruleMethod == method {
-		return strings.IndexByte(method, '|') < 0 // "GET|HEAD" is no method
-	}
 	if strings.IndexByte(ruleMethod, '|') < 0 {
-		return oneMethodFits(ruleMethod, method)
+		return ruleMethod == method || oneMethodFits(ruleMethod, method)
 	}
 	for set := ruleMethod; set != ""; {
 		var m string
