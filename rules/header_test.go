@@ -297,3 +297,62 @@ func TestMatchHeaderAllocs(t *testing.T) {
 		t.Errorf("MatchHeader: %v allocations, %d rules; want 0, 4", n, len(dst))
 	}
 }
+
+// BenchmarkMatchHeader is BenchmarkMatch's 10,000 rules and as many again
+// on headers: one per tenant, one per tenant and environment prefix, and
+// method sets. The call carries a tenant and an environment.
+func BenchmarkMatchHeader(b *testing.B) {
+	s := benchSet(10000)
+	for i := range 10000 {
+		m := Match{Headers: map[string]string{"X-Tenant": fmt.Sprintf("t%d", i)}}
+		switch i % 3 {
+		case 1:
+			m.Headers["X-Env"] = "prod-*"
+			m.Endpoint = "PUT|PATCH|DELETE /svc0/*"
+		case 2:
+			m.Endpoint = fmt.Sprintf("GET|HEAD /svc%d/orders/*", i%1000)
+		}
+		s.Rules = append(s.Rules, Rule{ID: fmt.Sprintf("h%d", i), Match: m, Limit: 100, Window: Duration(time.Minute)})
+	}
+	ix, err := Compile(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := http.Header{"X-Tenant": {"t2"}, "X-Env": {"prod-eu"}}
+	dst := make([]*Compiled, 0, 64)
+	matched := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = ix.MatchHeader("p0", "GET", "/svc2/orders/42", h, dst[:0])
+		matched = len(dst)
+	}
+	b.ReportMetric(float64(matched), "rules/op")
+}
+
+// TestMatchMethods: methods outside the common ones, in sets or alone, in
+// any case; a call without a method or with a set for a method.
+func TestMatchMethods(t *testing.T) {
+	ix, err := Compile(&Set{Rules: catchAll(4, func(i int, r *Rule) {
+		r.Match.Endpoint = []string{"PROPFIND /d", "MKCOL|GET /d", "* /d", "GET /d"}[i]
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		method string
+		want   []string
+	}{
+		{"PROPFIND", []string{"r00", "r02"}},
+		{"propfind", []string{"r00", "r02"}},
+		{"mkcol", []string{"r01", "r02"}},
+		{"head", []string{"r01", "r02", "r03"}},
+		{"", []string{"r02"}},
+		{"GET|MKCOL", []string{"r02"}},
+		{"MKCOL|GET", []string{"r02"}},
+		{"PROPFINDX", []string{"r02"}},
+	} {
+		if got := ids(ix.Match("", tt.method, "/d", nil)); !slices.Equal(got, tt.want) {
+			t.Errorf("Match(%q, /d) = %v, want %v", tt.method, got, tt.want)
+		}
+	}
+}

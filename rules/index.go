@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/algorithm"
@@ -26,9 +25,12 @@ type Compiled struct {
 	// Key is the rule's By, parsed: what its buckets are keyed by.
 	Key []KeyPart
 
-	method    string // the endpoint's method or method set ("GET|HEAD"), "*" for any
-	methodSet bool   // method is a set
-	path      string // the key it is indexed under (clean; in lower case for path_case insensitive): the exact path or prefix base; "" for any path
+	method string // the endpoint's method or method set ("GET|HEAD"), "*" for any
+	// methods are the bits of the known methods the rule fits (methodBit);
+	// otherMethod: it names another, which methodFits tests.
+	methods     uint16
+	otherMethod bool
+	path        string // the key it is indexed under (clean; in lower case for path_case insensitive): the exact path or prefix base; "" for any path
 	// headers are the rule's match.headers, the one it is indexed by first
 	// (see compileHeaders); more the others, which Match checks.
 	headers []headerCond
@@ -99,6 +101,7 @@ type matcher struct {
 // headers.
 type call struct {
 	plan, method, path string
+	mbit               uint16 // methodBit(method)
 	header             http.Header
 	// counting: the overlap count, which takes a rule with headers to fit
 	// when the header it is indexed by does (an upper bound).
@@ -273,7 +276,7 @@ func (ix *Index) add(c *Compiled) {
 		e, _ = ParseEndpoint(c.Match.Endpoint) // valid: the Set was validated
 	}
 	c.method = e.Method
-	c.methodSet = strings.IndexByte(e.Method, '|') >= 0
+	c.methods, c.otherMethod = methodMask(e.Method)
 	path := CleanPath(e.Path)
 	if e.Prefix && path == "/" {
 		path = "" // "/*", "//*", "/./*": every path
@@ -416,7 +419,7 @@ func (ix *Index) MatchHeader(plan, method, path string, h http.Header, dst []*Co
 		return dst
 	}
 	start := len(dst)
-	c := call{plan: plan, method: method, path: path, header: h}
+	c := call{plan: plan, method: method, mbit: methodBit(method), path: path, header: h}
 	if ix.needPath && !IsCleanPath(path) {
 		dst = ix.matchUnclean(dst, &c)
 	} else {
@@ -527,7 +530,7 @@ func (l *lists) append(dst []*Compiled, c *call, exact bool) []*Compiled {
 // the one they are indexed by, fit c.
 func appendFit(dst, list []*Compiled, c *call) []*Compiled {
 	for _, r := range list {
-		if (r.method == "*" || r.method == c.method && !r.methodSet || methodFits(r.method, c.method)) && (r.more == nil || r.moreFit(c)) {
+		if (r.methods&c.mbit != 0 || r.otherMethod && methodFits(r.method, c.method)) && (r.more == nil || r.moreFit(c)) {
 			dst = append(dst, r)
 		}
 	}

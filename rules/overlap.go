@@ -159,7 +159,7 @@ func (v *Index) mostMatched(domain, plan string, rules []*Compiled) (int, *overl
 				best = best[:0]
 				bestV := ""
 				for _, val := range hi.values() {
-					hbuf = hi.match(hbuf[:0], &call{plan: plan, method: m, path: p, counting: true}, val)
+					hbuf = hi.match(hbuf[:0], &call{plan: plan, method: m, mbit: methodBit(m), path: p, counting: true}, val)
 					if len(hbuf) > len(best) {
 						best, bestV = append(best[:0], hbuf...), val
 					}
