@@ -86,9 +86,10 @@ func (m FailureMode) Valid() bool {
 // compared without regard to case, and a rule on GET (alone or in a method
 // set such as "GET|POST") also applies to HEAD.
 //
-// Headers maps request header names to the value a call must carry (see
-// validHeaders for the forms): names compare without regard to case,
-// values exactly, and a call without the header does not fit. Only the
+// Headers maps request header names to the value a call must carry:
+// "acme" (exactly), "prod-*" (starting with "prod-") or "*" (any value).
+// Names compare without regard to case, values exactly; a call's first
+// value of the header is compared, and a call without it does not fit. Only the
 // gateway and the middleware see a call's headers; a rule with headers
 // never applies to the decision API or the Envoy API.
 //
