@@ -126,42 +126,56 @@ func TestKeysRuleOnEntries(t *testing.T) {
 }
 
 // BenchmarkCheckMixed is BenchmarkCheck over 10,000 rules of every kind of
-// match and key: plans, endpoints, Envoy descriptor entries, and rules
+// match and key: plans, endpoints, method sets, request headers (exact
+// values, prefixes, two headers), Envoy descriptor entries, and rules
 // keyed by the caller, global, endpoint, a header, an entry and
 // api_key+endpoint. The HTTP call matches a global rule, an
-// api_key+endpoint rule and a header rule; the Envoy call a rule on
-// entries keyed by one of them.
+// api_key+endpoint rule, a header-keyed rule, a method-set rule and two
+// rules on headers; the Envoy call a rule on entries keyed by one of them.
 func BenchmarkCheckMixed(b *testing.B) {
 	s := &rules.Set{}
 	keys := []rules.By{"", rules.ByGlobal, rules.ByEndpoint, "header:x-tenant", "api_key+endpoint"}
 	for i := range 10_000 {
 		r := rule(fmt.Sprintf("r%d", i), 1_000_000_000, time.Hour, nil)
-		switch i % 4 {
+		switch i % 8 {
 		case 0:
 			r.Match.Endpoint = fmt.Sprintf("GET /api/v1/resource%d", i)
 		case 1:
 			r.Match.Plan = fmt.Sprintf("plan%d", i)
 		case 2:
 			r.Match.Endpoint = fmt.Sprintf("* /api/v2/area%d/*", i)
-		default:
+		case 3:
 			r.Match.Entries = []rules.Entry{{Key: "tenant"}, {Key: "route", Value: fmt.Sprintf("/r%d", i)}}
 			r.By = "entry:tenant"
+		case 4:
+			r.Match.Endpoint = fmt.Sprintf("PUT|PATCH|DELETE /api/v3/item%d/*", i)
+		case 5:
+			r.Match.Headers = map[string]string{"X-Tenant": fmt.Sprintf("t%d", i)}
+		case 6:
+			r.Match.Headers = map[string]string{"X-Tenant": fmt.Sprintf("t%d", i), "X-Env": "prod-*"}
+			r.Match.Endpoint = "* /api/*"
+		default:
+			r.Match.Headers = map[string]string{"X-Client-Version": fmt.Sprintf("%d.*", i)}
 		}
 		if r.By == "" {
 			r.By = keys[i%len(keys)]
 		}
 		s.Rules = append(s.Rules, r)
 	}
-	// What the calls match: r0 … r2 are endpoint, plan and prefix rules.
-	s.Rules[4].Match.Endpoint, s.Rules[4].By = "POST /search", rules.ByGlobal
-	s.Rules[8].Match.Endpoint, s.Rules[8].By = "* /search", "api_key+endpoint"
-	s.Rules[12].Match.Endpoint, s.Rules[12].By = "POST /*", "header:x-tenant"
+	// What the calls match: r0 … r7 are one of each kind.
+	s.Rules[8].Match.Endpoint, s.Rules[8].By = "POST /search", rules.ByGlobal
+	s.Rules[16].Match.Endpoint, s.Rules[16].By = "* /search", "api_key+endpoint"
+	s.Rules[24].Match.Endpoint, s.Rules[24].By = "POST /*", "header:x-tenant"
+	s.Rules[32].Match.Endpoint = "POST|PUT /search"
+	s.Rules[5].Match.Headers = map[string]string{"X-Tenant": "acme"}
+	s.Rules[7].Match.Headers = map[string]string{"X-Client-Version": "2.*"}
 	for _, c := range []struct {
 		name     string
 		req      limiter.Request
 		matching int
 	}{
-		{"http", limiter.Request{APIKey: "k_live_42", Method: "POST", Path: "/search", Header: http.Header{"X-Tenant": {"acme"}}}, 3},
+		{"http", limiter.Request{APIKey: "k_live_42", Method: "POST", Path: "/search",
+			Header: http.Header{"X-Tenant": {"acme"}, "X-Env": {"prod-eu"}, "X-Client-Version": {"2.4.1"}}}, 6},
 		{"envoy", limiter.Request{Entries: []rules.Entry{{Key: "tenant", Value: "acme"}, {Key: "route", Value: "/r3"}}}, 1},
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -178,5 +192,38 @@ func BenchmarkCheckMixed(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 		})
+	}
+}
+
+// TestMatchHeaderAndMethodSet: a rule on a header's value counts only the
+// calls carrying it (a call without headers, as the decision API makes,
+// never), and a rule on a method set counts each of its methods in one
+// bucket.
+func TestMatchHeaderAndMethodSet(t *testing.T) {
+	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{
+		rule("acme", 1, time.Minute, func(r *rules.Rule) {
+			r.Match.Headers, r.By = map[string]string{"x-tenant": "acme"}, rules.ByGlobal
+		}),
+		rule("writes", 1, time.Minute, func(r *rules.Rule) {
+			r.Match.Endpoint, r.By = "PUT|DELETE /api/*", rules.ByGlobal
+		}),
+	}})
+	for i, c := range []struct {
+		req     limiter.Request
+		allowed bool
+		rule    string
+	}{
+		{limiter.Request{User: "a", Header: http.Header{"X-Tenant": {"other"}}}, true, ""},
+		{limiter.Request{User: "a"}, true, ""},
+		{limiter.Request{User: "a", Header: http.Header{"X-Tenant": {"acme"}}}, true, "acme"},
+		{limiter.Request{User: "b", Header: http.Header{"X-Tenant": {"acme"}}}, false, "acme"},
+		{limiter.Request{User: "a", Method: "PUT", Path: "/api/x"}, true, "writes"},
+		{limiter.Request{User: "b", Method: "delete", Path: "/api//y"}, false, "writes"},
+		{limiter.Request{User: "b", Method: "GET", Path: "/api/y"}, true, ""},
+	} {
+		d := check(t, l, c.req)
+		if d.Allowed != c.allowed || d.RuleID() != c.rule {
+			t.Errorf("call %d: allowed %v, rule %q; want %v, %q", i, d.Allowed, d.RuleID(), c.allowed, c.rule)
+		}
 	}
 }

@@ -307,7 +307,7 @@ func (l *Limiter) match(ix *rules.Index, req *Request, sc *scratch) ([]*rules.Co
 	user, apiKey, ip := bytesString(buf[:nUser]), bytesString(buf[nUser:nKey]), bytesString(buf[nKey:])
 
 	plan := ix.Plan(req.Plan, user, apiKey, ip)
-	matched := ix.Match(plan, req.Method, req.Path, sc.matched[:0])
+	matched := ix.MatchHeader(plan, req.Method, req.Path, req.Header, sc.matched[:0])
 	switch {
 	case req.Own != nil:
 		if len(matched) >= MaxRulesPerCall {

@@ -262,7 +262,7 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 				break
 			}
 			md := d.at(k.name)
-			if err = md.object(v, "domain", "plan", "endpoint", "path_case", "entries"); err != nil {
+			if err = md.object(v, "domain", "plan", "endpoint", "path_case", "headers", "entries"); err != nil {
 				break
 			}
 			for _, mk := range v.keys {
@@ -273,6 +273,8 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 					err = md.str(mk.val, mk.name, &r.Match.Plan)
 				case "path_case":
 					err = md.str(mk.val, mk.name, (*string)(&r.Match.PathCase))
+				case "headers":
+					r.Match.Headers, err = decodeHeaders(md, mk.val)
 				case "entries":
 					r.Match.Entries, err = decodeEntries(md, mk.val)
 				default:
@@ -428,4 +430,34 @@ func decodeEntries(d decoder, n *tnode) ([]Entry, error) {
 		es = append(es, e)
 	}
 	return es, nil
+}
+
+// decodeHeaders decodes match.headers: an object of header name to value.
+func decodeHeaders(d decoder, n *tnode) (map[string]string, error) {
+	if n.kind == tnull {
+		return nil, nil
+	}
+	if n.kind != tobject {
+		return nil, d.wrongType(n, `an object of header name to value, such as {"X-Tenant": "acme"}`, "headers")
+	}
+	hd := d.at("headers")
+	h := make(map[string]string, len(n.keys))
+	for _, k := range n.keys {
+		at := "[" + quote(k.name) + "]"
+		if _, dup := h[k.name]; dup {
+			fe := hd.err(k.val, "given twice", k.name)
+			fe.Field, fe.Line = strings.TrimSuffix(hd.prefix, ".")+at, k.line
+			return nil, fe
+		}
+		if k.val.kind != tstring {
+			fe := hd.wrongType(k.val, `a string: `+headerValueForm, k.name)
+			fe.Field = strings.TrimSuffix(hd.prefix, ".") + at
+			return nil, fe
+		}
+		h[k.name] = k.val.text
+	}
+	if len(h) == 0 {
+		return nil, nil
+	}
+	return h, nil
 }

@@ -57,7 +57,7 @@ func ruleNode(r *Rule) *yaml.Node {
 	if r.Description != "" {
 		add(n, "description", str(r.Description))
 	}
-	if r.Match.Domain != "" || r.Match.Plan != "" || r.Match.Endpoint != "" || len(r.Match.Entries) > 0 {
+	if r.Match.Domain != "" || r.Match.Plan != "" || r.Match.Endpoint != "" || r.Match.PathCase != "" || len(r.Match.Headers) > 0 || len(r.Match.Entries) > 0 {
 		m := mapping(true)
 		if r.Match.Domain != "" {
 			add(m, "domain", str(r.Match.Domain))
@@ -70,6 +70,13 @@ func ruleNode(r *Rule) *yaml.Node {
 		}
 		if r.Match.PathCase != "" {
 			add(m, "path_case", str(string(r.Match.PathCase)))
+		}
+		if len(r.Match.Headers) > 0 {
+			h := mapping(true)
+			for _, name := range sortedKeys(r.Match.Headers) {
+				add(h, name, str(r.Match.Headers[name]))
+			}
+			add(m, "headers", h)
 		}
 		if len(r.Match.Entries) > 0 {
 			m.Style = 0

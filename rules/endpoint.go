@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -11,7 +12,8 @@ import (
 const MaxEndpoint = 512
 
 // Endpoint is a parsed endpoint pattern, "METHOD /path". Method is an
-// uppercase HTTP method or "*" for any. For an exact pattern Path is the
+// uppercase HTTP method, a set of them joined by "|" ("GET|HEAD",
+// "PUT|PATCH|DELETE"), or "*" for any. For an exact pattern Path is the
 // path to match; for a prefix pattern ("/api/*", Prefix true) Path is the
 // part before "/*" ("/api"), and the pattern matches that path itself and
 // everything under it; "/*" has Path "" and matches every path.
@@ -27,7 +29,8 @@ type Endpoint struct {
 const endpointForm = `want "METHOD /path", e.g. "GET /api/orders"`
 
 // ParseEndpoint parses "METHOD /path": an uppercase HTTP method (A-Z, at
-// most 16 letters) or "*", exactly one space, then a path starting with "/".
+// most 16 letters), several joined by "|" (at most MaxMethods, each once),
+// or "*", exactly one space, then a path starting with "/".
 // A path ending in "/*" is a prefix pattern; no other "*" may appear in the
 // path. No whitespace or control characters, at most 512 bytes of UTF-8.
 // The error is a *FieldError for the field "endpoint".
@@ -45,8 +48,8 @@ func ParseEndpoint(s string) (Endpoint, error) {
 	if !ok {
 		return bad("%s", endpointForm)
 	}
-	if !validMethod(method) {
-		return bad(`%s; the method must be "*" or an uppercase HTTP method such as GET (at most 16 letters), got %s`, endpointForm, quote(method))
+	if msg := methodProblem(method); msg != "" {
+		return bad("%s; %s", endpointForm, msg)
 	}
 	if strings.HasPrefix(path, " ") {
 		return bad("must have exactly one space, between the method and the path, got %s", quote(s))
@@ -67,10 +70,46 @@ func ParseEndpoint(s string) (Endpoint, error) {
 	return e, nil
 }
 
-func validMethod(m string) bool {
+// MaxMethods is the most methods an endpoint's method set names.
+const MaxMethods = 16
+
+// methodProblem returns what is wrong with the method of an endpoint
+// pattern, or "".
+func methodProblem(m string) string {
+	const want = `the method must be "*", an uppercase HTTP method such as GET (at most 16 letters), or several joined by "|" such as GET|HEAD`
 	if m == "*" {
-		return true
+		return ""
 	}
+	if strings.Count(m, "|") >= MaxMethods {
+		return fmt.Sprintf("at most %d methods joined by \"|\", got %d", MaxMethods, strings.Count(m, "|")+1)
+	}
+	parts := strings.Split(m, "|")
+	for i, one := range parts {
+		switch {
+		case one == "*":
+			return fmt.Sprintf(`"*" is every method and joins no other: write "*" alone or list the methods, got %s`, quote(m))
+		case !validMethod(one):
+			return fmt.Sprintf("%s, got %s", want, quote(m))
+		case slices.Contains(parts[:i], one):
+			return fmt.Sprintf("%s names %s twice", quote(m), one)
+		}
+	}
+	return ""
+}
+
+// inMethods reports whether the method set set ("GET|POST") names m.
+func inMethods(set, m string) bool {
+	for set != "" {
+		var one string
+		one, set, _ = strings.Cut(set, "|")
+		if one == m {
+			return true
+		}
+	}
+	return false
+}
+
+func validMethod(m string) bool {
 	if m == "" || len(m) > 16 {
 		return false
 	}
@@ -85,7 +124,7 @@ func validMethod(m string) bool {
 // Matches reports whether a call with this method and path (the request
 // path as given) fits the pattern, as Index.Match decides: both paths are
 // compared in their clean form (CleanPath), methods without regard to
-// ASCII case, and a pattern on GET also fits HEAD.
+// ASCII case, and a pattern on GET (alone or in a set) also fits HEAD.
 func (e Endpoint) Matches(method, path string) bool {
 	if !methodFits(e.Method, method) {
 		return false

@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,17 +12,53 @@ import (
 // maxFuzzInput keeps each fuzz input quick to run.
 const maxFuzzInput = 8 << 10
 
-// refMatches is the reference for Endpoint.Matches, read straight off the
-// pattern text.
-func refMatches(pattern, method, path string) bool {
-	m, p, _ := strings.Cut(pattern, " ")
+// refMethodFits is the reference for a call's method against an
+// endpoint's method or method set ("GET|HEAD").
+func refMethodFits(set, method string) bool {
 	upper := strings.Map(func(r rune) rune {
 		if 'a' <= r && r <= 'z' {
 			return r - 'a' + 'A'
 		}
 		return r
 	}, method)
-	if m != "*" && m != upper && !(m == "GET" && upper == "HEAD") {
+	for _, m := range strings.Split(set, "|") {
+		if m == "*" || m == upper || m == "GET" && upper == "HEAD" {
+			return true
+		}
+	}
+	return false
+}
+
+// refHeadersFit is the reference for match.headers: every header's first
+// value, looked up without regard to case, is non-empty and is the value,
+// or starts with what comes before a final "*".
+func refHeadersFit(want map[string]string, h http.Header) bool {
+	for name, v := range want {
+		got := ""
+		for k, vs := range h {
+			if strings.EqualFold(k, name) && len(vs) > 0 {
+				got = vs[0]
+			}
+		}
+		if got == "" {
+			return false
+		}
+		if p, ok := strings.CutSuffix(v, "*"); ok {
+			if !strings.HasPrefix(got, p) {
+				return false
+			}
+		} else if got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// refMatches is the reference for Endpoint.Matches, read straight off the
+// pattern text.
+func refMatches(pattern, method, path string) bool {
+	m, p, _ := strings.Cut(pattern, " ")
+	if !refMethodFits(m, method) {
 		return false
 	}
 	path = refCleanPath(path)
@@ -50,6 +87,12 @@ func FuzzParseEndpoint(f *testing.F) {
 	f.Add("* /*", "", "")
 	f.Add("GET /api/orders", "head", "/api/./orders;x/")
 	f.Add("* /a%2Fb/*", "GET", "/a/b/c")
+	f.Add("GET|POST /a/*", "head", "/a/b")
+	f.Add("PUT|PATCH|DELETE /a", "patch", "/a")
+	f.Add("GET|GET /a", "GET", "/a")
+	f.Add("GET|* /a", "GET", "/a")
+	f.Add("GET| /a", "GET", "/a")
+	f.Add("GET|POST /a", "GET|POST", "/a")
 	f.Fuzz(func(t *testing.T, s, method, path string) {
 		if len(s)+len(method)+len(path) > maxFuzzInput {
 			return

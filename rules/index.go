@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"math/bits"
+	"net/http"
 	"slices"
 	"strconv"
 	"unsafe"
@@ -23,8 +25,16 @@ type Compiled struct {
 	// Key is the rule's By, parsed: what its buckets are keyed by.
 	Key []KeyPart
 
-	method string // the endpoint's method, "*" for any
-	path   string // the key it is indexed under (clean; in lower case for path_case insensitive): the exact path or prefix base; "" for any path
+	method string // the endpoint's method or method set ("GET|HEAD"), "*" for any
+	// methods are the bits of the known methods the rule fits (methodBit);
+	// otherMethod: it names another, which methodFits tests.
+	methods     uint16
+	otherMethod bool
+	path        string // the key it is indexed under (clean; in lower case for path_case insensitive): the exact path or prefix base; "" for any path
+	// headers are the rule's match.headers, the one it is indexed by first
+	// (see compileHeaders); more the others, which Match checks.
+	headers []headerCond
+	more    []headerCond
 }
 
 // Index is a compiled Set: it finds the rules that apply to a call in time
@@ -37,6 +47,14 @@ type Compiled struct {
 // by method as it is read. Rules with match.path_case insensitive are kept
 // in a second such map, by their path in lower case, and looked up with the
 // call's path in lower case.
+//
+// Rules with match.headers are kept apart, by one of their headers: for
+// each header name, by its exact value or its prefix, in an index of their
+// own by plan and path as above. A call looks up the first value of each
+// header name some rule is indexed by, then each of that value's lengths
+// some prefix has, and checks the rule's other headers as it reads the
+// lists. So matching costs a few map lookups per header name the rules
+// use, however many values they name.
 //
 // Rules that name an Envoy domain (Match.Domain) are not in these lists:
 // Match, used by the HTTP decision API, never sees them. Each domain named
@@ -59,14 +77,35 @@ type Index struct {
 	// not, any domain), in the client registry, and the default plan.
 	plans map[string]struct{}
 
+	matcher            // rules without match.entries
+	entries *entryNode // rules with match.entries (Envoy descriptors), see MatchEntries
+	// needPath: some rule of the view has an endpoint with a path.
+	needPath bool
+}
+
+// matcher holds rules by plan and path (an Index's, and under each header
+// value of a headerIndex).
+type matcher struct {
 	anyPath []*Compiled            // no plan, any path
 	planAny map[string][]*Compiled // by plan, any path
-	// defaultAny is planAny[set.DefaultPlan], the list most calls want:
-	// Match finds it without hashing the plan.
-	defaultAny []*Compiled
-	paths      pathIndex  // rules with an endpoint, by path or prefix base
-	folded     pathIndex  // the same for path_case insensitive rules, by path in lower case
-	entries    *entryNode // rules with match.entries (Envoy descriptors), see MatchEntries
+	// defaultAny is planAny[defaultPlan], the list most calls want: match
+	// finds it without hashing the plan. Set in an Index's own matcher.
+	defaultPlan string
+	defaultAny  []*Compiled
+	paths       pathIndex      // rules with an endpoint, by path or prefix base
+	folded      pathIndex      // the same for path_case insensitive rules, by path in lower case
+	headers     []*headerIndex // rules with match.headers, by the name of their first header (Compiled.headers)
+}
+
+// call is what Match compares: the call's plan, method, clean path and
+// headers.
+type call struct {
+	plan, method, path string
+	mbit               uint16 // methodBit(method)
+	header             http.Header
+	// counting: the overlap count, which takes a rule with headers to fit
+	// when the header it is indexed by does (an upper bound).
+	counting bool
 }
 
 // pathIndex holds rules with an endpoint by path or prefix base.
@@ -161,10 +200,27 @@ func build(s *Set) *Index {
 // added.
 func (ix *Index) finish() {
 	if ix.set != nil && ix.set.DefaultPlan != "" {
-		ix.defaultAny = ix.planAny[ix.set.DefaultPlan]
+		ix.defaultPlan = ix.set.DefaultPlan
+		ix.defaultAny = ix.planAny[ix.defaultPlan]
 	}
-	ix.paths.finish()
-	ix.folded.finish()
+	ix.needPath = ix.matcher.finish()
+}
+
+// finish is Index.finish for m and the matchers under it; it reports
+// whether some rule among them has a path.
+func (m *matcher) finish() bool {
+	m.paths.finish()
+	m.folded.finish()
+	need := m.paths.m != nil || m.folded.m != nil
+	for _, hi := range m.headers {
+		for _, sub := range hi.exact {
+			need = sub.finish() || need
+		}
+		for _, sub := range hi.prefix {
+			need = sub.finish() || need
+		}
+	}
+	return need
 }
 
 func (pi *pathIndex) finish() {
@@ -220,6 +276,7 @@ func (ix *Index) add(c *Compiled) {
 		e, _ = ParseEndpoint(c.Match.Endpoint) // valid: the Set was validated
 	}
 	c.method = e.Method
+	c.methods, c.otherMethod = methodMask(e.Method)
 	path := CleanPath(e.Path)
 	if e.Prefix && path == "/" {
 		path = "" // "/*", "//*", "/./*": every path
@@ -228,22 +285,50 @@ func (ix *Index) add(c *Compiled) {
 		path = string(appendLower(nil, path))
 	}
 	c.path = path
-	if e.Prefix && path == "" {
+	m := &ix.matcher
+	if len(c.Match.Headers) > 0 {
+		if c.headers == nil {
+			c.headers = compileHeaders(c.Match.Headers)
+			if len(c.headers) > 1 {
+				c.more = c.headers[1:]
+			}
+		}
+		m = m.headerIndex(c.headers[0].name).matcherFor(&c.headers[0])
+	}
+	m.add(c, path, e.Prefix)
+}
+
+// headerIndex returns the index of rules by header name (canonical),
+// made if need be.
+func (m *matcher) headerIndex(name string) *headerIndex {
+	for _, hi := range m.headers {
+		if hi.name == name {
+			return hi
+		}
+	}
+	hi := &headerIndex{name: name}
+	m.headers = append(m.headers, hi)
+	return hi
+}
+
+// add indexes c, whose clean path key is path (a prefix base when prefix).
+func (m *matcher) add(c *Compiled, path string, prefix bool) {
+	if prefix && path == "" {
 		if c.Match.Plan == "" {
-			ix.anyPath = append(ix.anyPath, c)
+			m.anyPath = append(m.anyPath, c)
 			return
 		}
-		if ix.planAny == nil {
-			ix.planAny = make(map[string][]*Compiled)
+		if m.planAny == nil {
+			m.planAny = make(map[string][]*Compiled)
 		}
-		ix.planAny[c.Match.Plan] = append(ix.planAny[c.Match.Plan], c)
+		m.planAny[c.Match.Plan] = append(m.planAny[c.Match.Plan], c)
 		return
 	}
-	pi := &ix.paths
+	pi := &m.paths
 	if c.Match.PathCase == PathCaseInsensitive {
-		pi = &ix.folded
+		pi = &m.folded
 	}
-	pi.add(c, path, e.Prefix)
+	pi.add(c, path, prefix)
 }
 
 func (pi *pathIndex) add(c *Compiled, path string, prefix bool) {
@@ -313,123 +398,155 @@ func (ix *Index) Rule(id string) (*Compiled, bool) {
 }
 
 // Match appends to dst every enabled rule whose match fits a call on plan
-// with this method and path, in set order (ascending Seq), and returns dst.
-// Rules that name a domain fit only on the view of their domain (Domain).
-// A rule without a plan fits every plan; plan "" fits only those. path is
-// the request path as the call gave it: Match makes it clean (CleanPath)
-// before it compares. Methods compare without regard to ASCII case, and a
-// rule on GET also fits HEAD. Match allocates nothing when dst has the
-// capacity and the clean path is at most 1 KiB.
+// with this method and path and no headers, in set order (ascending Seq),
+// and returns dst: MatchHeader with h nil.
 func (ix *Index) Match(plan, method, path string, dst []*Compiled) []*Compiled {
+	return ix.MatchHeader(plan, method, path, nil, dst)
+}
+
+// MatchHeader appends to dst every enabled rule whose match fits a call on
+// plan with this method, path and request headers, in set order (ascending
+// Seq), and returns dst. Rules that name a domain fit only on the view of
+// their domain (Domain). A rule without a plan fits every plan; plan ""
+// fits only those. path is the request path as the call gave it: Match
+// makes it clean (CleanPath) before it compares. Methods compare without
+// regard to ASCII case, and a rule on GET also fits HEAD. h is read as
+// net/http keeps it, by canonical name (textproto.CanonicalMIMEHeaderKey),
+// and a header's first value is the one compared. MatchHeader allocates
+// nothing when dst has the capacity and the clean path is at most 1 KiB.
+func (ix *Index) MatchHeader(plan, method, path string, h http.Header, dst []*Compiled) []*Compiled {
 	if ix == nil {
 		return dst
 	}
 	start := len(dst)
-	dst = appendMethod(dst, ix.anyPath, method)
-	if plan != "" && ix.planAny != nil {
-		if ix.defaultAny != nil && plan == ix.set.DefaultPlan {
-			dst = appendMethod(dst, ix.defaultAny, method)
-		} else {
-			dst = appendMethod(dst, ix.planAny[plan], method)
-		}
-	}
-	if ix.paths.m != nil || ix.folded.m != nil {
-		if IsCleanPath(path) {
-			dst = ix.matchPath(dst, plan, method, path)
-		} else {
-			dst = ix.matchUnclean(dst, plan, method, path)
-		}
+	c := call{plan: plan, method: method, mbit: methodBit(method), path: path, header: h}
+	if ix.needPath && !IsCleanPath(path) {
+		dst = ix.matchUnclean(dst, &c)
+	} else {
+		dst = ix.matcher.match(dst, &c)
 	}
 	sortSeq(dst[start:])
 	return dst
 }
 
-// matchUnclean is matchPath of the clean form of path. Its buffer is
-// apart so that a clean path, the usual case, does not pay for zeroing it.
-func (ix *Index) matchUnclean(dst []*Compiled, plan, method, path string) []*Compiled {
+// matchUnclean matches c with its path made clean. Its buffer is apart so
+// that a clean path, the usual case, does not pay for zeroing it.
+func (ix *Index) matchUnclean(dst []*Compiled, c *call) []*Compiled {
 	var buf [1024]byte
-	return ix.matchPath(dst, plan, method, bytesString(AppendCleanPath(buf[:0], path)))
+	clean := *c
+	clean.path = bytesString(AppendCleanPath(buf[:0], c.path))
+	return ix.matcher.match(dst, &clean)
 }
 
-// matchPath appends the rules with an endpoint that fit a call on path
-// (clean).
-func (ix *Index) matchPath(dst []*Compiled, plan, method, path string) []*Compiled {
-	dst = ix.paths.match(dst, plan, method, path)
-	if ix.folded.m != nil {
+// match appends the rules of m that fit c (whose path is clean).
+func (m *matcher) match(dst []*Compiled, c *call) []*Compiled {
+	if len(m.anyPath) > 0 {
+		dst = appendFit(dst, m.anyPath, c)
+	}
+	if c.plan != "" && m.planAny != nil {
+		if m.defaultAny != nil && c.plan == m.defaultPlan {
+			dst = appendFit(dst, m.defaultAny, c)
+		} else {
+			dst = appendFit(dst, m.planAny[c.plan], c)
+		}
+	}
+	if m.paths.m != nil {
+		dst = m.paths.match(dst, c, c.path)
+	}
+	if m.folded.m != nil {
 		// Rule paths are shorter than MaxEndpoint: the lower case of the
 		// first MaxEndpoint+1 bytes finds every rule that fits, and no
 		// exact rule fits a path of that length.
 		var lower [MaxEndpoint + 1]byte
-		dst = ix.folded.match(dst, plan, method, bytesString(appendLower(lower[:0], path[:min(len(path), len(lower))])))
+		dst = m.folded.match(dst, c, bytesString(appendLower(lower[:0], c.path[:min(len(c.path), len(lower))])))
+	}
+	for _, hi := range m.headers {
+		if vs := c.header[hi.name]; len(vs) > 0 && vs[0] != "" {
+			dst = hi.match(dst, c, vs[0])
+		}
 	}
 	return dst
 }
 
-// match appends the rules of pi that fit a call on path (clean).
-func (pi *pathIndex) match(dst []*Compiled, plan, method, path string) []*Compiled {
-	if pi.m == nil {
-		return dst
-	}
+// match appends the rules of pi that fit c on path (clean, and in lower
+// case for the folded index).
+func (pi *pathIndex) match(dst []*Compiled, c *call, path string) []*Compiled {
 	// Exact rules for path, and prefix rules with base path.
 	if pr := pi.m[path]; pr != nil {
-		dst = pr.append(dst, plan, method, true, true)
+		dst = pr.append(dst, c, true)
 	}
 	// A prefix base B also fits when path starts with B+"/": look up
-	// the part before each "/" after the first byte.
-	for i := 1; i < len(path) && i < MaxEndpoint; i++ {
-		if path[i] == '/' && pi.hasLen(i) {
-			if pr := pi.m[path[:i]]; pr != nil {
-				dst = pr.append(dst, plan, method, false, true)
+	// the part before each "/" whose length some prefix base has, visiting
+	// those lengths (fewer than the path's bytes, as a rule) rather than
+	// the bytes.
+	n := min(len(path), MaxEndpoint)
+	for w := 0; w*64 < n; w++ {
+		set := pi.lens[w]
+		if rest := n - w*64; rest < 64 {
+			set &= 1<<rest - 1
+		}
+		for ; set != 0; set &= set - 1 {
+			if i := w*64 + bits.TrailingZeros64(set); i > 0 && path[i] == '/' {
+				if pr := pi.m[path[:i]]; pr != nil {
+					dst = pr.append(dst, c, false)
+				}
 			}
 		}
 	}
 	return dst
 }
 
-// hasLen reports whether some prefix base is n bytes long.
-func (pi *pathIndex) hasLen(n int) bool {
-	return n < MaxEndpoint && pi.lens[n/64]&(1<<(n%64)) != 0
-}
-
 func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// append adds the rules of pr that fit plan and method, exact and/or prefix.
-func (pr *pathRules) append(dst []*Compiled, plan, method string, exact, prefix bool) []*Compiled {
-	dst = pr.lists.append(dst, method, exact, prefix)
-	if plan == "" || len(pr.plans) == 0 {
+// append adds the rules of pr that fit c: prefix rules, and exact ones
+// too when exact.
+func (pr *pathRules) append(dst []*Compiled, c *call, exact bool) []*Compiled {
+	dst = pr.lists.append(dst, c, exact)
+	if c.plan == "" || len(pr.plans) == 0 {
 		return dst
 	}
 	if pr.planMap != nil {
-		if l := pr.planMap[plan]; l != nil {
-			dst = l.append(dst, method, exact, prefix)
+		if l := pr.planMap[c.plan]; l != nil {
+			dst = l.append(dst, c, exact)
 		}
 		return dst
 	}
 	for i := range pr.plans {
-		if pr.plans[i].plan == plan {
-			return pr.plans[i].append(dst, method, exact, prefix)
+		if pr.plans[i].plan == c.plan {
+			return pr.plans[i].append(dst, c, exact)
 		}
 	}
 	return dst
 }
 
-func (l *lists) append(dst []*Compiled, method string, exact, prefix bool) []*Compiled {
+func (l *lists) append(dst []*Compiled, c *call, exact bool) []*Compiled {
 	if exact {
-		dst = appendMethod(dst, l.exact, method)
+		dst = appendFit(dst, l.exact, c)
 	}
-	if prefix {
-		dst = appendMethod(dst, l.prefix, method)
+	return appendFit(dst, l.prefix, c)
+}
+
+// appendFit appends the rules of list whose method, and headers other than
+// the one they are indexed by, fit c.
+func appendFit(dst, list []*Compiled, c *call) []*Compiled {
+	for _, r := range list {
+		if (r.methods&c.mbit != 0 || r.otherMethod && methodFits(r.method, c.method)) && (r.more == nil || r.moreFit(c)) {
+			dst = append(dst, r)
+		}
 	}
 	return dst
 }
 
-func appendMethod(dst, list []*Compiled, method string) []*Compiled {
-	for _, c := range list {
-		if methodFits(c.method, method) {
-			dst = append(dst, c)
+func (r *Compiled) moreFit(c *call) bool {
+	if c.counting {
+		return true
+	}
+	for i := range r.more {
+		if !r.more[i].fits(c.header) {
+			return false
 		}
 	}
-	return dst
+	return true
 }
 
 // sortSeq orders s by Seq: an insertion sort for the few rules a call

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -58,17 +59,26 @@ func randSet(r *rand.Rand, n int) *Set {
 	return s
 }
 
-// bruteMatch is the reference: every enabled rule whose match fits, in order.
+// bruteMatch is the reference: every enabled rule whose match fits a call
+// without headers, in order.
 func bruteMatch(s *Set, plan, method, path string) []string {
+	return bruteMatchHeader(s, plan, method, path, nil)
+}
+
+// bruteMatchHeader is bruteMatch for a call with headers h.
+func bruteMatchHeader(s *Set, plan, method, path string, h http.Header) []string {
 	var ids []string
 	for _, r := range s.Rules {
-		if !r.IsEnabled() || r.Match.Plan != "" && r.Match.Plan != plan {
+		if !r.IsEnabled() || r.Match.Plan != "" && r.Match.Plan != plan || len(r.Match.Entries) > 0 || !refHeadersFit(r.Match.Headers, h) {
 			continue
 		}
 		if r.Match.Endpoint != "" {
 			e, err := ParseEndpoint(r.Match.Endpoint)
 			if err != nil {
 				panic(err)
+			}
+			if !refMethodFits(e.Method, method) {
+				continue
 			}
 			if r.Match.PathCase == PathCaseInsensitive {
 				lower := func(p string) string { return strings.ToLower(refCleanPath(p)) }

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -29,7 +30,12 @@ const MaxRulesPerCall = 32
 // continued by an insensitive key below it. A call on a
 // path no rule names matches only prefix rules, and those all match the
 // deepest prefix base above it; a method no rule names matches only "*"
-// rules, as GET does at least. A plan whose rules plus the most any call
+// rules, as GET does at least. Rules with match.headers add, for each
+// header name they are indexed by (see Index), the most that any one value
+// of it reaches (every value some rule names is tried), counting a rule
+// with several headers whenever the header it is indexed by fits: the
+// count is exact for rules with one header, and may exceed what a real
+// call matches when rules with several headers exclude each other. A plan whose rules plus the most any call
 // matches without a plan stay within the bound is not searched.
 func (ix *Index) checkOverlap() error {
 	if o := ix.findOverlap(); o != nil {
@@ -41,6 +47,7 @@ func (ix *Index) checkOverlap() error {
 // overlap is a call that matches more than MaxRulesPerCall rules.
 type overlap struct {
 	domain, plan, method, path string
+	headers                    []string // "X-Tenant: acme", the headers the call carries
 	matched                    []*Compiled
 }
 
@@ -87,9 +94,11 @@ func (v *Index) mostMatched(domain, plan string, rules []*Compiled) (int, *overl
 	seenP := map[string]bool{}
 	for _, c := range rules {
 		// The method and path key the index holds the rule under (add).
-		if !seenM[c.method] {
-			seenM[c.method] = true
-			methods = append(methods, c.method)
+		for _, m := range strings.Split(c.method, "|") {
+			if !seenM[m] {
+				seenM[m] = true
+				methods = append(methods, m)
+			}
 		}
 		p := c.path
 		if p == "" {
@@ -126,13 +135,44 @@ func (v *Index) mostMatched(domain, plan string, rules []*Compiled) (int, *overl
 			}
 		}
 	}
+	// What rules with headers add to a call at most, whatever its method
+	// and path: when that keeps a call within the bound, they need no
+	// search.
+	hdrBound := 0
+	for _, hi := range v.headers {
+		hdrBound += hi.most()
+	}
 	most := 0
-	var buf []*Compiled
+	var buf, hbuf, best []*Compiled
 	for _, p := range paths {
 		for _, m := range methods {
 			buf = v.Match(plan, m, p, buf[:0])
+			if len(buf)+hdrBound <= MaxRulesPerCall {
+				most = max(most, len(buf)+hdrBound)
+				continue
+			}
+			// Rules with headers: for each header name they are indexed
+			// by, the value that reaches the most of them (a call carries
+			// one value of each name).
+			var hdrs []string
+			for _, hi := range v.headers {
+				best = best[:0]
+				bestV := ""
+				for _, val := range hi.values() {
+					hbuf = hi.match(hbuf[:0], &call{plan: plan, method: m, mbit: methodBit(m), path: p, counting: true}, val)
+					if len(hbuf) > len(best) {
+						best, bestV = append(best[:0], hbuf...), val
+					}
+				}
+				if len(best) > 0 {
+					buf = append(buf, best...)
+					hdrs = append(hdrs, hi.name+": "+bestV)
+				}
+			}
 			if len(buf) > MaxRulesPerCall {
-				return 0, &overlap{domain: domain, plan: plan, method: m, path: p, matched: buf}
+				sortSeq(buf)
+				slices.Sort(hdrs)
+				return 0, &overlap{domain: domain, plan: plan, method: m, path: p, headers: hdrs, matched: buf}
 			}
 			most = max(most, len(buf))
 		}
@@ -146,6 +186,9 @@ func (o *overlap) err() *FieldError {
 	var b strings.Builder
 	b.WriteString("a call such as ")
 	b.WriteString(o.method + " " + o.path)
+	if len(o.headers) > 0 {
+		b.WriteString(" with " + strings.Join(o.headers, ", "))
+	}
 	if o.plan == "" {
 		b.WriteString(" on any plan")
 	} else {
@@ -161,6 +204,6 @@ func (o *overlap) err() *FieldError {
 		}
 		b.WriteString(strconv.Quote(c.ID))
 	}
-	fmt.Fprintf(&b, "; give some of them a narrower match (plan, endpoint or domain), disable them, or merge rules that limit the same calls, so that no call matches more than %d", MaxRulesPerCall)
+	fmt.Fprintf(&b, "; give some of them a narrower match (plan, endpoint, headers or domain), disable them, or merge rules that limit the same calls, so that no call matches more than %d", MaxRulesPerCall)
 	return fieldErr(b.String(), "rules")
 }

@@ -44,22 +44,42 @@ func IsCleanPath(p string) bool {
 	if p[len(p)-1] == '/' {
 		return false
 	}
+	// One table lookup per byte; the work is at a "/" and at bytes that
+	// are never clean.
 	seg := 1 // start of the current segment
 	for i := 1; i < len(p); i++ {
-		switch p[i] {
-		case '/':
-			if !cleanSegment(p[seg:i]) {
+		switch pathByte[p[i]] {
+		case 0:
+			continue
+		case 1: // '/'
+			if !cleanSegment(p, seg, i) {
 				return false
 			}
 			seg = i + 1
-		case '?', '#', '%', ';':
+		default: // '?', '#', '%', ';'
 			return false
 		}
 	}
-	return cleanSegment(p[seg:])
+	return cleanSegment(p, seg, len(p))
 }
 
-func cleanSegment(s string) bool { return s != "" && s != "." && s != ".." }
+// pathByte marks the bytes IsCleanPath looks at: 1 for "/", 2 for those a
+// clean path never holds.
+var pathByte = [256]uint8{'/': 1, '?': 2, '#': 2, '%': 2, ';': 2}
+
+// cleanSegment reports whether p[i:j] is a segment of a clean path: not
+// empty, ".", or "..".
+func cleanSegment(p string, i, j int) bool {
+	switch j - i {
+	case 0:
+		return false
+	case 1:
+		return p[i] != '.'
+	case 2:
+		return p[i] != '.' || p[i+1] != '.'
+	}
+	return true
+}
 
 // AppendCleanPath appends CleanPath(p) to dst.
 func AppendCleanPath(dst []byte, p string) []byte {
@@ -149,14 +169,29 @@ func appendLower(dst []byte, s string) []byte {
 	return dst
 }
 
-// methodFits reports whether a call with method fits a rule on ruleMethod:
-// "*" fits every method, methods compare without regard to ASCII case
-// (some servers route "get" as GET), and a rule on GET also applies to
-// HEAD, which servers answer with the GET handler (RFC 9110 §9.3.2).
+// methodFits reports whether a call with method fits a rule on ruleMethod,
+// an endpoint's method or method set ("GET|HEAD"): "*" fits every method,
+// methods compare without regard to ASCII case (some servers route "get"
+// as GET), and a rule on GET also applies to HEAD, which servers answer
+// with the GET handler (RFC 9110 §9.3.2).
 func methodFits(ruleMethod, method string) bool {
-	if ruleMethod == "*" || ruleMethod == method {
+	if ruleMethod == "*" {
 		return true
 	}
+	if strings.IndexByte(ruleMethod, '|') < 0 {
+		return ruleMethod == method || oneMethodFits(ruleMethod, method)
+	}
+	for set := ruleMethod; set != ""; {
+		var m string
+		m, set, _ = strings.Cut(set, "|")
+		if oneMethodFits(m, method) {
+			return true
+		}
+	}
+	return false
+}
+
+func oneMethodFits(ruleMethod, method string) bool {
 	return equalFoldASCII(ruleMethod, method) || ruleMethod == "GET" && equalFoldASCII(method, "HEAD")
 }
 
@@ -177,4 +212,58 @@ func equalFoldASCII(a, b string) bool {
 		}
 	}
 	return true
+}
+
+// Methods as bits, so that the index tests a rule's method set against a
+// call's method with one AND: the call's method is classified once (without
+// regard to ASCII case), each rule's set when it is compiled.
+var knownMethods = [...]string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
+
+const (
+	methodGet   = 1 << 0
+	methodHead  = 1 << 1
+	methodOther = 1 << 15 // a method not in knownMethods, or none
+	methodAll   = 1<<16 - 1
+)
+
+// methodBit returns the bit of a call's method: that of a known method in
+// any ASCII case, else methodOther.
+func methodBit(m string) uint16 {
+	switch m { // the usual spellings, without a loop
+	case "GET":
+		return methodGet
+	case "POST":
+		return 1 << 2
+	case "HEAD":
+		return methodHead
+	case "PUT":
+		return 1 << 3
+	}
+	for i, k := range knownMethods {
+		if len(k) == len(m) && (k == m || equalFoldASCII(k, m)) {
+			return 1 << i
+		}
+	}
+	return methodOther
+}
+
+// methodMask returns the bits of the calls a rule on ruleMethod (a method,
+// a set, or "*") fits, and whether it also names a method outside
+// knownMethods, which only methodFits can test.
+func methodMask(ruleMethod string) (mask uint16, other bool) {
+	if ruleMethod == "*" {
+		return methodAll, false
+	}
+	for _, m := range strings.Split(ruleMethod, "|") {
+		b := methodBit(m)
+		switch b {
+		case methodOther:
+			other = true
+		case methodGet:
+			mask |= methodGet | methodHead
+		default:
+			mask |= b
+		}
+	}
+	return mask, other
 }

@@ -128,3 +128,18 @@ func BenchmarkCleanPath(b *testing.B) {
 		})
 	}
 }
+
+func TestMethodBit(t *testing.T) {
+	for i, m := range knownMethods {
+		for _, spelled := range []string{m, strings.ToLower(m)} {
+			if got := methodBit(spelled); got != 1<<i {
+				t.Errorf("methodBit(%q) = %#x, want %#x", spelled, got, 1<<i)
+			}
+		}
+	}
+	for _, m := range []string{"", "GETX", "PROPFIND", "GET|POST"} {
+		if got := methodBit(m); got != methodOther {
+			t.Errorf("methodBit(%q) = %#x, want methodOther", m, got)
+		}
+	}
+}

@@ -10,6 +10,7 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -75,24 +76,33 @@ func (m FailureMode) Valid() bool {
 	return false
 }
 
-// Match selects the calls a rule applies to. An empty field matches
-// anything: a rule with no plan applies to every plan (and to callers with
-// none), a rule with no endpoint to every method and path, a rule with no
-// domain to every call.
+// Match selects the calls a rule applies to: a call must fit every field
+// that is set. An empty field matches anything: a rule with no plan applies
+// to every plan (and to callers with none), a rule with no endpoint to
+// every method and path, a rule with no headers or domain to every call.
 //
 // The endpoint's path and the call's are compared in their clean form
 // (CleanPath), with letter case unless PathCase is insensitive; methods are
-// compared without regard to case, and a rule on GET also applies to HEAD.
+// compared without regard to case, and a rule on GET (alone or in a method
+// set such as "GET|POST") also applies to HEAD.
+//
+// Headers maps request header names to the value a call must carry:
+// "acme" (exactly), "prod-*" (starting with "prod-") or "*" (any value).
+// Names compare without regard to case, values exactly; a call's first
+// value of the header is compared, and a call without it does not fit. Only the
+// gateway and the middleware see a call's headers; a rule with headers
+// never applies to the decision API or the Envoy API.
 //
 // Domain is the Envoy rate limit service domain (the domain of a
 // ShouldRateLimit request). A rule that names one applies only to calls
 // made through the Envoy API in that domain, never to the HTTP decision
 // API, which has no domain.
 type Match struct {
-	Domain   string   `json:"domain,omitempty" yaml:"domain,omitempty"` // same syntax as a plan
-	Plan     string   `json:"plan,omitempty" yaml:"plan,omitempty"`
-	Endpoint string   `json:"endpoint,omitempty" yaml:"endpoint,omitempty"`   // "GET /api/orders", "* /api/*", "POST /login"; see ParseEndpoint
-	PathCase PathCase `json:"path_case,omitempty" yaml:"path_case,omitempty"` // insensitive: "/API/Orders" fits "GET /api/orders"
+	Domain   string            `json:"domain,omitempty" yaml:"domain,omitempty"` // same syntax as a plan
+	Plan     string            `json:"plan,omitempty" yaml:"plan,omitempty"`
+	Endpoint string            `json:"endpoint,omitempty" yaml:"endpoint,omitempty"`   // "GET /api/orders", "* /api/*", "POST /login"; see ParseEndpoint
+	PathCase PathCase          `json:"path_case,omitempty" yaml:"path_case,omitempty"` // insensitive: "/API/Orders" fits "GET /api/orders"
+	Headers  map[string]string `json:"headers,omitempty" yaml:"headers,omitempty"`     // {"X-Tenant": "acme", "X-Env": "prod-*", "X-Internal": "*"}
 	// Entries, when set, select the Envoy descriptors made of exactly these
 	// entries, in order (see Entry and Index.MatchEntries): such a rule
 	// applies only through the Envoy API, and names no plan or endpoint.
@@ -212,6 +222,17 @@ func (r *Rule) Validate() error {
 		}
 		if r.Match.Plan != "" || r.Match.Endpoint != "" {
 			return fieldErr("a rule on descriptor entries (Envoy API) names no plan or endpoint; remove them or make two rules", "match", "entries")
+		}
+	}
+	if len(r.Match.Headers) > 0 {
+		if err := validHeaders(r.Match.Headers); err != nil {
+			return err
+		}
+		switch {
+		case len(r.Match.Entries) > 0:
+			return fieldErr("a rule on descriptor entries (Envoy API) sees no request headers; remove headers or make two rules", "match", "headers")
+		case r.Match.Domain != "":
+			return fieldErr("calls in an Envoy domain carry no request headers (only the gateway and the middleware see them); remove headers or domain", "match", "headers")
 		}
 	}
 	if _, err := ParseBy(r.By); err != nil {
@@ -403,6 +424,10 @@ func (s *Set) Clone() *Set {
 				r.Enabled = &e
 			}
 			r.Replaces = slices.Clone(r.Replaces)
+			r.Match.Entries = slices.Clone(r.Match.Entries)
+			if r.Match.Headers != nil {
+				r.Match.Headers = maps.Clone(r.Match.Headers)
+			}
 			c.Rules[i] = r
 		}
 	}

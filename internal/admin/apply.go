@@ -102,7 +102,7 @@ func DiffSets(old, next *rules.Set) []Change {
 }
 
 // ruleMeaning is a Rule with its defaults spelled out, compared with
-// reflect.DeepEqual (match.entries is a slice).
+// reflect.DeepEqual (match.entries is a slice, match.headers a map).
 type ruleMeaning struct {
 	rules.Rule
 	enabled bool
@@ -112,6 +112,9 @@ func sameRule(a, b rules.Rule) bool {
 	ma, mb := meaning(a), meaning(b)
 	if len(ma.Match.Entries) == 0 && len(mb.Match.Entries) == 0 {
 		ma.Match.Entries, mb.Match.Entries = nil, nil
+	}
+	if len(ma.Match.Headers) == 0 && len(mb.Match.Headers) == 0 {
+		ma.Match.Headers, mb.Match.Headers = nil, nil
 	}
 	return reflect.DeepEqual(ma, mb)
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -232,6 +234,9 @@ func writeRuleTable(w io.Writer, set *rules.Set) error {
 		var flags []string
 		if r.Match.Domain != "" {
 			flags = append(flags, "domain="+r.Match.Domain) // Envoy RLS only
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.Match.Headers)) {
+			flags = append(flags, "header:"+name+"="+r.Match.Headers[name]) // gateway and middleware only
 		}
 		if r.Shadow {
 			flags = append(flags, "shadow")

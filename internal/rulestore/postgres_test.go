@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -720,5 +721,15 @@ func TestPostgresRuleJSONRoundTrip(t *testing.T) {
 	got, _ := json.Marshal(gotRule.Rule)
 	if string(got) != string(want) {
 		t.Errorf("rule after the database =\n%s\nwant\n%s", got, want)
+	}
+	// Header and method-set matches too.
+	hdr := rules.Rule{ID: "hdr", Match: rules.Match{Endpoint: "PUT|DELETE /api/*", Headers: map[string]string{"X-Tenant": "acme", "x-env": "prod-*"}},
+		By: rules.ByGlobal, Limit: 5, Window: rules.Duration(time.Minute)}
+	if _, err := p.Update(context.Background(), -1, addRule(hdr)); err != nil {
+		t.Fatal(err)
+	}
+	gotRule, _ = fx.open(t).Current().Rule("hdr")
+	if !reflect.DeepEqual(gotRule.Rule, hdr) {
+		t.Errorf("rule after the database = %+v, want %+v", gotRule.Rule, hdr)
 	}
 }
