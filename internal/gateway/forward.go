@@ -53,9 +53,9 @@ type upConn struct {
 }
 
 // staleCheckAfter is how long a connection may sit idle before it is
-// checked, with a non-blocking peek, for the upstream having closed it. A
-// connection used more recently is reused as it is; if it turns out
-// closed, an idempotent call is retried on a new connection.
+// checked, with a non-blocking peek, for the upstream having closed it,
+// for a call that could be retried on a new connection should it turn out
+// closed (retryable). Other calls check every connection: they would fail.
 const staleCheckAfter = time.Second
 
 func newForwarder(g *Gateway, target *url.URL, cfg Config) *forwarder {
@@ -90,8 +90,9 @@ func (f *forwarder) takes(r *http.Request) bool {
 	return true
 }
 
-// get returns an idle connection, or nil when there is none.
-func (f *forwarder) get(now time.Time) *upConn {
+// get returns an idle connection, or nil when there is none. check says
+// to check it is open however briefly it was idle.
+func (f *forwarder) get(now time.Time, check bool) *upConn {
 	for {
 		f.mu.Lock()
 		n := len(f.idle)
@@ -104,7 +105,7 @@ func (f *forwarder) get(now time.Time) *upConn {
 		f.idle = f.idle[:n-1]
 		f.mu.Unlock()
 		idle := now.Sub(uc.lastUsed)
-		if idle > f.idleTimeout || (idle > staleCheckAfter && !connAlive(uc.c)) {
+		if idle > f.idleTimeout || ((check || idle > staleCheckAfter) && !connAlive(uc.c)) {
 			uc.c.Close()
 			continue
 		}
@@ -186,14 +187,15 @@ func namedByConnection(k string, conn []string) bool {
 }
 
 // retryable reports whether r may be sent again on a new connection when
-// its first connection turned out closed: it has no body and is
-// idempotent (RFC 9110 section 9.2.2) or carries an idempotency key.
+// its first connection turned out closed before a byte of the answer: it
+// has no body and is idempotent (RFC 9110 section 9.2.2) or carries an
+// idempotency key.
 func retryable(r *http.Request) bool {
 	if r.Body != nil && r.Body != http.NoBody {
 		return false
 	}
 	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return true
 	}
 	_, a := r.Header["Idempotency-Key"]
@@ -217,10 +219,11 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 		err error
 	)
 	stop := context.AfterFunc(ctx, c.cancel)
+	retry := retryable(r)
 	for attempt := 0; ; attempt++ {
 		reused := false
 		if attempt == 0 {
-			uc = f.get(time.Now())
+			uc = f.get(time.Now(), !retry)
 			reused = uc != nil
 		}
 		if uc == nil {
@@ -240,7 +243,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 		}
 		uc.c.Close()
 		uc = nil
-		if reused && errors.Is(err, errUpstreamClosed) && retryable(r) && ctx.Err() == nil {
+		if reused && retry && errors.Is(err, errUpstreamClosed) && ctx.Err() == nil {
 			continue
 		}
 		stop()
@@ -288,6 +291,10 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 // interim 1xx answers but 101 are skipped. The body is left on uc.br.
 func (f *forwarder) roundTrip(uc *upConn, r *http.Request, h *fwdHeaders) (*http.Response, error) {
 	werr := f.writeRequest(uc, r, h)
+	var cerr clientBodyErr
+	if errors.As(werr, &cerr) {
+		return nil, werr // the upstream waits for a body that will not come
+	}
 	if werr != nil && !isBodyErr(werr) {
 		// Not even the request went out: a connection the upstream closed.
 		return nil, errors.Join(errUpstreamClosed, werr)
@@ -295,15 +302,21 @@ func (f *forwarder) roundTrip(uc *upConn, r *http.Request, h *fwdHeaders) (*http
 	if f.respTimeout > 0 {
 		uc.c.SetReadDeadline(time.Now().Add(f.respTimeout))
 	}
+	if _, err := uc.br.Peek(1); err != nil {
+		if werr != nil {
+			return nil, werr
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+			// Not a byte of an answer: a connection the upstream closed.
+			err = errors.Join(errUpstreamClosed, err)
+		}
+		return nil, err
+	}
 	for {
 		res, err := http.ReadResponse(uc.br, r)
 		if err != nil {
 			if werr != nil {
 				return nil, werr
-			}
-			if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
-				// Not a byte of an answer: a connection the upstream closed.
-				err = errors.Join(errUpstreamClosed, err)
 			}
 			return nil, err
 		}
@@ -328,11 +341,42 @@ func (f *forwarder) roundTrip(uc *upConn, r *http.Request, h *fwdHeaders) (*http
 // aLongTimeAgo is a deadline in the past: it ends any read or write.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// bodyErr is a failure reading or sending the request body.
+// bodyErr is a failure sending the request body to the upstream, which
+// may have answered without reading it all.
 type bodyErr struct{ err error }
 
 func (e bodyErr) Error() string { return e.err.Error() }
 func (e bodyErr) Unwrap() error { return e.err }
+
+// clientBodyErr is a failure reading the request body from the client (it
+// went away, or sent too slowly): the call ends there.
+type clientBodyErr struct{ err error }
+
+func (e clientBodyErr) Error() string { return e.err.Error() }
+func (e clientBodyErr) Unwrap() error { return e.err }
+
+// bodyReader reads the client's body and keeps its error, so that a
+// failure of the client is told from one of the upstream.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
+
+// bodyError classifies err, from copying the body read through br.
+func bodyError(err error, br *bodyReader) error {
+	if br.err != nil {
+		return clientBodyErr{br.err}
+	}
+	return bodyErr{err}
+}
 
 func isBodyErr(err error) bool {
 	var be bodyErr
@@ -381,18 +425,20 @@ func (f *forwarder) writeRequest(uc *upConn, r *http.Request, h *fwdHeaders) err
 	defer buffers.Put(buf)
 	if r.ContentLength > 0 {
 		// The headers and a small body go out in one write.
-		n, err := io.CopyBuffer(writerOnly{bw}, readerOnly{r.Body}, *buf)
+		br := &bodyReader{r: r.Body}
+		n, err := io.CopyBuffer(writerOnly{bw}, br, *buf)
 		if err == nil && n != r.ContentLength {
-			err = io.ErrUnexpectedEOF
+			br.err = io.ErrUnexpectedEOF
 		}
-		if err != nil {
-			return bodyErr{err}
+		if err != nil || br.err != nil {
+			return bodyError(err, br)
 		}
 		return bw.Flush()
 	}
 	cw := httputil.NewChunkedWriter(bw)
-	if _, err := io.CopyBuffer(flushWriter{cw, bw}, readerOnly{r.Body}, *buf); err != nil {
-		return bodyErr{err}
+	br := &bodyReader{r: r.Body}
+	if _, err := io.CopyBuffer(flushWriter{cw, bw}, br, *buf); err != nil {
+		return bodyError(err, br)
 	}
 	if err := cw.Close(); err != nil {
 		return bodyErr{err}
@@ -401,10 +447,9 @@ func (f *forwarder) writeRequest(uc *upConn, r *http.Request, h *fwdHeaders) err
 	return bw.Flush()
 }
 
-// writerOnly and readerOnly hide ReadFrom and WriteTo, so that
-// io.CopyBuffer uses the pooled buffer it is given.
+// writerOnly hides ReadFrom, so that io.CopyBuffer uses the pooled buffer
+// it is given.
 type writerOnly struct{ io.Writer }
-type readerOnly struct{ io.Reader }
 
 // flushWriter flushes bw after every write through w, so that a request
 // body that arrives in pieces reaches the upstream in pieces.
