@@ -234,10 +234,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 			}
 		}
 		c.use(uc)
-		if ctx.Err() != nil {
-			uc.c.SetDeadline(aLongTimeAgo) // gone before c.uc was set
-		}
-		res, err = f.roundTrip(uc, r, &c.h)
+		res, err = f.roundTrip(c, r)
 		if err == nil {
 			break
 		}
@@ -257,13 +254,17 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 type call struct {
 	h fwdHeaders
 
-	mu sync.Mutex
-	uc *upConn // the connection in use
+	mu   sync.Mutex
+	uc   *upConn // the connection in use
+	gone bool    // the client went away
 }
 
 func (c *call) use(uc *upConn) {
 	c.mu.Lock()
 	c.uc = uc
+	if c.gone {
+		uc.c.SetDeadline(aLongTimeAgo)
+	}
 	c.mu.Unlock()
 }
 
@@ -272,8 +273,19 @@ func (c *call) use(uc *upConn) {
 // to the past.
 func (c *call) cancel() {
 	c.mu.Lock()
+	c.gone = true
 	if c.uc != nil {
 		c.uc.c.SetDeadline(aLongTimeAgo)
+	}
+	c.mu.Unlock()
+}
+
+// readDeadline sets the read deadline of the connection in use to t,
+// unless the client went away (then it stays in the past).
+func (c *call) readDeadline(t time.Time) {
+	c.mu.Lock()
+	if !c.gone {
+		c.uc.c.SetReadDeadline(t)
 	}
 	c.mu.Unlock()
 }
@@ -289,8 +301,9 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // roundTrip writes r on uc and reads the answer's status line and headers;
 // interim 1xx answers but 101 are skipped. The body is left on uc.br.
-func (f *forwarder) roundTrip(uc *upConn, r *http.Request, h *fwdHeaders) (*http.Response, error) {
-	werr := f.writeRequest(uc, r, h)
+func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) {
+	uc := c.uc
+	werr := f.writeRequest(uc, r, &c.h)
 	var cerr clientBodyErr
 	if errors.As(werr, &cerr) {
 		return nil, werr // the upstream waits for a body that will not come
@@ -300,7 +313,7 @@ func (f *forwarder) roundTrip(uc *upConn, r *http.Request, h *fwdHeaders) (*http
 		return nil, errors.Join(errUpstreamClosed, werr)
 	}
 	if f.respTimeout > 0 {
-		uc.c.SetReadDeadline(time.Now().Add(f.respTimeout))
+		c.readDeadline(time.Now().Add(f.respTimeout))
 	}
 	if _, err := uc.br.Peek(1); err != nil {
 		if werr != nil {
@@ -332,7 +345,7 @@ func (f *forwarder) roundTrip(uc *upConn, r *http.Request, h *fwdHeaders) (*http
 			res.Close = true
 		}
 		if f.respTimeout > 0 {
-			uc.c.SetReadDeadline(time.Time{}) // the body streams with no time limit
+			c.readDeadline(time.Time{}) // the body streams with no time limit
 		}
 		return res, nil
 	}
