@@ -28,6 +28,7 @@
 #
 #   bench/gateway.sh                          # 3 rounds, 10 s runs, 2000 calls/s
 #   ROUNDS=5 DURATION=20s RATE=5000 bench/gateway.sh
+#   PORT_BASE=31500 bench/gateway.sh          # ports 31500-31531 instead
 #
 # Needs go, wrk and curl; nginx is installed with apt-get (nginx-light)
 # when missing and apt-get can, else skipped; without redis-server the
@@ -35,7 +36,7 @@
 # after: on a busy machine the figures are not worth comparing. Uses
 # 127.0.0.1 ports 18100 (upstream), 18000/19000 (embedded gateway, admin),
 # 18001/19001 (Redis gateway, admin), 18002/19002 (denying gateway, admin),
-# 18200/18201 (nginx allowing, denying), 18379 (redis). nginx runs in the
+# 18200/18201 (nginx allowing, denying), 18379 (redis), or from PORT_BASE. nginx runs in the
 # foreground as a process of this script, from a config written to a
 # temporary directory; a system nginx service is never touched. Kills only
 # the processes it started.
@@ -46,13 +47,21 @@ DURATION=${DURATION:-10s}
 RATE=${RATE:-2000}
 RATE_DURATION=${RATE_DURATION:-10s}
 CLIENTS=${CLIENTS:-10000}
-UP=127.0.0.1:18100
-GWM=127.0.0.1:18000
-GWR=127.0.0.1:18001
-GWD=127.0.0.1:18002
-NGA=127.0.0.1:18200
-NGD=127.0.0.1:18201
-REDIS_PORT=18379
+# PORT_BASE moves every port: the upstream at PORT_BASE+0, the gateways at
+# +1..+3 (admin +11..+13), nginx at +21/+22, redis at +31.
+if [ -n "${PORT_BASE:-}" ]; then
+  UP=127.0.0.1:$PORT_BASE
+  GWM=127.0.0.1:$((PORT_BASE + 1)) GWR=127.0.0.1:$((PORT_BASE + 2)) GWD=127.0.0.1:$((PORT_BASE + 3))
+  ADM=$((PORT_BASE + 11)) ADR=$((PORT_BASE + 12)) ADD=$((PORT_BASE + 13))
+  NGA=127.0.0.1:$((PORT_BASE + 21)) NGD=127.0.0.1:$((PORT_BASE + 22))
+  REDIS_PORT=$((PORT_BASE + 31))
+else
+  UP=127.0.0.1:18100
+  GWM=127.0.0.1:18000 GWR=127.0.0.1:18001 GWD=127.0.0.1:18002
+  ADM=19000 ADR=19001 ADD=19002
+  NGA=127.0.0.1:18200 NGD=127.0.0.1:18201
+  REDIS_PORT=18379
+fi
 PATH_=/api/orders
 
 cd "$(dirname "$0")/.."
@@ -81,12 +90,12 @@ rule bench-deny 1 1h > "$tmp/rules-deny.yaml"
 pids+=($!)
 upstream_pid=$!
 common=(--upstream "http://$UP" --trusted-proxies 127.0.0.1 --log-level warn)
-"$tmp/sluice" gateway --listen "$GWM" --admin-listen 127.0.0.1:19000 --rules "$tmp/rules.yaml" "${common[@]}" 2> "$tmp/gw-embedded.log" &
+"$tmp/sluice" gateway --listen "$GWM" --admin-listen 127.0.0.1:$ADM --rules "$tmp/rules.yaml" "${common[@]}" 2> "$tmp/gw-embedded.log" &
 pids+=($!)
 declare -A procs # target → the proxy's PIDs ("nginx": found at each run)
 procs[direct]=""
 procs[gw-embedded]=$!
-"$tmp/sluice" gateway --listen "$GWD" --admin-listen 127.0.0.1:19002 --rules "$tmp/rules-deny.yaml" "${common[@]}" 2> "$tmp/gw-deny.log" &
+"$tmp/sluice" gateway --listen "$GWD" --admin-listen 127.0.0.1:$ADD --rules "$tmp/rules-deny.yaml" "${common[@]}" 2> "$tmp/gw-deny.log" &
 pids+=($!)
 procs[gw-deny]=$!
 targets=("direct=http://$UP$PATH_")
@@ -155,7 +164,7 @@ if command -v redis-server >/dev/null; then
   pids+=($!)
   redis_pid=$!
   for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  "$tmp/sluice" gateway --listen "$GWR" --admin-listen 127.0.0.1:19001 --rules "$tmp/rules-redis.yaml" \
+  "$tmp/sluice" gateway --listen "$GWR" --admin-listen 127.0.0.1:$ADR --rules "$tmp/rules-redis.yaml" \
     --redis "127.0.0.1:$REDIS_PORT" "${common[@]}" 2> "$tmp/gw-redis.log" &
   pids+=($!)
   procs[gw-redis]=$!

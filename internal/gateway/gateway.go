@@ -5,10 +5,12 @@
 // upstream's response.
 //
 //	client → middleware (identity → limiter → 429 | quota headers)
-//	       → httputil.ReverseProxy → upstream
+//	       → forwarder (HTTP/1.1, pooled connections) → upstream
+//	         | httputil.ReverseProxy (https, upgrades, Expect, request trailers)
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -92,7 +94,8 @@ func (c Config) Validate() error {
 // concurrent use.
 type Gateway struct {
 	h         http.Handler
-	transport *http.Transport
+	transport *http.Transport // the ReverseProxy path: https, upgrades, Expect, request trailers
+	fwd       *forwarder      // plain-HTTP upstreams: every other call
 	log       *slog.Logger
 	id        middleware.Identifier
 	target    *url.URL
@@ -151,10 +154,17 @@ func New(l *limiter.Limiter, cfg Config) (*Gateway, error) {
 	// matched, the upstream's own headers of those names are dropped
 	// rather than sent twice.
 	withQuota, withoutQuota := proxy(true), proxy(false)
+	if cfg.Upstream.Scheme == "http" {
+		g.fwd = newForwarder(g, cfg.Upstream, cfg)
+	}
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := w.Header()[headers.Limit]; ok {
+		_, quota := w.Header()[headers.Limit]
+		switch {
+		case g.fwd != nil && g.fwd.takes(r):
+			g.fwd.serve(w, r, quota)
+		case quota:
 			withQuota.ServeHTTP(w, r)
-		} else {
+		default:
 			withoutQuota.ServeHTTP(w, r)
 		}
 	})
@@ -170,10 +180,24 @@ func New(l *limiter.Limiter, cfg Config) (*Gateway, error) {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.h.ServeHTTP(w, r) }
 
 // Close closes the idle connections to the upstream.
-func (g *Gateway) Close() { g.transport.CloseIdleConnections() }
+func (g *Gateway) Close() {
+	g.transport.CloseIdleConnections()
+	if g.fwd != nil {
+		g.fwd.closeIdle()
+	}
+}
 
 // quotaHeaders are the headers the gateway sets on allowed calls.
 var quotaHeaders = [...]string{headers.Limit, headers.Remaining, headers.Reset, headers.Policy, headers.RateLimit}
+
+func isQuotaHeader(k string) bool {
+	for _, h := range quotaHeaders {
+		if k == h {
+			return true
+		}
+	}
+	return false
+}
 
 func dropQuotaHeaders(res *http.Response) error {
 	for _, h := range quotaHeaders {
@@ -182,10 +206,20 @@ func dropQuotaHeaders(res *http.Response) error {
 	return nil
 }
 
-// rewrite builds the upstream request. ReverseProxy has already removed
-// the hop-by-hop headers (Connection and what it names, Keep-Alive,
-// Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade — put back for an
-// upgrade) and every forwarding header. They are set again here:
+// fwdHeaders are the forwarding headers of one call to the upstream (see
+// forwarding). ok is false when the peer's address is unknown: then none
+// is sent.
+type fwdHeaders struct {
+	ok        bool
+	xff       string   // X-Forwarded-For
+	proto     []string // X-Forwarded-Proto
+	host      []string // X-Forwarded-Host
+	forwarded string   // Forwarded, when not ""
+	vals      [4]string
+}
+
+// forwarding sets h to the forwarding headers of the call in. The
+// incoming ones are dropped and set again:
 //
 //   - From a trusted proxy, X-Forwarded-For is its chain with the peer
 //     appended, X-Forwarded-Proto and X-Forwarded-Host are kept when
@@ -194,48 +228,79 @@ func dropQuotaHeaders(res *http.Response) error {
 //   - From anyone else, X-Forwarded-For starts afresh with the peer, the
 //     proto and host are the gateway's own view, and Forwarded is dropped:
 //     what a client wrote there is not passed on as if a proxy had.
-func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
-	pr.SetURL(g.target)
-	in, out := pr.In, pr.Out.Header
+func (g *Gateway) forwarding(in *http.Request, h *fwdHeaders) {
 	peer, ok := middleware.Peer(in)
 	if !ok {
 		return
 	}
+	h.ok = true
 	proto := "http"
 	if in.TLS != nil {
 		proto = "https"
 	}
-	// One allocation for the values set here, each header its own
-	// full-capacity slice of it.
-	v := make([]string, 4)
-	v[0], v[1], v[2] = addrText(in.RemoteAddr, peer), proto, in.Host
-	peerText := v[0]
+	h.vals[0], h.vals[1] = proto, in.Host
+	h.proto, h.host = h.vals[0:1:1], h.vals[1:2:2]
+	h.xff = addrText(in.RemoteAddr, peer)
 	if len(g.id.TrustedProxies) > 0 && g.id.TrustsPeer(in) {
+		peerText := h.xff
 		if prior := in.Header[middleware.HeaderXForwardedFor]; len(prior) > 0 {
-			v[0] = strings.Join(prior, ", ") + ", " + peerText
+			h.xff = strings.Join(prior, ", ") + ", " + peerText
 		}
 		if p := in.Header["X-Forwarded-Proto"]; len(p) > 0 {
-			out["X-Forwarded-Proto"] = p
-		} else {
-			out["X-Forwarded-Proto"] = v[1:2:2]
+			h.proto = p
 		}
-		if h := in.Header["X-Forwarded-Host"]; len(h) > 0 {
-			out["X-Forwarded-Host"] = h
-		} else {
-			out["X-Forwarded-Host"] = v[2:3:3]
+		if p := in.Header["X-Forwarded-Host"]; len(p) > 0 {
+			h.host = p
 		}
 		if prior := in.Header[middleware.HeaderForwarded]; len(prior) > 0 {
-			out[middleware.HeaderForwarded] = []string{strings.Join(prior, ", ") + ", " + forwardedElement(peerText, proto)}
+			h.forwarded = strings.Join(prior, ", ") + ", " + forwardedElement(peerText, proto)
 		}
-	} else {
-		out["X-Forwarded-Proto"] = v[1:2:2]
-		out["X-Forwarded-Host"] = v[2:3:3]
 	}
-	out[middleware.HeaderXForwardedFor] = v[0:1:1]
+}
+
+// write writes h as header lines.
+func (h *fwdHeaders) write(bw *bufio.Writer) {
+	if !h.ok {
+		return
+	}
+	writeHeader(bw, middleware.HeaderXForwardedFor, h.xff)
+	for _, v := range h.proto {
+		writeHeader(bw, "X-Forwarded-Proto", v)
+	}
+	for _, v := range h.host {
+		writeHeader(bw, "X-Forwarded-Host", v)
+	}
+	if h.forwarded != "" {
+		writeHeader(bw, middleware.HeaderForwarded, h.forwarded)
+	}
+}
+
+// rewrite builds the upstream request of the ReverseProxy path.
+// ReverseProxy has already removed the hop-by-hop headers (Connection and
+// what it names, Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding,
+// Upgrade — put back for an upgrade) and every forwarding header; they are
+// set again here, as forwarding says.
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(g.target)
+	// One allocation for the values set here, each header its own
+	// full-capacity slice of h.vals.
+	h := new(fwdHeaders)
+	g.forwarding(pr.In, h)
+	if !h.ok {
+		return
+	}
+	out := pr.Out.Header
+	out["X-Forwarded-Proto"] = h.proto
+	out["X-Forwarded-Host"] = h.host
+	if h.forwarded != "" {
+		out[middleware.HeaderForwarded] = []string{h.forwarded}
+	}
+	h.vals[2] = h.xff
+	out[middleware.HeaderXForwardedFor] = h.vals[2:3:3]
 	// ReverseProxy sets an empty User-Agent when the call has none (so
-	// that Go's is not sent), allocating for it; set here, v[3] is "".
+	// that Go's is not sent), allocating for it; set here, h.vals[3] is "".
 	if _, ok := out["User-Agent"]; !ok {
-		out["User-Agent"] = v[3:4:4]
+		out["User-Agent"] = h.vals[3:4:4]
 	}
 }
 

@@ -1,0 +1,636 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/middleware"
+)
+
+// forwarder proxies an allowed call to a plain-HTTP upstream over HTTP/1.1
+// keep-alive connections of its own: it writes the request line and the
+// headers into the connection's buffer, streams the body, reads the answer
+// with http.ReadResponse and copies it to the client. It is what
+// httputil.ReverseProxy and http.Transport do for an ordinary call,
+// without the request copy, the per-connection read and write goroutines
+// and their hand-offs.
+//
+// Calls it does not take (see takes) go to the ReverseProxy path: upgrades
+// (WebSocket), Expect: 100-continue, request trailers, CONNECT and
+// absolute or opaque request targets. Safe for concurrent use.
+type forwarder struct {
+	g           *Gateway
+	addr        string // host:port to dial
+	host        string // the Host header sent: the upstream's
+	prefix      string // the upstream's path prefix, escaped
+	dialer      net.Dialer
+	respTimeout time.Duration
+	idleTimeout time.Duration
+	maxIdle     int
+
+	mu   sync.Mutex
+	idle []*upConn // LIFO: the most recently used connection is reused first
+}
+
+// upConn is one keep-alive connection to the upstream.
+type upConn struct {
+	c        net.Conn
+	br       *bufio.Reader
+	bw       *bufio.Writer
+	lastUsed time.Time
+}
+
+// staleCheckAfter is how long a connection may sit idle before it is
+// checked, with a non-blocking peek, for the upstream having closed it,
+// for a call that could be retried on a new connection should it turn out
+// closed (retryable). Other calls check every connection: they would fail.
+const staleCheckAfter = time.Second
+
+func newForwarder(g *Gateway, target *url.URL, cfg Config) *forwarder {
+	addr := target.Host
+	if target.Port() == "" {
+		addr = net.JoinHostPort(target.Hostname(), "80")
+	}
+	return &forwarder{
+		g:           g,
+		addr:        addr,
+		host:        target.Host,
+		prefix:      target.EscapedPath(),
+		dialer:      net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
+		respTimeout: cfg.ResponseTimeout,
+		idleTimeout: 90 * time.Second,
+		maxIdle:     cfg.MaxIdleConns,
+	}
+}
+
+// takes reports whether f forwards r; the others go to ReverseProxy.
+func (f *forwarder) takes(r *http.Request) bool {
+	if r.Method == http.MethodConnect || r.URL.Opaque != "" || len(r.Trailer) > 0 {
+		return false
+	}
+	h := r.Header
+	if _, ok := h["Upgrade"]; ok {
+		return false
+	}
+	if _, ok := h["Expect"]; ok {
+		return false
+	}
+	return true
+}
+
+// get returns an idle connection, or nil when there is none. check says
+// to check it is open however briefly it was idle.
+func (f *forwarder) get(now time.Time, check bool) *upConn {
+	for {
+		f.mu.Lock()
+		n := len(f.idle)
+		if n == 0 {
+			f.mu.Unlock()
+			return nil
+		}
+		uc := f.idle[n-1]
+		f.idle[n-1] = nil
+		f.idle = f.idle[:n-1]
+		f.mu.Unlock()
+		idle := now.Sub(uc.lastUsed)
+		if idle > f.idleTimeout || ((check || idle > staleCheckAfter) && !connAlive(uc.c)) {
+			uc.c.Close()
+			continue
+		}
+		return uc
+	}
+}
+
+// put returns uc to the idle connections, or closes it when they are full.
+func (f *forwarder) put(uc *upConn, now time.Time) {
+	uc.lastUsed = now
+	f.mu.Lock()
+	if len(f.idle) < f.maxIdle {
+		f.idle = append(f.idle, uc)
+		f.mu.Unlock()
+		return
+	}
+	f.mu.Unlock()
+	uc.c.Close()
+}
+
+func (f *forwarder) dial(ctx context.Context) (*upConn, error) {
+	c, err := f.dialer.DialContext(ctx, "tcp", f.addr)
+	if err != nil {
+		return nil, err
+	}
+	return &upConn{c: c, br: bufio.NewReaderSize(c, 4<<10), bw: bufio.NewWriterSize(c, 4<<10)}, nil
+}
+
+// closeIdle closes the idle connections.
+func (f *forwarder) closeIdle() {
+	f.mu.Lock()
+	idle := f.idle
+	f.idle = nil
+	f.mu.Unlock()
+	for _, uc := range idle {
+		uc.c.Close()
+	}
+}
+
+// hopHeaders are the hop-by-hop headers (RFC 9110 section 7.6.1), never
+// passed on in either direction, with those ReverseProxy drops too.
+var hopHeaders = map[string]bool{
+	"Connection":          true,
+	"Proxy-Connection":    true,
+	"Keep-Alive":          true,
+	"Proxy-Authenticate":  true,
+	"Proxy-Authorization": true,
+	"Te":                  true,
+	"Trailer":             true,
+	"Transfer-Encoding":   true,
+	"Upgrade":             true,
+}
+
+// skipRequestHeader reports whether the request header k is not copied as
+// it is: hop-by-hop, named by Connection, the forwarding headers (set
+// afresh by rewriteHeaders), and those the request line and framing
+// decide (Host, Content-Length).
+func skipRequestHeader(k string, conn []string) bool {
+	switch k {
+	case "Host", "Content-Length", middleware.HeaderXForwardedFor, "X-Forwarded-Host", "X-Forwarded-Proto", middleware.HeaderForwarded:
+		return true
+	}
+	return hopHeaders[k] || namedByConnection(k, conn)
+}
+
+// namedByConnection reports whether k is one of the headers the
+// Connection header values conn list.
+func namedByConnection(k string, conn []string) bool {
+	for _, v := range conn {
+		for v != "" {
+			var f string
+			f, v, _ = strings.Cut(v, ",")
+			if f = textproto.TrimString(f); f != "" && strings.EqualFold(f, k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// retryable reports whether r may be sent again on a new connection when
+// its first connection turned out closed before a byte of the answer: it
+// has no body and is idempotent (RFC 9110 section 9.2.2) or carries an
+// idempotency key.
+func retryable(r *http.Request) bool {
+	if r.Body != nil && r.Body != http.NoBody {
+		return false
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	_, a := r.Header["Idempotency-Key"]
+	_, b := r.Header["X-Idempotency-Key"]
+	return a || b
+}
+
+// errUpstreamClosed is a reused connection the upstream had closed before
+// the call's answer began.
+var errUpstreamClosed = errors.New("gateway: the upstream closed the connection before answering")
+
+// serve forwards r and copies the answer to w. dropQuota drops the
+// upstream's own quota headers (a rule matched: the gateway's stand).
+func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool) {
+	ctx := r.Context()
+	c := new(call)
+	f.g.forwarding(r, &c.h)
+	var (
+		res *http.Response
+		uc  *upConn
+		err error
+	)
+	stop := context.AfterFunc(ctx, c.cancel)
+	retry := retryable(r)
+	for attempt := 0; ; attempt++ {
+		reused := false
+		if attempt == 0 {
+			uc = f.get(time.Now(), !retry)
+			reused = uc != nil
+		}
+		if uc == nil {
+			if uc, err = f.dial(ctx); err != nil {
+				stop()
+				f.fail(w, r, err)
+				return
+			}
+		}
+		c.use(uc)
+		res, err = f.roundTrip(c, r)
+		if err == nil {
+			break
+		}
+		uc.c.Close()
+		uc = nil
+		if reused && retry && errors.Is(err, errUpstreamClosed) && ctx.Err() == nil {
+			continue
+		}
+		stop()
+		f.fail(w, r, err)
+		return
+	}
+	f.respond(w, r, uc, res, dropQuota, stop)
+}
+
+// call is the state of one forwarded call.
+type call struct {
+	h fwdHeaders
+
+	mu   sync.Mutex
+	uc   *upConn // the connection in use
+	gone bool    // the client went away
+}
+
+func (c *call) use(uc *upConn) {
+	c.mu.Lock()
+	c.uc = uc
+	if c.gone {
+		uc.c.SetDeadline(aLongTimeAgo)
+	}
+	c.mu.Unlock()
+}
+
+// cancel runs when the client goes away: it ends the wait for the
+// upstream and the copy of its answer by moving the connection's deadline
+// to the past.
+func (c *call) cancel() {
+	c.mu.Lock()
+	c.gone = true
+	if c.uc != nil {
+		c.uc.c.SetDeadline(aLongTimeAgo)
+	}
+	c.mu.Unlock()
+}
+
+// readDeadline sets the read deadline of the connection in use to t,
+// unless the client went away (then it stays in the past).
+func (c *call) readDeadline(t time.Time) {
+	c.mu.Lock()
+	if !c.gone {
+		c.uc.c.SetReadDeadline(t)
+	}
+	c.mu.Unlock()
+}
+
+// fail answers r for an upstream failure err; when the client has gone,
+// the context's error stands for it.
+func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if cerr := r.Context().Err(); cerr != nil {
+		err = cerr
+	}
+	f.g.upstreamError(w, r, err)
+}
+
+// roundTrip writes r on uc and reads the answer's status line and headers;
+// interim 1xx answers but 101 are skipped. The body is left on uc.br.
+func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) {
+	uc := c.uc
+	werr := f.writeRequest(uc, r, &c.h)
+	var cerr clientBodyErr
+	if errors.As(werr, &cerr) {
+		return nil, werr // the upstream waits for a body that will not come
+	}
+	if werr != nil && !isBodyErr(werr) {
+		// Not even the request went out: a connection the upstream closed.
+		return nil, errors.Join(errUpstreamClosed, werr)
+	}
+	if f.respTimeout > 0 {
+		c.readDeadline(time.Now().Add(f.respTimeout))
+	}
+	if _, err := uc.br.Peek(1); err != nil {
+		if werr != nil {
+			return nil, werr
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+			// Not a byte of an answer: a connection the upstream closed.
+			err = errors.Join(errUpstreamClosed, err)
+		}
+		return nil, err
+	}
+	for {
+		res, err := http.ReadResponse(uc.br, r)
+		if err != nil {
+			if werr != nil {
+				return nil, werr
+			}
+			return nil, err
+		}
+		if res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != http.StatusSwitchingProtocols {
+			continue // 100 Continue, 103 Early Hints: the final answer follows
+		}
+		if res.StatusCode == http.StatusSwitchingProtocols {
+			return nil, errors.New("gateway: the upstream switched protocols on a call that asked for no upgrade")
+		}
+		if werr != nil {
+			// The upstream answered before it took the whole body (a 413,
+			// say): pass the answer on, and do not reuse the connection.
+			res.Close = true
+		}
+		if f.respTimeout > 0 {
+			c.readDeadline(time.Time{}) // the body streams with no time limit
+		}
+		return res, nil
+	}
+}
+
+// aLongTimeAgo is a deadline in the past: it ends any read or write.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// bodyErr is a failure sending the request body to the upstream, which
+// may have answered without reading it all.
+type bodyErr struct{ err error }
+
+func (e bodyErr) Error() string { return e.err.Error() }
+func (e bodyErr) Unwrap() error { return e.err }
+
+// clientBodyErr is a failure reading the request body from the client (it
+// went away, or sent too slowly): the call ends there.
+type clientBodyErr struct{ err error }
+
+func (e clientBodyErr) Error() string { return e.err.Error() }
+func (e clientBodyErr) Unwrap() error { return e.err }
+
+// bodyReader reads the client's body and keeps its error, so that a
+// failure of the client is told from one of the upstream.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
+
+// bodyError classifies err, from copying the body read through br.
+func bodyError(err error, br *bodyReader) error {
+	if br.err != nil {
+		return clientBodyErr{br.err}
+	}
+	return bodyErr{err}
+}
+
+func isBodyErr(err error) bool {
+	var be bodyErr
+	return errors.As(err, &be)
+}
+
+// writeRequest writes the request line, the headers and the body of r.
+// An error of the body is a bodyErr.
+func (f *forwarder) writeRequest(uc *upConn, r *http.Request, h *fwdHeaders) error {
+	bw := uc.bw
+	bw.WriteString(r.Method)
+	bw.WriteByte(' ')
+	f.writeTarget(bw, r.URL)
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	bw.WriteString(f.host)
+	bw.WriteString("\r\n")
+	conn := r.Header["Connection"]
+	for k, vv := range r.Header {
+		if skipRequestHeader(k, conn) {
+			// "TE: trailers" is passed on, as ReverseProxy does: it is
+			// how a gRPC client says it reads trailers.
+			if k == "Te" && hasToken(vv, "trailers") {
+				bw.WriteString("Te: trailers\r\n")
+			}
+			continue
+		}
+		for _, v := range vv {
+			writeHeader(bw, k, v)
+		}
+	}
+	h.write(bw)
+	body := r.Body != nil && r.Body != http.NoBody
+	switch {
+	case r.ContentLength > 0 || (r.ContentLength == 0 && sendsZeroLength(r.Method)):
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), r.ContentLength, 10))
+		bw.WriteString("\r\n")
+	case r.ContentLength < 0 && body:
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	bw.WriteString("\r\n")
+	if !body || r.ContentLength == 0 {
+		return bw.Flush()
+	}
+	buf := buffers.Get().(*[]byte)
+	defer buffers.Put(buf)
+	if r.ContentLength > 0 {
+		// The headers and a small body go out in one write.
+		br := &bodyReader{r: r.Body}
+		n, err := io.CopyBuffer(writerOnly{bw}, br, *buf)
+		if err == nil && n != r.ContentLength {
+			br.err = io.ErrUnexpectedEOF
+		}
+		if err != nil || br.err != nil {
+			return bodyError(err, br)
+		}
+		return bw.Flush()
+	}
+	cw := httputil.NewChunkedWriter(bw)
+	br := &bodyReader{r: r.Body}
+	if _, err := io.CopyBuffer(flushWriter{cw, bw}, br, *buf); err != nil {
+		return bodyError(err, br)
+	}
+	if err := cw.Close(); err != nil {
+		return bodyErr{err}
+	}
+	bw.WriteString("\r\n")
+	return bw.Flush()
+}
+
+// writerOnly hides ReadFrom, so that io.CopyBuffer uses the pooled buffer
+// it is given.
+type writerOnly struct{ io.Writer }
+
+// flushWriter flushes bw after every write through w, so that a request
+// body that arrives in pieces reaches the upstream in pieces.
+type flushWriter struct {
+	w  io.Writer
+	bw *bufio.Writer
+}
+
+func (fw flushWriter) Write(p []byte) (int, error) {
+	n, err := fw.w.Write(p)
+	if err == nil {
+		err = fw.bw.Flush()
+	}
+	return n, err
+}
+
+// sendsZeroLength reports whether a call of method without a body is sent
+// with "Content-Length: 0", as http.Transport does: many servers want one
+// on these.
+func sendsZeroLength(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead:
+		return false
+	}
+	return true
+}
+
+// writeTarget writes the origin-form request target: the upstream's path
+// prefix joined with the call's path, and the call's query.
+func (f *forwarder) writeTarget(bw *bufio.Writer, u *url.URL) {
+	path := u.EscapedPath()
+	if f.prefix != "" {
+		path = joinPath(f.prefix, path)
+	}
+	if path == "" {
+		path = "/"
+	}
+	bw.WriteString(path)
+	if u.ForceQuery || u.RawQuery != "" {
+		bw.WriteByte('?')
+		bw.WriteString(u.RawQuery)
+	}
+}
+
+// joinPath joins two escaped paths with one slash between them, as
+// ReverseProxy's SetURL does.
+func joinPath(a, b string) string {
+	aslash, bslash := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/")
+	switch {
+	case aslash && bslash:
+		return a + b[1:]
+	case !aslash && !bslash:
+		return a + "/" + b
+	}
+	return a + b
+}
+
+func writeHeader(bw *bufio.Writer, k, v string) {
+	bw.WriteString(k)
+	bw.WriteString(": ")
+	bw.WriteString(v)
+	bw.WriteString("\r\n")
+}
+
+func hasToken(vv []string, token string) bool {
+	for _, v := range vv {
+		for v != "" {
+			var f string
+			f, v, _ = strings.Cut(v, ",")
+			if strings.EqualFold(textproto.TrimString(f), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// respond copies res to w and then returns uc to the idle connections, or
+// closes it when the answer or the copy says it cannot be reused. stop
+// ends the watch on the client's context.
+func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, res *http.Response, dropQuota bool, stop func() bool) {
+	out := w.Header()
+	conn := res.Header["Connection"]
+	for k, vv := range res.Header {
+		if hopHeaders[k] || namedByConnection(k, conn) || (dropQuota && isQuotaHeader(k)) {
+			continue
+		}
+		if prev, ok := out[k]; ok {
+			out[k] = append(prev, vv...)
+		} else {
+			out[k] = vv
+		}
+	}
+	announced := len(res.Trailer)
+	if announced > 0 {
+		keys := make([]string, 0, announced)
+		for k := range res.Trailer {
+			keys = append(keys, k)
+		}
+		out["Trailer"] = []string{strings.Join(keys, ", ")}
+	}
+	w.WriteHeader(res.StatusCode)
+
+	buf := buffers.Get().(*[]byte)
+	_, err := copyBody(w, res, *buf)
+	buffers.Put(buf)
+	if err == nil {
+		err = res.Body.Close()
+	}
+	// A connection whose deadline the client's going moved is not reused.
+	if watched := stop(); watched && err == nil && !res.Close {
+		f.put(uc, time.Now())
+	} else {
+		uc.c.Close()
+	}
+	if err != nil {
+		// The answer is cut short: abort the client's connection rather
+		// than end the answer as if it were whole.
+		if r.Context().Err() == nil {
+			f.g.logFailure("gateway: copying the upstream's answer failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		panic(http.ErrAbortHandler)
+	}
+	if len(res.Trailer) > 0 {
+		// Trailers go out only in a chunked answer: flush to make it one.
+		http.NewResponseController(w).Flush()
+	}
+	if len(res.Trailer) == announced {
+		for k, vv := range res.Trailer {
+			out[k] = vv
+		}
+		return
+	}
+	for k, vv := range res.Trailer {
+		out[http.TrailerPrefix+k] = vv
+	}
+}
+
+// copyBody copies res's body to w through buf. An answer of unknown length
+// (a stream) is flushed after every read, as ReverseProxy does.
+func copyBody(w http.ResponseWriter, res *http.Response, buf []byte) (int64, error) {
+	if res.Body == http.NoBody || res.ContentLength == 0 {
+		return 0, nil
+	}
+	var rc *http.ResponseController
+	if res.ContentLength < 0 {
+		rc = http.NewResponseController(w)
+	}
+	var n int64
+	for {
+		nr, rerr := res.Body.Read(buf)
+		if nr > 0 {
+			nw, werr := w.Write(buf[:nr])
+			n += int64(nw)
+			if werr != nil {
+				return n, werr
+			}
+			if rc != nil {
+				if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+					return n, err
+				}
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+}
