@@ -205,9 +205,9 @@ func TestErrors(t *testing.T) {
 	if !errors.As(err, &e) || e.Status != 401 || e.Code != "unauthorized" {
 		t.Errorf("ListRules without the token = %v, want a 401 unauthorized *Error", err)
 	}
-	_, err = adm.PutRule(ctx, rules.Rule{ID: "bad", Limit: 0, Window: rules.Duration(time.Second)})
+	_, err = adm.PutRule(ctx, rules.Rule{ID: "bad", Limit: -1, Window: rules.Duration(time.Second)})
 	if !errors.As(err, &e) || e.Status != 400 || e.Code != "invalid_request" || !strings.Contains(e.Message, "limit") {
-		t.Errorf("PutRule(limit 0) = %v, want a 400 invalid_request *Error naming the limit", err)
+		t.Errorf("PutRule(limit -1) = %v, want a 400 invalid_request *Error naming the limit", err)
 	}
 
 	// Answers sluice never gives, from a canned handler: a body that is

@@ -201,7 +201,7 @@ func TestOpenFileInvalid(t *testing.T) {
 		want    []string // in the error
 	}{
 		{"yaml syntax", "rules: [\n  {id: a\n", []string{"rules.yaml", "line"}},
-		{"invalid rule", "rules:\n  - id: a\n    limit: 0\n    window: 1m\n", []string{"rules.yaml", "line 3", "limit"}},
+		{"invalid rule", "rules:\n  - id: a\n    limit: -1\n    window: 1m\n", []string{"rules.yaml", "line 3", "limit"}},
 		{"unknown field", "rules: []\nrevison: 3\n", []string{"rules.yaml", "line 2", "revison"}},
 		{"unknown algorithm", "rules:\n  - id: a\n    limit: 5\n    window: 1m\n    algorithm: magic\n", []string{"rules.yaml", "line 5", "algorithm"}},
 	}
@@ -283,7 +283,7 @@ func TestUpdateFailuresChangeNothing(t *testing.T) {
 		want error
 	}{
 		{"fn error", func(s *rules.Set) error { s.Rules = nil; return fnErr }, fnErr},
-		{"invalid rule", addRule(rule("b", 0)), ErrInvalid},
+		{"invalid rule", addRule(rule("b", -1)), ErrInvalid},
 		{"duplicate id", addRule(rule("a", 5)), ErrInvalid},
 		{"invalid client", func(s *rules.Set) error {
 			s.Clients = map[string]rules.Client{"alice": {Plan: "pro"}}
@@ -506,7 +506,7 @@ func TestBrokenHandEdit(t *testing.T) {
 	var seen []int64
 	f.Subscribe(func(ix *rules.Index) { seen = append(seen, ix.Revision()) })
 
-	broken := "rules:\n  - id: b\n    limit: 0\n    window: 1m\n"
+	broken := "rules:\n  - id: b\n    limit: -1\n    window: 1m\n"
 	fx.write(t, broken)
 	if err := f.Poll(); err == nil {
 		t.Fatal("Poll of a broken file = nil error, want one")

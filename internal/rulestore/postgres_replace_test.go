@@ -325,7 +325,7 @@ func TestPostgresUnreadableSnapshot(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	fx := newPGFixture(t, url)
 	fx.cfg.SnapshotPath = filepath.Join(t.TempDir(), "snap.yaml")
-	if err := os.WriteFile(fx.cfg.SnapshotPath, []byte("rules: [{id: x, limit: 0, window: 1m}]\n"), 0o644); err != nil {
+	if err := os.WriteFile(fx.cfg.SnapshotPath, []byte("rules: [{id: x, limit: -1, window: 1m}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err := OpenPostgres(context.Background(), fx.cfg)

@@ -383,7 +383,7 @@ func TestPostgresFailuresChangeNothing(t *testing.T) {
 	}{
 		{"callback error", func(s *rules.Set) error { s.Rules = nil; return errFn }, errFn},
 		{"invalid rule", func(s *rules.Set) error {
-			s.Rules = append(s.Rules, rule("ok-1", 1), rule("bad", 0))
+			s.Rules = append(s.Rules, rule("ok-1", 1), rule("bad", -1))
 			return nil
 		}, ErrInvalid},
 		{"database refuses one row", func(s *rules.Set) error {
@@ -655,7 +655,7 @@ func TestPostgresBadRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, p)
-	if err := pgtest.Exec(url, `UPDATE sluice_rules SET body = jsonb_set(body, '{limit}', '0'); UPDATE sluice_state SET revision = 2`); err != nil {
+	if err := pgtest.Exec(url, `UPDATE sluice_rules SET body = jsonb_set(body, '{limit}', '-1'); UPDATE sluice_state SET revision = 2`); err != nil {
 		t.Fatal(err)
 	}
 	fx.tick <- time.Now()
