@@ -175,5 +175,18 @@ func (o *clockOffset) local(sendAt time.Time, wait time.Duration, sent, recv tim
 	o.known, o.lo, o.hi = true, lo, hi
 	theta := min(max(0, lo), hi)
 	o.mu.Unlock()
-	return sendAt.Add(-theta)
+	// Never outside what this answer allows, [sent + wait − 1 ms, recv +
+	// wait], even for a send_at_us so far off that durations saturate.
+	early, late := sent.Add(wait-time.Millisecond), recv.Add(wait)
+	if wait == 0 {
+		early = sent
+	}
+	at := sendAt.Add(-theta)
+	if at.Before(early) {
+		return early
+	}
+	if at.After(late) {
+		return late
+	}
+	return at
 }

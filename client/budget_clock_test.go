@@ -140,3 +140,24 @@ func TestBudgetSendsAtTheSlot(t *testing.T) {
 		})
 	}
 }
+
+// However wrong an answer's send_at_us, the call is sent within what the
+// answer's own round trip allows: no sooner than wait_ms − 1 ms after the
+// request left, no later than wait_ms after the answer came.
+func TestClockOffsetBounded(t *testing.T) {
+	sent := start
+	recv := start.Add(30 * time.Millisecond)
+	wait := 200 * time.Millisecond
+	for _, sendAt := range []time.Time{
+		time.UnixMicro(1<<62 - 1), time.UnixMicro(1), time.UnixMicro(-1 << 62),
+		start.Add(10 * 365 * 24 * time.Hour), start.Add(-10 * 365 * 24 * time.Hour),
+	} {
+		var o clockOffset
+		for range 3 { // the first answer, and again once it is known
+			got := o.local(sendAt, wait, sent, recv)
+			if got.Before(sent.Add(wait-time.Millisecond)) || got.After(recv.Add(wait)) {
+				t.Fatalf("send_at %v: sent at %v, want within [%v, %v]", sendAt, got, sent.Add(wait-time.Millisecond), recv.Add(wait))
+			}
+		}
+	}
+}
