@@ -8,12 +8,18 @@
 //	go run ./bench/redis -redis 127.0.0.1:6390 -concurrency 1 -requests 20000
 //	go run ./bench/redis -redis 127.0.0.1:6390 -rate 30000       # fixed rate
 //	go run ./bench/redis -redis 127.0.0.1:6390 -mode incr        # the counter baseline
+//	go run ./bench/redis -redis 127.0.0.1:6390 -mode reserve -rate 5000   # reservations
 //
 // -mode incr measures, under the same load, what a fixed-window counter
 // in the manner of envoyproxy/ratelimit costs Redis per decision: one
 // pipeline of INCRBY and EXPIRE per key (the key names the window's start;
 // allowed while the count is within the limit). It shares no code with
 // that project: it is the two commands, sent as one round trip.
+//
+// -mode reserve makes each decision a reservation (limiter.Reserve, up to
+// -max-wait) on the same rule and users instead of a check: what a
+// reservation costs Redis beside a check (bench/reserve.sh). A decision
+// is a reservation granted or refused.
 //
 // Every run is bounded by -duration (and -requests when set). The last line
 // is machine-readable: RESULT key=value ….
@@ -56,7 +62,8 @@ func main() {
 		maxBatch    = flag.Int("max-batch", sredis.DefaultConfig().MaxBatch, "store/redis Config.MaxBatch (1: no batching)")
 		batchConc   = flag.Int("batch-concurrency", sredis.DefaultConfig().BatchConcurrency, "store/redis Config.BatchConcurrency")
 		gcFloor     = flag.Int("gc-floor-mib", 64, "as sluice serve's --gc-floor-mib (0: Go's default pacing)")
-		mode        = flag.String("mode", "sluice", "sluice: limiter.Limiter over store/redis; incr: one INCRBY+EXPIRE pipeline per decision (the counter baseline)")
+		mode        = flag.String("mode", "sluice", "sluice: limiter.Limiter over store/redis; reserve: the same, each decision a reservation (Limiter.Reserve); incr: one INCRBY+EXPIRE pipeline per decision (the counter baseline)")
+		maxWait     = flag.Duration("max-wait", time.Second, "-mode reserve: the longest a reservation may wait for its slot")
 		evalsha     = flag.Bool("evalsha", false, "store/redis Config.Evalsha: run take.lua with EVALSHA, not FCALL")
 		flushDelay  = flag.Duration("flush-delay", 0, "store/redis Config.FlushDelay: how long a connection may hold a write for more commands while a reply is out (0: write at once)")
 	)
@@ -73,11 +80,11 @@ func main() {
 	cfg.BatchConcurrency = *batchConc
 	cfg.Evalsha = *evalsha
 	cfg.FlushDelay = *flushDelay
-	if *mode != "sluice" && *mode != "incr" {
-		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice or incr\n", *mode)
+	if *mode != "sluice" && *mode != "incr" && *mode != "reserve" {
+		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice, reserve or incr\n", *mode)
 		os.Exit(2)
 	}
-	if err := run(cfg, *mode, *duration, *concurrency, *keyspace, *requests, *rate, *warmup, *cpuprofile); err != nil {
+	if err := run(cfg, *mode, *duration, *concurrency, *keyspace, *requests, *rate, *warmup, *cpuprofile, *maxWait); err != nil {
 		fmt.Fprintln(os.Stderr, "redis bench:", err)
 		os.Exit(1)
 	}
@@ -94,7 +101,7 @@ const (
 	incrLimit  = 10
 )
 
-func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, keyspace int, requests int64, rate float64, warmup int, cpuprofile string) error {
+func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, keyspace int, requests int64, rate float64, warmup int, cpuprofile string, maxWait time.Duration) error {
 	if concurrency < 1 || keyspace < 1 || duration <= 0 {
 		return errors.New("-concurrency, -keyspace and -duration must be positive")
 	}
@@ -132,6 +139,18 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		}
 	}
 	command := store.ScriptCommand()
+	if mode == "reserve" {
+		command = store.ReserveCommand()
+		newCall = func(worker int) loadgen.Call {
+			r := rand.New(rand.NewPCG(uint64(worker)+1, uint64(time.Now().UnixNano())))
+			req := limiter.Request{Method: "GET", Path: "/api/orders"}
+			return func(ctx context.Context) (bool, error) {
+				req.User = users[r.IntN(len(users))]
+				d, _, err := lim.Reserve(ctx, &req, maxWait)
+				return d.Allowed, err
+			}
+		}
+	}
 	if mode == "incr" {
 		c := store.Client()
 		command = "incrby"
@@ -230,6 +249,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if mode == "incr" {
 		fmt.Printf("counter baseline (INCRBY+EXPIRE pipeline per decision, %d per %d s window): %d callers, %s, keyspace %d, flush delay %s, GOMAXPROCS %d\n",
 			incrLimit, incrWindow, concurrency, load, keyspace, cfg.FlushDelay, runtime.GOMAXPROCS(0))
+	} else if mode == "reserve" {
+		fmt.Printf("sluice reservations (%s, max wait %s): %d callers, %s, keyspace %d, flush delay %s, GOMAXPROCS %d\n",
+			command, maxWait, concurrency, load, keyspace, cfg.FlushDelay, runtime.GOMAXPROCS(0))
 	} else {
 		fmt.Printf("sluice Redis path (%s): %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d, flush delay %s, GOMAXPROCS %d\n",
 			command, concurrency, load, keyspace, cfg.DenialCache, cfg.MaxBatch, cfg.BatchConcurrency, cfg.FlushDelay, runtime.GOMAXPROCS(0))

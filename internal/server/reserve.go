@@ -155,13 +155,19 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	h := w.Header()
 	headers.Set(h, &d)
 	jsonhttp.SetContentType(h)
-	// The check's answer with "wait_ms" first.
+	// The check's answer with "wait_ms" and "send_at_us" first.
 	out := append(buf.out[:0], `{"wait_ms":`...)
-	var waitMS int64
+	var waitMS, sendAt int64
 	if d.Allowed {
 		waitMS = ceilMillis(wait)
+		// The slot on the store's clock, to the microsecond: a client
+		// that sleeps until it, not for wait_ms from when the answer
+		// arrives, keeps the slots' spacing whatever the answer's delay.
+		sendAt = d.Now.Add(wait).UnixMicro()
 	}
 	out = strconv.AppendInt(out, waitMS, 10)
+	out = append(out, `,"send_at_us":`...)
+	out = strconv.AppendInt(out, sendAt, 10)
 	out = append(out, ',')
 	var id [identity.MaxID]byte
 	var client []byte

@@ -13,7 +13,8 @@ import (
 )
 
 type reserveAnswer struct {
-	WaitMS int64 `json:"wait_ms"`
+	WaitMS   int64 `json:"wait_ms"`
+	SendAtUS int64 `json:"send_at_us"`
 	answer
 }
 
@@ -51,26 +52,38 @@ func egressSet(kind algorithm.Kind) *rules.Set {
 func TestReserveSlots(t *testing.T) {
 	s, clk := newTestServer(t, egressSet(algorithm.TokenBucket), Config{})
 	body := `{"user":"api.partner.example","plan":"egress","max_wait_ms":300}`
-	var waits []int64
+	t0 := clk.Now()
+	var waits, sendAt []int64
 	for range 5 {
 		a := reserveOK(t, s, body)
 		if !a.Allowed || a.RetryAfterMS != 0 || a.Rule == nil || *a.Rule != "partner" || *a.Client != "user:api.partner.example" {
 			t.Fatalf("answer %+v, want allowed by partner", a)
 		}
 		waits = append(waits, a.WaitMS)
+		sendAt = append(sendAt, a.SendAtUS-t0)
 	}
 	if want := []int64{0, 0, 100, 200, 300}; !equal(waits, want) {
 		t.Fatalf("wait_ms %v, want %v", waits, want)
 	}
+	if want := []int64{0, 0, 100_000, 200_000, 300_000}; !equal(sendAt, want) {
+		t.Fatalf("send_at_us - now %v, want %v", sendAt, want)
+	}
 	for range 2 {
 		a := reserveOK(t, s, body)
-		if a.Allowed || a.WaitMS != 0 || a.RetryAfterMS != 100 || a.Reason != "rate_limited" {
+		if a.Allowed || a.WaitMS != 0 || a.SendAtUS != 0 || a.RetryAfterMS != 100 || a.Reason != "rate_limited" {
 			t.Fatalf("beyond max_wait_ms: %+v, want denied, retry_after_ms 100, nothing taken", a)
 		}
 	}
 	clk.Add(100 * time.Millisecond)
-	if a := reserveOK(t, s, body); !a.Allowed || a.WaitMS != 300 {
-		t.Fatalf("100ms later: %+v, want allowed, wait_ms 300", a)
+	if a := reserveOK(t, s, body); !a.Allowed || a.WaitMS != 300 || a.SendAtUS != t0+400_000 {
+		t.Fatalf("100ms later: %+v, want allowed, wait_ms 300, send_at_us now+300000", a)
+	}
+	// A slot between two milliseconds: wait_ms rounds up, send_at_us is
+	// the slot to the microsecond.
+	clk.Add(1234 * time.Microsecond)
+	if a := reserveOK(t, s, `{"user":"api.partner.example","plan":"egress","max_wait_ms":1000}`); !a.Allowed ||
+		a.WaitMS != 399 || a.SendAtUS != t0+500_000 {
+		t.Fatalf("at +101.234ms: %+v, want allowed, wait_ms 399 (398.766 rounded up), send_at_us start+500000", a)
 	}
 	// No max_wait_ms: only room now.
 	if a := reserveOK(t, s, `{"user":"other.example","plan":"egress"}`); !a.Allowed || a.WaitMS != 0 {

@@ -53,12 +53,16 @@ var (
 	takeSource   = codecSource + takeBody + "\nreturn take(KEYS, ARGV)\n"
 	refundSource = codecSource + refundBody
 
-	// The library and its function are named after the code, so that
-	// sluice versions with different scripts can share a server.
-	libraryID     = fmt.Sprintf("%x", sha1.Sum([]byte(codecSource+takeBody)))[:12]
-	takeFunction  = "sluice_take_" + libraryID
-	librarySource = "#!lua name=sluice_" + libraryID + "\n" + codecSource + takeBody +
-		"\nredis.register_function('" + takeFunction + "', take)\n"
+	// The library and its functions are named after the code, so that
+	// sluice versions with different scripts can share a server. It holds
+	// reserve.lua too (see reserve.go), whose definitions are then also
+	// made once.
+	libraryID       = fmt.Sprintf("%x", sha1.Sum([]byte(codecSource+takeBody+reserveBody)))[:12]
+	takeFunction    = "sluice_take_" + libraryID
+	reserveFunction = "sluice_reserve_" + libraryID
+	librarySource   = "#!lua name=sluice_" + libraryID + "\n" + codecSource + takeBody + "\n" + reserveBody +
+		"\nredis.register_function('" + takeFunction + "', take)" +
+		"\nredis.register_function('" + reserveFunction + "', reserve)\n"
 )
 
 // Errors of the Redis store.
@@ -217,7 +221,7 @@ func New(cfg Config) (*Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
 	defer cancel()
 	for _, n := range c.Nodes() {
-		for _, src := range []string{takeSource, refundSource, announceSource} {
+		for _, src := range []string{takeSource, refundSource, announceSource, reserveSource} {
 			n.Do(ctx, n.B().ScriptLoad().Script(src).Build())
 		}
 	}
@@ -229,7 +233,7 @@ func New(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// loadLibrary loads take.lua as a function library on every node and
+// loadLibrary loads take.lua and reserve.lua as a function library on every node and
 // reports whether every node that answered has it. A node that refuses
 // FUNCTION LOAD (a server older than 7, a managed service or an ACL that
 // forbids it: any error but those of notLoadedYet) makes it false: the

@@ -18,8 +18,11 @@ var (
 	reserveBody string
 
 	// reserve.lua runs take.lua's algorithms, evaluated at the instants it
-	// chooses: codec.lua, take.lua up to its evaluation part, reserve.lua.
-	reserveSource = codecSource + takeBody[:strings.Index(takeBody, takeEvalMarker)] + reserveBody
+	// chooses. As a script (EVALSHA): codec.lua, take.lua up to its
+	// evaluation part, reserve.lua, and a run of reserve; in the function
+	// library (FCALL, redis.go) it follows the whole of take.lua.
+	reserveSource = codecSource + takeBody[:strings.Index(takeBody, takeEvalMarker)] + reserveBody +
+		"\nreturn reserve(KEYS, ARGV)\n"
 
 	reserveScript = rueidis.NewLuaScript(reserveSource)
 )
@@ -34,6 +37,11 @@ const takeEvalMarker = "-- evaluate every call --"
 var ErrReserveClients = fmt.Errorf("%w: on a Redis Cluster a reservation's rules must all be keyed by the same client (user, api_key or ip)", limiter.ErrReserveUnsupported)
 
 var _ limiter.Reserver = (*Store)(nil)
+
+// ReserveCommand is the command that runs reserve.lua: "FCALL" (in the
+// function library with take.lua, Redis 7 and later) or "EVALSHA", as
+// ScriptCommand.
+func (s *Store) ReserveCommand() string { return s.ScriptCommand() }
 
 // Reserve implements limiter.Reserver: one run of reserve.lua, on the
 // server's clock, finds the least wait after which every bucket admits the
@@ -73,7 +81,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	if s.cfg.Clock != nil {
 		now = strconv.FormatInt(s.cfg.Clock()-epoch, 10)
 	}
-	reply, err := reserveScript.Exec(ctx, s.client, keys, []string{now, string(params), strconv.FormatInt(maxWait, 10)}).ToString()
+	reply, err := s.execReserve(ctx, keys, []string{now, string(params), strconv.FormatInt(maxWait, 10)})
 	if err != nil {
 		return limiter.TakeInfo{}, 0, fmt.Errorf("redis: reserve: %w", err)
 	}
@@ -90,4 +98,22 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 		return limiter.TakeInfo{}, 0, err
 	}
 	return limiter.TakeInfo{Now: at}, wait, nil
+}
+
+// execReserve runs reserve.lua once, as exec runs take.lua: by FCALL when
+// the store has the function library, loading it again once if a node
+// lost it, else EVALSHA (EVAL on NOSCRIPT).
+func (s *Store) execReserve(ctx context.Context, keys, args []string) (string, error) {
+	if s.fcall {
+		for try := 0; try < 2; try++ {
+			r := s.client.Do(ctx, s.client.B().Fcall().Function(reserveFunction).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+			if !functionNotFound(r.Error()) {
+				return r.ToString()
+			}
+			if try == 0 {
+				s.loadLibrary(ctx)
+			}
+		}
+	}
+	return reserveScript.Exec(ctx, s.client, keys, args).ToString()
 }

@@ -1,10 +1,13 @@
 -- sluice: reserve a slot for one call, in buckets that may make it wait.
 --
--- redis.go puts codec.lua and take.lua up to its "evaluate every call" part
--- in front of this file: the algorithms below are take.lua's, evaluated at
--- the instants this file chooses by setting take.lua's now. Any change to
--- what follows must be made in algorithm/reserve.go (FirstAllowed) and
--- store/memory/reserve.go too; the differential test holds them together.
+-- redis.go puts codec.lua and take.lua in front of this file: the
+-- algorithms below are take.lua's, evaluated at the instants this file
+-- chooses by setting take.lua's now. Loaded with take.lua as one function
+-- library (FCALL), these definitions are made once, not on every run; as a
+-- script (EVALSHA) redis.go ends it by running reserve(KEYS, ARGV). Any
+-- change to what follows must be made in algorithm/reserve.go
+-- (FirstAllowed) and store/memory/reserve.go too; the differential test
+-- holds them together.
 --
 -- One call: every key is one of its buckets (token_bucket or leaky_bucket),
 -- all in one slot. The wait T is the least after which every non-shadow
@@ -12,6 +15,8 @@
 -- reservations it holds). If T <= the max wait, every bucket is taken from
 -- as take.lua would at now + T, and its expiry counts from now; otherwise
 -- nothing is written.
+--
+-- reserve(keys, args) runs one call: KEYS and ARGV as follows.
 --
 -- KEYS[i]  rl:{<client>}:<rule-id>
 -- ARGV[1]  now as take.lua's ARGV[1], or "" to read the server clock
@@ -22,11 +27,6 @@
 --          now + T with reset_after counted from now; when denied the
 --          result now, allowed when that bucket's own wait fits, else
 --          retry_after = the time until it would
-
-set_now(ARGV[1])
-local maxwait = tonumber(ARGV[3])
-local now0 = now
-local cur = call('MGET', unpack(KEYS))
 
 -- The adapters between this file and take.lua's algorithms and codec.
 
@@ -61,7 +61,7 @@ end
 -- algorithm.FirstAllowed: the first instant >= now0 at which the bucket
 -- admits the call; nil when it never can (cost above capacity), false when
 -- the search did not converge.
-local function first_allowed(p, s)
+local function first_allowed(p, s, now0)
   local cap = capacity(p.kind, p.limit, p.burst)
   if p.cost > cap then return nil end
   local t = now0
@@ -94,52 +94,58 @@ local function first_allowed(p, s)
   return false
 end
 
-local params = ARGV[2]
-local n = #KEYS
-local P, S, at = {}, {}, {}
-local wait, never = 0, false
-for i = 1, n do
-  local kind, flags, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
-  if kind ~= 1 and kind ~= 2 then
-    return redis.error_reply('sluice reserve: only token_bucket and leaky_bucket rules can reserve')
-  end
-  local p = {kind = kind, shadow = flags % 2 == 1, limit = limit, window = window, burst = burst, cost = cost}
-  P[i], S[i] = p, st_read(kind, cur[i])
-  local t = first_allowed(p, S[i])
-  if t == false then
-    return redis.error_reply('sluice reserve: the first admitting instant was not found')
-  end
-  at[i] = t
-  if not p.shadow then
-    if t == nil then never = true elseif t - now0 > wait then wait = t - now0 end
-  end
-end
-
-local out = {pack('<d', now0), ''}
-if never or wait > maxwait then
+-- reserve decides one call.
+local function reserve(keys, args)
+  set_now(args[1])
+  local params, maxwait = args[2], tonumber(args[3])
+  local now0 = now
+  local cur = call('MGET', unpk(keys))
+  local n = #keys
+  local P, S, at = {}, {}, {}
+  local wait, never = 0, false
   for i = 1, n do
-    local a, reason, remaining, reset, retry = st_eval(P[i], S[i], now0)
-    if reason ~= 2 then
-      local t = at[i]
-      if t - now0 <= maxwait then
-        a, reason, retry = 1, 0, 0
-      else
-        a, reason, retry = 0, 1, t - now0 - maxwait
-      end
+    local kind, flags, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
+    if kind ~= 1 and kind ~= 2 then
+      return redis.error_reply('sluice reserve: only token_bucket and leaky_bucket rules can reserve')
     end
-    out[i + 2] = pack('<BBddd', a, reason, remaining, reset, retry)
+    local p = {kind = kind, shadow = flags % 2 == 1, limit = limit, window = window, burst = burst, cost = cost}
+    P[i], S[i] = p, st_read(kind, cur[i])
+    local t = first_allowed(p, S[i], now0)
+    if t == false then
+      return redis.error_reply('sluice reserve: the first admitting instant was not found')
+    end
+    at[i] = t
+    if not p.shadow then
+      if t == nil then never = true elseif t - now0 > wait then wait = t - now0 end
+    end
   end
-  out[2] = pack('<d', 0)
-  return table.concat(out)
-end
 
-for i = 1, n do
-  local p = P[i]
-  local a, reason, remaining, reset, retry, _, s1, s2 = st_eval(p, S[i], now0 + wait)
-  if a == 1 then
-    call('SET', KEYS[i], st_encode(p, s1, s2), 'PX', fmt('%d', ceil((reset + wait) / 1000) + 1000))
+  local out = {pack('<d', now0), ''}
+  if never or wait > maxwait then
+    for i = 1, n do
+      local a, reason, remaining, reset, retry = st_eval(P[i], S[i], now0)
+      if reason ~= 2 then
+        local t = at[i]
+        if t - now0 <= maxwait then
+          a, reason, retry = 1, 0, 0
+        else
+          a, reason, retry = 0, 1, t - now0 - maxwait
+        end
+      end
+      out[i + 2] = pack('<BBddd', a, reason, remaining, reset, retry)
+    end
+    out[2] = pack('<d', 0)
+    return concat(out)
   end
-  out[i + 2] = pack('<BBddd', a, reason, remaining, reset + wait, retry)
+
+  for i = 1, n do
+    local p = P[i]
+    local a, reason, remaining, reset, retry, _, s1, s2 = st_eval(p, S[i], now0 + wait)
+    if a == 1 then
+      call('SET', keys[i], st_encode(p, s1, s2), 'PX', fmt('%d', ceil((reset + wait) / 1000) + 1000))
+    end
+    out[i + 2] = pack('<BBddd', a, reason, remaining, reset + wait, retry)
+  end
+  out[2] = pack('<d', wait)
+  return concat(out)
 end
-out[2] = pack('<d', wait)
-return table.concat(out)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,12 +21,42 @@ import (
 )
 
 // TestReserveMatchesMemory runs the same random reservations (and a few
-// checks) through reserve.lua and the embedded store, on one test clock:
-// every answer, wait and time must be identical.
+// checks) through reserve.lua, on both of the store's paths, and the
+// embedded store, on one test clock: every answer, wait and time must be
+// identical.
 func TestReserveMatchesMemory(t *testing.T) {
 	srv := redistest.Start(t)
-	var clock atomic.Int64
-	rs := newStore(t, &clock, srv.Addr())
+	for _, path := range scriptPaths {
+		t.Run(path.command, func(t *testing.T) {
+			do(t, srv, "flushall")
+			var clock atomic.Int64
+			rs := newStorePath(t, &clock, path.evalsha, srv.Addr())
+			checkReservePath(t, rs, path.command)
+			cmd := strings.ToLower(path.command)
+			runs0, _ := scriptCalls(t, srv)
+			cmd0 := commandCalls(t, srv, cmd)
+			n := reserveMatchesMemory(t, rs, &clock)
+			// every reservation and check one run, by the path's command
+			runs, _ := scriptCalls(t, srv)
+			if runs-runs0 != n || commandCalls(t, srv, cmd)-cmd0 != n {
+				t.Fatalf("%d FCALL+EVALSHA runs, %d of them %s, for %d calls; want one %s each", runs-runs0, commandCalls(t, srv, cmd)-cmd0, path.command, n, path.command)
+			}
+		})
+	}
+}
+
+// checkReservePath fails the test unless s runs reserve.lua with command.
+func checkReservePath(t testing.TB, s *sredis.Store, command string) {
+	t.Helper()
+	if got := s.ReserveCommand(); got != command {
+		t.Fatalf("store runs reserve.lua with %s, want %s", got, command)
+	}
+}
+
+// reserveMatchesMemory is TestReserveMatchesMemory on one store; it
+// returns how many calls it made to rs.
+func reserveMatchesMemory(t *testing.T, rs *sredis.Store, clock *atomic.Int64) int64 {
+	calls := int64(0)
 	ms, err := memory.New(memory.Config{Clock: clock.Load, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +89,7 @@ func TestReserveMatchesMemory(t *testing.T) {
 			}
 			if r.IntN(10) == 0 { // a check between reservations: both stores clamp alike
 				gr, wr := make([]algorithm.Result, nops), make([]algorithm.Result, nops)
+				calls++
 				gi, err1 := rs.Take(ctx, ops, gr)
 				wi, err2 := ms.Take(ctx, ops, wr)
 				if err1 != nil || err2 != nil || gi.Now != wi.Now || !equalResults(gr, wr) {
@@ -67,6 +99,7 @@ func TestReserveMatchesMemory(t *testing.T) {
 			}
 			maxWait := []int64{0, conformance.Millisecond, ps[0].Window / 2, 2 * ps[0].Window, conformance.Hour}[r.IntN(5)]
 			gr, wr := make([]algorithm.Result, nops), make([]algorithm.Result, nops)
+			calls++
 			gi, gw, err1 := rs.Reserve(ctx, ops, gr, maxWait)
 			wi, ww, err2 := ms.Reserve(ctx, ops, wr, maxWait)
 			if err1 != nil || err2 != nil {
@@ -89,6 +122,42 @@ func TestReserveMatchesMemory(t *testing.T) {
 	}
 	if waited < 50 || denied < 50 {
 		t.Fatalf("%d reservations waited and %d were denied: too few to compare", waited, denied)
+	}
+	return calls
+}
+
+// A node that lost the function library (FUNCTION FLUSH, a restart
+// without persistence) gets it again from the first reservation, as from
+// the first check: one FCALL answered "Function not found", the retry.
+func TestReserveNoFunction(t *testing.T) {
+	srv := redistest.Start(t)
+	var clock atomic.Int64
+	clock.Store(conformance.Base)
+	s := newStore(t, &clock, srv.Addr())
+	checkReservePath(t, s, "FCALL")
+	ops := []limiter.Op{{Client: "user:nofunction", Rule: "r", Params: paramsOf(algorithm.LeakyBucket, 10, conformance.Second), Cost: 1}}
+	do(t, srv, "function", "flush")
+	fcall0, eval0 := commandCalls(t, srv, "fcall"), commandCalls(t, srv, "eval")
+	var waits []int64
+	for range 3 {
+		res := make([]algorithm.Result, 1)
+		_, wait, err := s.Reserve(context.Background(), ops, res, conformance.Second)
+		if err != nil || !res[0].Allowed {
+			t.Fatalf("Reserve after FUNCTION FLUSH = %+v, %v; want allowed", res[0], err)
+		}
+		waits = append(waits, wait)
+	}
+	if want := []int64{0, 0, 100_000}; !slices.Equal(waits, want) {
+		t.Fatalf("waits %v, want %v", waits, want)
+	}
+	if got := do(t, srv, "function", "list"); !strings.Contains(got, "sluice_reserve_") {
+		t.Fatalf("FUNCTION LIST after the reservations = %q, want the library loaded again", got)
+	}
+	if n := commandCalls(t, srv, "fcall") - fcall0; n != 4 {
+		t.Fatalf("FCALL commands after FUNCTION FLUSH = %d, want 4 (one answered \"Function not found\", the retry, two more)", n)
+	}
+	if n := commandCalls(t, srv, "eval") - eval0; n != 0 {
+		t.Fatalf("EVAL calls after FUNCTION FLUSH = %d, want 0", n)
 	}
 }
 
@@ -205,7 +274,7 @@ func BenchmarkReserve(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				b.ReportMetric(scriptMicros(b, srv, "EVALSHA"), "redis-µs/call")
+				b.ReportMetric(scriptMicros(b, srv, s.ReserveCommand()), "redis-µs/call")
 			})
 		}
 	}

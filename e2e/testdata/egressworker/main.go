@@ -1,7 +1,9 @@
 // Command egressworker is one worker process of e2e's TestEgressSharedBudget:
 // -goroutines goroutines call -upstream through client.Transport with a
 // sluice Budget (plan "egress", per host) for -duration, then print a JSON
-// summary: calls sent, refused by the budget, failed otherwise.
+// summary: calls sent, refused by the budget, failed otherwise, and the
+// instant each call left for the upstream (Unix µs, read just before the
+// wrapped transport sends it).
 package main
 
 import (
@@ -27,7 +29,8 @@ func main() {
 	maxWait := flag.Duration("max-wait", 2*time.Second, "Transport.MaxWait")
 	flag.Parse()
 
-	tr := client.NewTransport(&http.Transport{MaxIdleConnsPerHost: *goroutines})
+	rec := &recorder{base: &http.Transport{MaxIdleConnsPerHost: *goroutines}}
+	tr := client.NewTransport(rec)
 	tr.MaxWait = *maxWait
 	tr.Budget = &client.Budget{Sluice: client.New(*sluice, client.WithHTTPClient(&http.Client{
 		Transport: &http.Transport{MaxIdleConnsPerHost: *goroutines}}))}
@@ -60,7 +63,9 @@ func main() {
 		}()
 	}
 	wg.Wait()
-	out := map[string]any{"sent": sent.Load(), "refused": refused.Load(), "failed": failed.Load()}
+	rec.mu.Lock()
+	out := map[string]any{"sent": sent.Load(), "refused": refused.Load(), "failed": failed.Load(), "sends_us": rec.sends}
+	rec.mu.Unlock()
 	if e := firstErr.Load(); e != nil {
 		out["first_error"] = e
 	}
@@ -68,4 +73,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// recorder notes when each call is handed to base.
+type recorder struct {
+	base  http.RoundTripper
+	mu    sync.Mutex
+	sends []int64
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	now := time.Now().UnixMicro()
+	r.mu.Lock()
+	r.sends = append(r.sends, now)
+	r.mu.Unlock()
+	return r.base.RoundTrip(req)
 }
