@@ -57,7 +57,10 @@ func TestFlushDelay(t *testing.T) {
 		maxLate int // and at most
 	}{
 		{"without", 0, 0, 0},
-		{"with", delay, 5, 8},
+		// At least one: on a loaded machine a call may start only after the
+		// server resumed and find nothing outstanding, so how many are held
+		// is not fixed; without FlushDelay none ever is.
+		{"with", delay, 1, 8},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			do(t, srv, "flushall")
