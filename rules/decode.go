@@ -241,6 +241,9 @@ func decodeRules(n *tnode, s *Set) error {
 var ruleFields = []string{"id", "description", "match", "by", "limit", "window", "burst", "algorithm", "failure_mode", "shadow", "enabled", "unlimited", "name", "replaces"}
 
 // decodeRule decodes n into a Rule; d places it in a Set (nil: top level).
+// Members are decoded in document order, so the error is about the first bad
+// one; decodeMatch, decodeLimitField and decodeRuleField each decode one
+// group of fields.
 func decodeRule(n *tnode, d *decoder) (Rule, error) {
 	if d == nil {
 		d = &decoder{}
@@ -250,89 +253,14 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 		return r, err
 	}
 	for _, k := range n.keys {
-		v := k.val
 		var err error
 		switch k.name {
-		case "id":
-			err = d.str(v, k.name, &r.ID)
-		case "description":
-			err = d.str(v, k.name, &r.Description)
 		case "match":
-			if v.kind == tnull {
-				break
-			}
-			md := d.at(k.name)
-			if err = md.object(v, "domain", "plan", "endpoint", "path_case", "headers", "entries"); err != nil {
-				break
-			}
-			for _, mk := range v.keys {
-				switch mk.name {
-				case "domain":
-					err = md.str(mk.val, mk.name, &r.Match.Domain)
-				case "plan":
-					err = md.str(mk.val, mk.name, &r.Match.Plan)
-				case "path_case":
-					err = md.str(mk.val, mk.name, (*string)(&r.Match.PathCase))
-				case "headers":
-					r.Match.Headers, err = decodeHeaders(md, mk.val)
-				case "entries":
-					r.Match.Entries, err = decodeEntries(md, mk.val)
-				default:
-					err = md.str(mk.val, mk.name, &r.Match.Endpoint)
-				}
-				if err != nil {
-					break
-				}
-			}
-		case "by":
-			err = d.str(v, k.name, (*string)(&r.By))
-		case "limit":
-			err = d.int(v, k.name, &r.Limit)
-		case "window":
-			var s string
-			if err = d.str(v, k.name, &s); err != nil || v.kind == tnull {
-				if v.kind == tnumber {
-					err = d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, k.name)
-				}
-				break
-			}
-			w, perr := ParseDuration(s)
-			if perr != nil {
-				err = d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, k.name)
-				break
-			}
-			r.Window = w
-		case "burst":
-			err = d.int(v, k.name, &r.Burst)
-		case "algorithm":
-			var s string
-			if err = d.str(v, k.name, &s); err != nil {
-				break
-			}
-			kind, perr := algorithm.ParseKind(s)
-			if perr != nil {
-				err = d.err(v, fmt.Sprintf("unknown algorithm %s, want one of %s", quote(s), validAlgorithmSet), k.name)
-				break
-			}
-			r.Algorithm = kind
-		case "failure_mode":
-			err = d.str(v, k.name, (*string)(&r.FailureMode))
-		case "shadow":
-			err = d.bool(v, k.name, &r.Shadow)
-		case "unlimited":
-			err = d.bool(v, k.name, &r.Unlimited)
-		case "name":
-			err = d.str(v, k.name, &r.Name)
-		case "replaces":
-			r.Replaces, err = decodeNames(*d, v, k.name)
-		case "enabled":
-			if v.kind == tnull {
-				break
-			}
-			var b bool
-			if err = d.bool(v, k.name, &b); err == nil {
-				r.Enabled = &b
-			}
+			r.Match, err = decodeMatch(*d, k.val)
+		case "limit", "window", "burst", "algorithm", "unlimited":
+			err = decodeLimitField(*d, k, &r)
+		default:
+			err = decodeRuleField(*d, k, &r)
 		}
 		if err != nil {
 			return Rule{}, err
@@ -347,6 +275,111 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 		return Rule{}, fe
 	}
 	return r, nil
+}
+
+// decodeMatch decodes the rule's match block; null is the zero Match.
+func decodeMatch(d decoder, n *tnode) (Match, error) {
+	var m Match
+	if n.kind == tnull {
+		return m, nil
+	}
+	md := d.at("match")
+	if err := md.object(n, "domain", "plan", "endpoint", "path_case", "headers", "entries"); err != nil {
+		return Match{}, err
+	}
+	for _, mk := range n.keys {
+		var err error
+		switch mk.name {
+		case "domain":
+			err = md.str(mk.val, mk.name, &m.Domain)
+		case "plan":
+			err = md.str(mk.val, mk.name, &m.Plan)
+		case "path_case":
+			err = md.str(mk.val, mk.name, (*string)(&m.PathCase))
+		case "headers":
+			m.Headers, err = decodeHeaders(md, mk.val)
+		case "entries":
+			m.Entries, err = decodeEntries(md, mk.val)
+		default:
+			err = md.str(mk.val, mk.name, &m.Endpoint)
+		}
+		if err != nil {
+			return Match{}, err
+		}
+	}
+	return m, nil
+}
+
+// decodeLimitField decodes member k of the rule's limit group (limit,
+// window, burst, algorithm, unlimited) into r.
+func decodeLimitField(d decoder, k tkey, r *Rule) error {
+	v := k.val
+	switch k.name {
+	case "limit":
+		return d.int(v, k.name, &r.Limit)
+	case "window":
+		var s string
+		if err := d.str(v, k.name, &s); err != nil || v.kind == tnull {
+			if v.kind == tnumber {
+				err = d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, k.name)
+			}
+			return err
+		}
+		w, perr := ParseDuration(s)
+		if perr != nil {
+			return d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, k.name)
+		}
+		r.Window = w
+	case "burst":
+		return d.int(v, k.name, &r.Burst)
+	case "algorithm":
+		var s string
+		if err := d.str(v, k.name, &s); err != nil {
+			return err
+		}
+		kind, perr := algorithm.ParseKind(s)
+		if perr != nil {
+			return d.err(v, fmt.Sprintf("unknown algorithm %s, want one of %s", quote(s), validAlgorithmSet), k.name)
+		}
+		r.Algorithm = kind
+	case "unlimited":
+		return d.bool(v, k.name, &r.Unlimited)
+	}
+	return nil
+}
+
+// decodeRuleField decodes member k of the rest of the rule (id,
+// description, by, failure_mode, shadow, enabled, name, replaces) into r.
+func decodeRuleField(d decoder, k tkey, r *Rule) error {
+	v := k.val
+	switch k.name {
+	case "id":
+		return d.str(v, k.name, &r.ID)
+	case "description":
+		return d.str(v, k.name, &r.Description)
+	case "by":
+		return d.str(v, k.name, (*string)(&r.By))
+	case "failure_mode":
+		return d.str(v, k.name, (*string)(&r.FailureMode))
+	case "shadow":
+		return d.bool(v, k.name, &r.Shadow)
+	case "enabled":
+		if v.kind == tnull {
+			return nil
+		}
+		var b bool
+		if err := d.bool(v, k.name, &b); err != nil {
+			return err
+		}
+		r.Enabled = &b
+	case "name":
+		return d.str(v, k.name, &r.Name)
+	case "replaces":
+		var err error
+		r.Replaces, err = decodeNames(d, v, k.name)
+		return err
+	}
+	return nil
 }
 
 // decodeNames decodes a list of names (replaces).
