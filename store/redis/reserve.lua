@@ -78,14 +78,16 @@ local function first_allowed(p, s, now0)
     if c > t then t = c end
   end
   for _ = 1, 64 do
-    local a, reason, _, _, retry = st_eval(p, s, t)
-    if a == 1 then
+    local r = {st_eval(p, s, t)}
+    local reason, retry = r[2], r[5]
+    if r[1] == 1 then
       for _ = 1, 16 do
         if t <= now0 then break end
-        if st_eval(p, s, t - 1) ~= 1 then break end
-        t = t - 1
+        local r2 = {st_eval(p, s, t - 1)}
+        if r2[1] ~= 1 then break end
+        t, r = t - 1, r2
       end
-      return t
+      return t, r
     end
     if reason == 2 then return nil end
     if retry < 1 then retry = 1 end
@@ -101,7 +103,7 @@ local function reserve(keys, args)
   local now0 = now
   local cur = call('MGET', unpk(keys))
   local n = #keys
-  local P, S, at = {}, {}, {}
+  local P, S, at, R = {}, {}, {}, {}
   local wait, never = 0, false
   for i = 1, n do
     local kind, flags, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
@@ -110,7 +112,8 @@ local function reserve(keys, args)
     end
     local p = {kind = kind, shadow = flags % 2 == 1, limit = limit, window = window, burst = burst, cost = cost}
     P[i], S[i] = p, st_read(kind, cur[i])
-    local t = first_allowed(p, S[i], now0)
+    local t, r = first_allowed(p, S[i], now0)
+    R[i] = r
     if t == false then
       return redis.error_reply('sluice reserve: the first admitting instant was not found')
     end
@@ -140,7 +143,13 @@ local function reserve(keys, args)
 
   for i = 1, n do
     local p = P[i]
-    local a, reason, remaining, reset, retry, _, s1, s2 = st_eval(p, S[i], now0 + wait)
+    local a, reason, remaining, reset, retry, _, s1, s2
+    if at[i] == now0 + wait then
+      -- first_allowed evaluated the bucket at this instant already.
+      a, reason, remaining, reset, retry, _, s1, s2 = unpk(R[i], 1, 8)
+    else
+      a, reason, remaining, reset, retry, _, s1, s2 = st_eval(p, S[i], now0 + wait)
+    end
     if a == 1 then
       call('SET', keys[i], st_encode(p, s1, s2), 'PX', fmt('%d', ceil((reset + wait) / 1000) + 1000))
     end
