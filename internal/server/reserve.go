@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/headers"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/limiter"
@@ -149,12 +148,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return s.unavailable(r.Context(), err)
 	}
-	if s.cfg.OnDecision != nil {
-		s.cfg.OnDecision(&d)
-	}
-	h := w.Header()
-	headers.Set(h, &d)
-	jsonhttp.SetContentType(h)
+	s.decided(w, &d)
 	// The check's answer with "wait_ms" and "send_at_us" first.
 	out := append(buf.out[:0], `{"wait_ms":`...)
 	var waitMS, sendAt int64

@@ -193,12 +193,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return s.unavailable(r.Context(), err)
 	}
-	if s.cfg.OnDecision != nil {
-		s.cfg.OnDecision(&d)
-	}
-	h := w.Header()
-	headers.Set(h, &d)
-	jsonhttp.SetContentType(h)
+	s.decided(w, &d)
 	var id [identity.MaxID]byte
 	var client []byte
 	if d.Rule != nil {
@@ -293,4 +288,15 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	w.WriteHeader(code)
 	w.Write(b) //nolint:errcheck
 	return nil
+}
+
+// decided reports d to Config.OnDecision and sets the answer's quota
+// headers and JSON content type: what every decision's answer starts with.
+func (s *Server) decided(w http.ResponseWriter, d *limiter.Decision) {
+	if s.cfg.OnDecision != nil {
+		s.cfg.OnDecision(d)
+	}
+	h := w.Header()
+	headers.Set(h, d)
+	jsonhttp.SetContentType(h)
 }
