@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/limiter"
 )
 
 // Limits on the fields of a check request. user, api_key, ip and the
@@ -33,6 +35,12 @@ type CheckRequest struct {
 	// drops the query and cleans the path (rules.CleanPath).
 	Method string `json:"-"`
 	Path   string `json:"-"`
+}
+
+// limiterRequest is the call r asks about, for the limiter.
+func (r *CheckRequest) limiterRequest() limiter.Request {
+	return limiter.Request{User: r.User, APIKey: r.APIKey, IP: r.IP, Plan: r.Plan,
+		Method: r.Method, Path: r.Path, Cost: r.Cost}
 }
 
 // ParseCheck parses and validates a check request body. It is strict

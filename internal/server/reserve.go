@@ -125,17 +125,14 @@ func parseMaxWait(raw json.RawMessage) (int64, error) {
 func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	buf := bufPool.Get().(*buffers)
 	defer buf.release()
-	body, err := s.readBody(w, r, buf.body[:0])
-	buf.body = body
+	if err := s.readBody(w, r, buf); err != nil {
+		return err
+	}
+	req, err := ParseReserve(buf.body)
 	if err != nil {
 		return err
 	}
-	req, err := ParseReserve(body)
-	if err != nil {
-		return err
-	}
-	lr := limiter.Request{User: req.User, APIKey: req.APIKey, IP: req.IP, Plan: req.Plan,
-		Method: req.Method, Path: req.Path, Cost: req.Cost}
+	lr := req.limiterRequest()
 	d, wait, err := s.l.Reserve(r.Context(), &lr, msDuration(req.MaxWaitMS))
 	switch {
 	case errors.Is(err, limiter.ErrNoBudget):
