@@ -105,26 +105,8 @@ func TestNeverOverAdmits(t *testing.T) {
 				}
 			}
 			switch k {
-			case algorithm.SlidingLog:
-				for i := range admitted {
-					n := 0
-					for j := i; j < len(admitted) && admitted[j] < admitted[i]+p.Window; j++ {
-						n++
-					}
-					if int64(n) > p.Limit {
-						t.Fatalf("%+v: %d calls admitted in one window from %d, want ≤ %d", p, n, admitted[i], p.Limit)
-					}
-				}
-			case algorithm.FixedWindow:
-				per := map[int64]int64{}
-				for _, a := range admitted {
-					per[a-a%p.Window]++
-				}
-				for w, n := range per {
-					if n > p.Limit {
-						t.Fatalf("%+v: %d calls in window %d, want ≤ %d", p, n, w, p.Limit)
-					}
-				}
+			case algorithm.SlidingLog, algorithm.FixedWindow:
+				wantWindowsWithin(t, p, admitted)
 			case algorithm.TokenBucket:
 				for i, a := range admitted {
 					bound := float64(p.Capacity()) + float64(a-start)*float64(p.Limit)/float64(p.Window)
@@ -134,6 +116,37 @@ func TestNeverOverAdmits(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// wantWindowsWithin checks the guarantee of a window algorithm over the
+// instants of the admitted units: sliding_log admits at most p.Limit in
+// any window, fixed_window at most p.Limit per aligned window.
+func wantWindowsWithin(t *testing.T, p algorithm.Params, admitted []int64) {
+	t.Helper()
+	switch p.Kind {
+	case algorithm.SlidingLog:
+		for i := range admitted {
+			n := 0
+			for j := i; j < len(admitted) && admitted[j] < admitted[i]+p.Window; j++ {
+				n++
+			}
+			if int64(n) > p.Limit {
+				t.Fatalf("%+v: %d calls admitted in one window from %d, want ≤ %d", p, n, admitted[i], p.Limit)
+			}
+		}
+	case algorithm.FixedWindow:
+		per := map[int64]int64{}
+		for _, a := range admitted {
+			per[a-a%p.Window]++
+		}
+		for w, n := range per {
+			if n > p.Limit {
+				t.Fatalf("%+v: %d calls in window %d, want ≤ %d", p, n, w, p.Limit)
+			}
+		}
+	default:
+		t.Fatalf("wantWindowsWithin: %v is not a window algorithm", p.Kind)
 	}
 }
 
@@ -290,27 +303,8 @@ func TestExtremesNeverOverAdmit(t *testing.T) {
 					}
 				}
 			}
-			switch k {
-			case algorithm.FixedWindow:
-				per := map[int64]int64{}
-				for _, a := range admitted {
-					per[a-a%p.Window]++
-				}
-				for w, n := range per {
-					if n > p.Limit {
-						t.Fatalf("%+v: %d in window %d", p, n, w)
-					}
-				}
-			case algorithm.SlidingLog:
-				for i := range admitted {
-					n := 0
-					for j := i; j < len(admitted) && admitted[j] < admitted[i]+p.Window; j++ {
-						n++
-					}
-					if int64(n) > p.Limit {
-						t.Fatalf("%+v: %d in the window from %d", p, n, admitted[i])
-					}
-				}
+			if k == algorithm.FixedWindow || k == algorithm.SlidingLog {
+				wantWindowsWithin(t, p, admitted)
 			}
 		}
 	}

@@ -15,6 +15,15 @@
 #   find_nginx        print the path of nginx; when there is none, install
 #                     nginx-light with apt-get (as root, without starting
 #                     its service) and print that; fails when neither works
+#   free_port         set port to $PORT when it is set, else to a loopback
+#                     port nothing answers on; exit with a message if none
+#                     is found
+#   start_redis PORT [ARG...]
+#                     start redis-server on 127.0.0.1:PORT with ARGs added (no
+#                     persistence, its files in $tmp, its log $tmp/redis.log),
+#                     add its PID to pids, define cli (redis-cli to it) and
+#                     wait up to 10 s for it to answer, else print the log and
+#                     exit
 #   cpu_ticks PID...  user+system CPU of the PIDs so far, in clock ticks
 #                     (from /proc; a PID that is gone counts 0)
 #   per1000 TICKS N   TICKS as milliseconds per 1,000 of N calls
@@ -84,6 +93,33 @@ find_nginx() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >&2 || { [ -n "$made" ] && rm -f "$rcd"; return 1; }
   [ -n "$made" ] && rm -f "$rcd"
   [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx
+}
+
+free_port() {
+  local p
+  port=${PORT:-}
+  for _ in $([ -n "$port" ] || seq 50); do
+    p=$((20000 + RANDOM % 20000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
+  done
+  [ -n "$port" ] || { echo "$me: no free port" >&2; exit 1; }
+}
+
+redis_port=
+cli() { redis-cli -h 127.0.0.1 -p "$redis_port" "$@"; }
+start_redis() { # PORT [ARG...]
+  redis_port=$1
+  shift
+  redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
+    "$@" --logfile "$tmp/redis.log" --daemonize no &
+  pids+=($!)
+  for _ in $(seq 100); do
+    [ "$(cli ping 2>/dev/null)" = PONG ] && return 0
+    sleep 0.1
+  done
+  echo "$me: redis-server did not start" >&2
+  cat "$tmp/redis.log" >&2
+  exit 1
 }
 
 cpu_ticks() { # PID...

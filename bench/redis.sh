@@ -80,37 +80,15 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 need go redis-server redis-cli redis-benchmark
 
-tmp=$(mktemp -d)
-pid=""
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-# A free loopback port: nothing answers on it (PORT, when set, is used as is).
-port=${PORT:-}
-for _ in $([ -n "$port" ] || seq 50); do
-  p=$((20000 + RANDOM % 20000))
-  if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
-done
-[ -n "$port" ] || { echo "redis.sh: no free port" >&2; exit 1; }
+start_tmp
+free_port
 
 echo "== build"
 go build -o "$tmp/bench" ./bench/redis
 redis-server --version
 
 echo "== start redis-server on 127.0.0.1:$port"
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
-  --hz "$HZ" --latency-monitor-threshold 1 \
-  --logfile "$tmp/redis.log" --daemonize no &
-pid=$!
-cli() { redis-cli -h 127.0.0.1 -p "$port" "$@"; }
-for _ in $(seq 100); do
-  [ "$(cli ping 2>/dev/null)" = PONG ] && break
-  sleep 0.1
-done
-[ "$(cli ping 2>/dev/null)" = PONG ] || { echo "redis.sh: redis-server did not start" >&2; cat "$tmp/redis.log" >&2; exit 1; }
+start_redis "$port" --hz "$HZ" --latency-monitor-threshold 1
 
 cpu() { cli info cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {printf "%.3f", s}'; }
 

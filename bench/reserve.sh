@@ -48,14 +48,7 @@ need go redis-server redis-cli
 
 start_tmp
 
-port=$PORT
-if [ -z "$port" ]; then
-  for _ in $(seq 50); do
-    p=$((20000 + RANDOM % 20000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
-  done
-fi
-[ -n "$port" ] || { echo "$me: no free port" >&2; exit 1; }
+free_port
 
 echo "== build"
 go build -o "$tmp/bench" ./bench/redis
@@ -65,15 +58,7 @@ fi
 redis-server --version
 
 echo "== start redis-server on 127.0.0.1:$port"
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
-  --hz "$HZ" --logfile "$tmp/redis.log" --daemonize no &
-pids+=($!)
-cli() { redis-cli -h 127.0.0.1 -p "$port" "$@"; }
-for _ in $(seq 100); do
-  [ "$(cli ping 2>/dev/null)" = PONG ] && break
-  sleep 0.1
-done
-[ "$(cli ping 2>/dev/null)" = PONG ] || { echo "$me: redis-server did not start" >&2; cat "$tmp/redis.log" >&2; exit 1; }
+start_redis "$port" --hz "$HZ"
 
 field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 

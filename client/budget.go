@@ -46,11 +46,7 @@ type ReserveResponse struct {
 // MaxWaitMS, nothing is taken. A refusal is a ReserveResponse with Allowed
 // false, not an error.
 func (c *Client) Reserve(ctx context.Context, r ReserveRequest) (*ReserveResponse, error) {
-	var out ReserveResponse
-	if _, err := c.do(ctx, http.MethodPost, "/ratelimit/reserve", r, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return decide[ReserveResponse](ctx, c, "/ratelimit/reserve", r)
 }
 
 // Budget is a budget shared through a sluice data plane, for a Transport:

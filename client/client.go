@@ -188,8 +188,14 @@ type CheckResponse struct {
 // Check asks the data plane for a decision on one call. A denied call is a
 // CheckResponse with Allowed false, not an error.
 func (c *Client) Check(ctx context.Context, r CheckRequest) (*CheckResponse, error) {
-	var out CheckResponse
-	if _, err := c.do(ctx, http.MethodPost, "/ratelimit/check", r, &out); err != nil {
+	return decide[CheckResponse](ctx, c, "/ratelimit/check", r)
+}
+
+// decide posts a request of the decision API to path and returns the
+// answer, a *CheckResponse or a *ReserveResponse.
+func decide[T any](ctx context.Context, c *Client, path string, r any) (*T, error) {
+	var out T
+	if _, err := c.do(ctx, http.MethodPost, path, r, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,8 +16,6 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // An envoyproxy/ratelimit configuration, written for this test: a shared
@@ -44,21 +41,11 @@ descriptors:
 // a budget of 1,000 a day: exactly 1,000 are OK. Then the same on a
 // 3-master Redis Cluster.
 func TestGlobalBudgetEnvoy(t *testing.T) {
-	t.Run("standalone", func(t *testing.T) {
-		srv := redistest.Start(t)
-		globalBudgetEnvoy(t, srv.Addr())
-	})
-	t.Run("cluster", func(t *testing.T) {
-		c := redistest.StartCluster(t, 3, 0)
-		globalBudgetEnvoy(t, strings.Join(c.Addrs(), ","))
-	})
+	standaloneAndCluster(t, globalBudgetEnvoy)
 }
 
 func globalBudgetEnvoy(t *testing.T, redisAddrs string) {
-	// A fixed window of a day is aligned to UTC midnight: keep clear of it.
-	if d := time.Until(time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)); d < 2*time.Minute {
-		time.Sleep(d + time.Second)
-	}
+	clearOfMidnight() // the budget's fixed window is a day
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "config")
 	if err := os.Mkdir(conf, 0o755); err != nil {

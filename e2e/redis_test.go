@@ -18,21 +18,33 @@ import (
 // 24h → exactly 1000 calls allowed, for every exact algorithm; then the same
 // on a 3-master Redis Cluster.
 func TestSharedLimitAccuracy(t *testing.T) {
+	standaloneAndCluster(t, accuracy)
+}
+
+// standaloneAndCluster runs fn as the subtest "standalone" on one Redis,
+// then as "cluster" on a 3-master Redis Cluster; redisAddrs is what
+// --redis takes.
+func standaloneAndCluster(t *testing.T, fn func(t *testing.T, redisAddrs string)) {
 	t.Run("standalone", func(t *testing.T) {
 		srv := redistest.Start(t)
-		accuracy(t, srv.Addr())
+		fn(t, srv.Addr())
 	})
 	t.Run("cluster", func(t *testing.T) {
 		c := redistest.StartCluster(t, 3, 0)
-		accuracy(t, strings.Join(c.Addrs(), ","))
+		fn(t, strings.Join(c.Addrs(), ","))
 	})
 }
 
-func accuracy(t *testing.T, redisAddrs string) {
-	// A fixed window of 24h is aligned to UTC midnight: keep clear of it.
+// clearOfMidnight waits until just past UTC midnight when it is less than
+// two minutes away: a fixed window of a day is aligned to it.
+func clearOfMidnight() {
 	if d := time.Until(time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)); d < 2*time.Minute {
 		time.Sleep(d + time.Second)
 	}
+}
+
+func accuracy(t *testing.T, redisAddrs string) {
+	clearOfMidnight() // the rules' fixed window is a day
 	dir := t.TempDir()
 	rulesYAML := `rules:
   - {id: tb, match: {endpoint: "GET /tb"}, limit: 1000, window: 24h, algorithm: token_bucket}

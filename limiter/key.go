@@ -83,7 +83,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 				return buf[:start], "", "", false
 			}
 			buf = append(buf, "header:"...)
-			buf = appendLower(buf, p.Name)
+			buf = rules.AppendLower(buf, p.Name)
 			buf = append(buf, '=')
 			buf = appendValue(buf, v)
 		case rules.KeyEntry:
@@ -141,16 +141,6 @@ func appendEndpoint(buf []byte, method, path string) []byte {
 	e = append(e, ' ')
 	e = rules.AppendCleanPath(e, path)
 	return appendValue(buf, bytesString(e))
-}
-func appendLower(buf []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		buf = append(buf, c)
-	}
-	return buf
 }
 
 // entryValue returns the value of the first entry with key k, "" if none.

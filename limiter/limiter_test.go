@@ -392,6 +392,34 @@ func bigSet(n int) *rules.Set {
 	return s
 }
 
+// benchLimiter is a limiter over the embedded store (the real clock, no
+// sweeps) with bigSet(n) in force, for the Check benchmarks.
+func benchLimiter(b *testing.B, n int) *limiter.Limiter {
+	b.Helper()
+	st, err := memory.New(memory.Config{SweepInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	ix, err := rules.Compile(bigSet(n))
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := limiter.New(st, limiter.Config{})
+	l.SetRules(ix)
+	return l
+}
+
+// benchUsers returns the 1,024 user names from u<off>, for the Check
+// benchmarks to spread their calls over.
+func benchUsers(off int64) []string {
+	users := make([]string, 1024)
+	for i := range users {
+		users[i] = fmt.Sprintf("u%06d", off+int64(i))
+	}
+	return users
+}
+
 // BenchmarkCheck is a full decision through the engine: identity, plan
 // lookup, rule matching against n rules, and the embedded store. With
 // matching=1 the call matches the plan's token bucket only; with matching=2
@@ -407,21 +435,7 @@ func BenchmarkCheck(b *testing.B) {
 		}
 		n := c.rules
 		b.Run(fmt.Sprintf("rules=%d/matching=%d", c.rules, c.matching), func(b *testing.B) {
-			st, err := memory.New(memory.Config{SweepInterval: -1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			ix, err := rules.Compile(bigSet(n))
-			if err != nil {
-				b.Fatal(err)
-			}
-			l := limiter.New(st, limiter.Config{})
-			l.SetRules(ix)
-			users := make([]string, 1024)
-			for i := range users {
-				users[i] = fmt.Sprintf("u%06d", i)
-			}
+			l, users := benchLimiter(b, n), benchUsers(0)
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -438,22 +452,11 @@ func BenchmarkCheck(b *testing.B) {
 }
 
 func BenchmarkCheckParallel(b *testing.B) {
-	st, err := memory.New(memory.Config{SweepInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	ix, _ := rules.Compile(bigSet(10000))
-	l := limiter.New(st, limiter.Config{})
-	l.SetRules(ix)
+	l := benchLimiter(b, 10000)
 	var n atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		users := make([]string, 1024)
-		off := n.Add(1) * 1024
-		for i := range users {
-			users[i] = fmt.Sprintf("u%06d", off+int64(i))
-		}
+		users := benchUsers(n.Add(1) * 1024)
 		i := 0
 		for pb.Next() {
 			req := limiter.Request{User: users[i&1023], Method: "GET", Path: "/api/v1/orders/42"}

@@ -2,12 +2,9 @@ package limiter_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/sluicehq/sluice/limiter"
-	"github.com/sluicehq/sluice/rules"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 // BenchmarkCheckPlan is BenchmarkCheck's 10,000 rules with the plan given
@@ -16,21 +13,7 @@ import (
 func BenchmarkCheckPlan(b *testing.B) {
 	for _, plan := range []string{"free", "zzz"} {
 		b.Run("plan="+plan, func(b *testing.B) {
-			st, err := memory.New(memory.Config{SweepInterval: -1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			ix, err := rules.Compile(bigSet(10000))
-			if err != nil {
-				b.Fatal(err)
-			}
-			l := limiter.New(st, limiter.Config{})
-			l.SetRules(ix)
-			users := make([]string, 1024)
-			for i := range users {
-				users[i] = fmt.Sprintf("u%06d", i)
-			}
+			l, users := benchLimiter(b, 10000), benchUsers(0)
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -141,16 +141,25 @@ func (f *filter) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 		return
 	}
 	d, err := f.l.Check(r.Context(), &req)
-	if err != nil {
-		f.undecided(w, r, err)
-		return
-	}
-	if !d.Allowed {
-		headers.WriteDenied(w, &d)
+	if f.refused(w, r, &d, err) {
 		return
 	}
 	headers.Set(w.Header(), &d)
 	next.ServeHTTP(w, r)
+}
+
+// refused answers a call the limiter could not decide (err) or denied,
+// and reports whether it did; an allowed call is left to the caller.
+func (f *filter) refused(w http.ResponseWriter, r *http.Request, d *limiter.Decision, err error) bool {
+	if err != nil {
+		f.undecided(w, r, err)
+		return true
+	}
+	if !d.Allowed {
+		headers.WriteDenied(w, d)
+		return true
+	}
+	return false
 }
 
 // undecided is the one place a call the limiter could not decide is

@@ -31,6 +31,14 @@ func newLimiter(t testing.TB, doc string) *limiter.Limiter {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	l := limiter.New(st, limiter.Config{})
+	l.SetRules(compile(t, doc))
+	return l
+}
+
+// compile compiles the rules document doc.
+func compile(t testing.TB, doc string) *rules.Index {
+	t.Helper()
 	set, err := rules.ParseYAML([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
@@ -39,9 +47,7 @@ func newLimiter(t testing.TB, doc string) *limiter.Limiter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := limiter.New(st, limiter.Config{})
-	l.SetRules(ix)
-	return l
+	return ix
 }
 
 // counter is the handler behind the middleware: it counts the calls that
@@ -241,27 +247,42 @@ default_plan: free
 	}
 }
 
-func TestJWTUserAndPlan(t *testing.T) {
-	secret := []byte("test-secret-of-32-bytes-at-least!")
-	now := time.Now()
-	v, err := middleware.NewJWTVerifier(middleware.JWTConfig{HS256Secret: secret})
+// jwtSecret signs the tokens of the JWT tests (HS256).
+var jwtSecret = []byte("test-secret-of-32-bytes-at-least!")
+
+// jwtFilter returns the middleware in front of next, deciding with the
+// rules of doc and identifying callers by tokens signed with jwtSecret.
+func jwtFilter(t *testing.T, doc string, next http.Handler) http.Handler {
+	t.Helper()
+	v, err := middleware.NewJWTVerifier(middleware.JWTConfig{HS256Secret: jwtSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLimiter(t, `
+	return middleware.Middleware(newLimiter(t, doc), middleware.WithIdentifier(&middleware.Identifier{JWT: v}))(next)
+}
+
+// bearer returns an Authorization value carrying a token with claims,
+// signed with jwtSecret.
+func bearer(t *testing.T, claims jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(jwtSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "Bearer " + s
+}
+
+func TestJWTUserAndPlan(t *testing.T) {
+	now := time.Now()
+	next := &counter{}
+	h := jwtFilter(t, `
 rules:
   - {id: anon-per-ip, match: {plan: free}, by: ip, limit: 2, window: 1m}
   - {id: pro-per-user, match: {plan: pro}, by: user, limit: 4, window: 1m}
 default_plan: free
-`)
-	next := &counter{}
-	h := middleware.Middleware(l, middleware.WithIdentifier(&middleware.Identifier{JWT: v}))(next)
+`, next)
 	token := func(sub string, exp time.Time) string {
-		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "plan": "pro", "exp": exp.Unix()}).SignedString(secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return "Bearer " + s
+		return bearer(t, jwt.MapClaims{"sub": sub, "plan": "pro", "exp": exp.Unix()})
 	}
 	calls := func(auth string, n int) int64 {
 		next.n.Store(0)

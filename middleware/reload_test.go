@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/middleware"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // TestRuleChangesApplyToTheNextRequest: a rule change put in force on the
@@ -32,36 +31,22 @@ func TestRuleChangesApplyToTheNextRequest(t *testing.T) {
 	if got := passed(3); got != 2 {
 		t.Fatalf("under limit 2: %d of 3 calls passed, want 2", got)
 	}
-	setRules(t, l, limit5)
+	l.SetRules(compile(t, limit5))
 	w := call{path: "/api/orders"}.do(h)
 	if w.Code != 200 || w.Header().Get("X-RateLimit-Limit") != "5" || w.Header().Get("X-RateLimit-Remaining") != "2" {
 		t.Fatalf("raised to 5 after 2 calls: %d, limit %q, remaining %q; want 200, 5, 2",
 			w.Code, w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"))
 	}
-	setRules(t, l, limit1)
+	l.SetRules(compile(t, limit1))
 	if w := (call{path: "/api/orders"}).do(h); w.Code != 429 || w.Header().Get("X-RateLimit-Limit") != "1" {
 		t.Fatalf("lowered to 1 after 3 calls: %d, limit %q; want 429, 1", w.Code, w.Header().Get("X-RateLimit-Limit"))
 	}
-	setRules(t, l, other)
+	l.SetRules(compile(t, other))
 	if got := passed(3); got != 3 {
 		t.Fatalf("with the rule removed: %d of 3 calls passed, want 3", got)
 	}
-	setRules(t, l, other+"  - {id: orders, match: {endpoint: \"GET /api/orders\"}, by: ip, limit: 1, window: 1h, algorithm: fixed_window}\n")
+	l.SetRules(compile(t, other+"  - {id: orders, match: {endpoint: \"GET /api/orders\"}, by: ip, limit: 1, window: 1h, algorithm: fixed_window}\n"))
 	if got := passed(3); got != 1 {
 		t.Fatalf("with a new rule on the endpoint (limit 1): %d of 3 calls passed, want 1", got)
 	}
-}
-
-// setRules compiles doc and puts it in force on l.
-func setRules(t *testing.T, l interface{ SetRules(*rules.Index) }, doc string) {
-	t.Helper()
-	set, err := rules.ParseYAML([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := rules.Compile(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetRules(ix)
 }

@@ -33,12 +33,7 @@ func (f *filter) serveShaped(w http.ResponseWriter, r *http.Request, next http.H
 		next.ServeHTTP(w, r)
 		return
 	}
-	if err != nil {
-		f.undecided(w, r, err)
-		return
-	}
-	if !d.Allowed {
-		headers.WriteDenied(w, &d)
+	if f.refused(w, r, &d, err) {
 		return
 	}
 	if wait > 0 {

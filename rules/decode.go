@@ -129,6 +129,21 @@ func (d decoder) object(n *tnode, known ...string) error {
 	return nil
 }
 
+// members checks n as object does, then decodes its members in document
+// order with each, stopping at the first error: the error is about the
+// first bad member.
+func (d decoder) members(n *tnode, each func(k tkey) error, known ...string) error {
+	if err := d.object(n, known...); err != nil {
+		return err
+	}
+	for _, k := range n.keys {
+		if err := each(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // quoteKey renders an unknown field name, quoting it unless it is a plain
 // word.
 func quoteKey(k string) string {
@@ -190,24 +205,20 @@ func decodeSet(n *tnode, allowEmpty bool) (*Set, error) {
 		return s, nil
 	}
 	var d decoder
-	if err := d.object(n, "revision", "default_plan", "rules", "clients"); err != nil {
-		return nil, err
-	}
-	for _, k := range n.keys {
-		var err error
+	err := d.members(n, func(k tkey) error {
 		switch k.name {
 		case "revision":
-			err = d.int(k.val, k.name, &s.Revision)
+			return d.int(k.val, k.name, &s.Revision)
 		case "default_plan":
-			err = d.str(k.val, k.name, &s.DefaultPlan)
+			return d.str(k.val, k.name, &s.DefaultPlan)
 		case "rules":
-			err = decodeRules(k.val, s)
-		case "clients":
-			err = decodeClients(k.val, s)
+			return decodeRules(k.val, s)
+		default: // "clients"
+			return decodeClients(k.val, s)
 		}
-		if err != nil {
-			return nil, err
-		}
+	}, "revision", "default_plan", "rules", "clients")
+	if err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -249,10 +260,7 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 		d = &decoder{}
 	}
 	var r Rule
-	if err := d.object(n, ruleFields...); err != nil {
-		return r, err
-	}
-	for _, k := range n.keys {
+	err := d.members(n, func(k tkey) error {
 		var err error
 		switch k.name {
 		case "match":
@@ -262,9 +270,10 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 		default:
 			err = decodeRuleField(*d, k, &r)
 		}
-		if err != nil {
-			return Rule{}, err
-		}
+		return err
+	}, ruleFields...)
+	if err != nil {
+		return Rule{}, err
 	}
 	// A limit left out is not limit 0, which denies every call.
 	if l := n.get("limit"); !r.Unlimited && (l == nil || l.kind == tnull) {
@@ -284,10 +293,7 @@ func decodeMatch(d decoder, n *tnode) (Match, error) {
 		return m, nil
 	}
 	md := d.at("match")
-	if err := md.object(n, "domain", "plan", "endpoint", "path_case", "headers", "entries"); err != nil {
-		return Match{}, err
-	}
-	for _, mk := range n.keys {
+	err := md.members(n, func(mk tkey) error {
 		var err error
 		switch mk.name {
 		case "domain":
@@ -303,9 +309,10 @@ func decodeMatch(d decoder, n *tnode) (Match, error) {
 		default:
 			err = md.str(mk.val, mk.name, &m.Endpoint)
 		}
-		if err != nil {
-			return Match{}, err
-		}
+		return err
+	}, "domain", "plan", "endpoint", "path_case", "headers", "entries")
+	if err != nil {
+		return Match{}, err
 	}
 	return m, nil
 }

@@ -157,6 +157,9 @@ func unhex(c byte) byte {
 	return c - 'A' + 10
 }
 
+// AppendLower appends s to dst with ASCII letters in lower case.
+func AppendLower(dst []byte, s string) []byte { return appendLower(dst, s) }
+
 // appendLower appends s with ASCII letters in lower case.
 func appendLower(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {

@@ -377,7 +377,11 @@ func validText(field, s string, max int) error {
 func isLowerAlnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
 func isAlnum(c byte) bool      { return isLowerAlnum(c) || 'A' <= c && c <= 'Z' }
 
-// quote quotes s for an error message, eliding the middle of long values.
+// Quote quotes s for an error message, eliding the middle of a value
+// longer than 80 bytes (at rune boundaries).
+func Quote(s string) string { return quote(s) }
+
+// quote is Quote.
 func quote(s string) string {
 	const max = 80
 	if len(s) > max {

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -133,16 +132,6 @@ func TestAdminFlagsShared(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // get sends a GET with the given Host and headers (key, value, ...) and
 // returns the status and body.
 func get(t *testing.T, url, host string, kv ...string) (int, string) {
@@ -202,9 +191,9 @@ func startCmd(t *testing.T, url string, args ...string) {
 // are off without --pprof, and the command line is never served.
 func TestServeAdminListenerGuarded(t *testing.T) {
 	dir := t.TempDir()
-	adminAddr := freeAddr(t)
+	adminAddr := freePort(t)
 	base := "http://" + adminAddr
-	startCmd(t, base+"/rules", "serve", "--listen", freeAddr(t), "--grpc-listen", "", "--admin-listen", adminAddr,
+	startCmd(t, base+"/rules", "serve", "--listen", freePort(t), "--grpc-listen", "", "--admin-listen", adminAddr,
 		"--rules", filepath.Join(dir, "rules.yaml"), "--admin-allowed-host", "sluice-admin.internal")
 	for _, tt := range []struct {
 		path, host string
@@ -255,9 +244,9 @@ func TestServeAdminListenerGuarded(t *testing.T) {
 		t.Errorf("GET /rules after the attacks: %d %s, want rule keep only", code, body)
 	}
 
-	adminAddr = freeAddr(t)
+	adminAddr = freePort(t)
 	base = "http://" + adminAddr
-	startCmd(t, base+"/rules", "serve", "--listen", freeAddr(t), "--grpc-listen", "", "--admin-listen", adminAddr,
+	startCmd(t, base+"/rules", "serve", "--listen", freePort(t), "--grpc-listen", "", "--admin-listen", adminAddr,
 		"--rules", filepath.Join(dir, "rules2.yaml"), "--pprof", "--redis-password", "hunter2-secret")
 	if code, body := get(t, base+"/debug/pprof/heap?debug=1", ""); code != 200 || !strings.Contains(body, "heap profile") {
 		t.Errorf("with --pprof, GET /debug/pprof/heap: %d %.100s, want 200 and a heap profile", code, body)
@@ -273,9 +262,9 @@ func TestServeAdminListenerGuarded(t *testing.T) {
 // TestGatewayAdminListenerGuarded: the gateway's admin listener, /healthz
 // and /readyz included, refuses a rebinding Host.
 func TestGatewayAdminListenerGuarded(t *testing.T) {
-	adminAddr := freeAddr(t)
+	adminAddr := freePort(t)
 	base := "http://" + adminAddr
-	startCmd(t, base+"/healthz", "gateway", "--upstream", "http://127.0.0.1:1", "--listen", freeAddr(t),
+	startCmd(t, base+"/healthz", "gateway", "--upstream", "http://127.0.0.1:1", "--listen", freePort(t),
 		"--admin-listen", adminAddr, "--rules", filepath.Join(t.TempDir(), "rules.yaml"))
 	for _, p := range []string{"/healthz", "/readyz", "/rules", "/clients"} {
 		if code, body := get(t, base+p, "rebind.evil.example"); code != 403 {

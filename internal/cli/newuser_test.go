@@ -49,7 +49,7 @@ func TestRulesAdminHints(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "not the admin API") || !strings.Contains(errOut, "--admin-listen") {
 		t.Errorf("rules list against the data plane: exit %d, stderr %q; want a hint at the admin address", code, errOut)
 	}
-	dead := freeAddr(t)
+	dead := freePort(t)
 	code, _, errOut = sluice(t, "", "rules", "list", "--admin", "http://"+dead)
 	if code != 1 || !strings.Contains(errOut, "nothing answers at http://"+dead) || !strings.Contains(errOut, "--admin-listen") {
 		t.Errorf("rules list against a closed port: exit %d, stderr %q; want a hint at the admin address", code, errOut)
@@ -120,8 +120,8 @@ func TestGatewayUpstreamNeedsScheme(t *testing.T) {
 
 // TestGatewayReadyzOneLine: the gateway's /readyz is one line, as serve's.
 func TestGatewayReadyzOneLine(t *testing.T) {
-	admin := freeAddr(t)
-	startCmd(t, "http://"+admin+"/healthz", "gateway", "--upstream", "http://127.0.0.1:1", "--listen", freeAddr(t),
+	admin := freePort(t)
+	startCmd(t, "http://"+admin+"/healthz", "gateway", "--upstream", "http://127.0.0.1:1", "--listen", freePort(t),
 		"--admin-listen", admin, "--rules", filepath.Join(t.TempDir(), "rules.yaml"))
 	code, body := get(t, "http://"+admin+"/readyz", "")
 	if code != http.StatusOK || !strings.HasPrefix(body, `{"status":"ready",`) || strings.Count(body, "\n") != 1 {

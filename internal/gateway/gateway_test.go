@@ -27,6 +27,14 @@ func newLimiter(t testing.TB, doc string) *limiter.Limiter {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	l := limiter.New(st, limiter.Config{})
+	l.SetRules(compile(t, doc))
+	return l
+}
+
+// compile compiles the rules document doc.
+func compile(t testing.TB, doc string) *rules.Index {
+	t.Helper()
 	set, err := rules.ParseYAML([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
@@ -35,9 +43,7 @@ func newLimiter(t testing.TB, doc string) *limiter.Limiter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := limiter.New(st, limiter.Config{})
-	l.SetRules(ix)
-	return l
+	return ix
 }
 
 // upstream records the last request it received.

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"slices"
 	"testing"
-
-	"github.com/sluicehq/sluice/rules"
 )
 
 // TestRuleChangesReachTheProxy: a rule change put in force on the limiter
@@ -18,15 +16,7 @@ func TestRuleChangesReachTheProxy(t *testing.T) {
 	gw := newGateway(t, l, up.URL, nil)
 	setRules := func(doc string) {
 		t.Helper()
-		set, err := rules.ParseYAML([]byte(doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ix, err := rules.Compile(set)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.SetRules(ix)
+		l.SetRules(compile(t, doc))
 	}
 	// codes makes n calls and returns their status codes.
 	codes := func(n int) []int {

@@ -38,16 +38,9 @@ type Conn struct {
 // NewConn returns a Conn to the host of the http:// URL target; it dials on
 // first use. Each call must finish within timeout (0: no limit).
 func NewConn(target string, timeout time.Duration) (*Conn, error) {
-	u, err := url.Parse(target)
+	_, addr, err := targetAddr(target, "http", "80")
 	if err != nil {
-		return nil, fmt.Errorf("loadgen: target: %w", err)
-	}
-	if u.Scheme != "http" || u.Host == "" {
-		return nil, fmt.Errorf("loadgen: target must be an http://host:port URL, got %q", target)
-	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), "80")
+		return nil, err
 	}
 	return &Conn{addr: addr, timeout: timeout}, nil
 }
@@ -55,16 +48,9 @@ func NewConn(target string, timeout time.Duration) (*Conn, error) {
 // NewConnTLS returns a Conn to the host of the https:// URL target, over
 // TLS with cfg (nil: the system's CAs, no client certificate).
 func NewConnTLS(target string, timeout time.Duration, cfg *tls.Config) (*Conn, error) {
-	u, err := url.Parse(target)
+	u, addr, err := targetAddr(target, "https", "443")
 	if err != nil {
-		return nil, fmt.Errorf("loadgen: target: %w", err)
-	}
-	if u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("loadgen: target must be an https://host:port URL, got %q", target)
-	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), "443")
+		return nil, err
 	}
 	if cfg == nil {
 		cfg = &tls.Config{}
@@ -75,6 +61,22 @@ func NewConnTLS(target string, timeout time.Duration, cfg *tls.Config) (*Conn, e
 	}
 	cfg.NextProtos = []string{"http/1.1"}
 	return &Conn{addr: addr, timeout: timeout, tls: cfg}, nil
+}
+
+// targetAddr parses target, a scheme://host[:port] URL, and returns it
+// with the address to dial (port when it names none).
+func targetAddr(target, scheme, port string) (*url.URL, string, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, "", fmt.Errorf("loadgen: target: %w", err)
+	}
+	if u.Scheme != scheme || u.Host == "" {
+		return nil, "", fmt.Errorf("loadgen: target must be an %s://host:port URL, got %q", scheme, target)
+	}
+	if u.Port() == "" {
+		return u, net.JoinHostPort(u.Hostname(), port), nil
+	}
+	return u, u.Host, nil
 }
 
 // Do writes req, a complete HTTP/1.1 request, and reads the answer. It

@@ -2,6 +2,7 @@ package rulestore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -62,22 +63,27 @@ func (c FileConfig) Validate() error {
 
 func (c FileConfig) withDefaults() FileConfig {
 	d := DefaultFileConfig()
-	if c.Path == "" {
-		c.Path = d.Path
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = d.PollInterval
-	}
-	if c.Logger == nil {
-		c.Logger = d.Logger
-	}
-	if c.Now == nil {
-		c.Now = d.Now
-	}
-	if c.Tick == nil {
-		c.Tick = d.Tick
-	}
+	c.Path = cmp.Or(c.Path, d.Path)
+	c.PollInterval = cmp.Or(c.PollInterval, d.PollInterval)
+	c.Logger, c.Now, c.Tick = runtimeDefaults(c.Logger, c.Now, c.Tick)
 	return c
+}
+
+// tickFunc makes a ticker: its channel and the function that stops it.
+type tickFunc = func(d time.Duration) (<-chan time.Time, func())
+
+// runtimeDefaults returns the logger and clocks a store runs with, the
+// same for a rules file and a database: each one given, else
+// DefaultFileConfig's.
+func runtimeDefaults(log *slog.Logger, now func() time.Time, tick tickFunc) (*slog.Logger, func() time.Time, tickFunc) {
+	d := DefaultFileConfig()
+	if now == nil {
+		now = d.Now
+	}
+	if tick == nil {
+		tick = d.Tick
+	}
+	return cmp.Or(log, d.Logger), now, tick
 }
 
 // File is a Source backed by a YAML file that operators may also edit by

@@ -1,6 +1,7 @@
 package rulestore
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,27 +99,11 @@ func (c PostgresConfig) Validate() error {
 
 func (c PostgresConfig) withDefaults() PostgresConfig {
 	d := DefaultPostgresConfig()
-	if c.RefreshInterval == 0 {
-		c.RefreshInterval = d.RefreshInterval
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = d.ConnectTimeout
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = d.WriteTimeout
-	}
-	if c.MaxConns == 0 {
-		c.MaxConns = d.MaxConns
-	}
-	if c.Logger == nil {
-		c.Logger = d.Logger
-	}
-	if c.Now == nil {
-		c.Now = d.Now
-	}
-	if c.Tick == nil {
-		c.Tick = d.Tick
-	}
+	c.RefreshInterval = cmp.Or(c.RefreshInterval, d.RefreshInterval)
+	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, d.ConnectTimeout)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, d.WriteTimeout)
+	c.MaxConns = cmp.Or(c.MaxConns, d.MaxConns)
+	c.Logger, c.Now, c.Tick = runtimeDefaults(c.Logger, c.Now, c.Tick)
 	if c.After == nil {
 		c.After = d.After
 	}

@@ -79,6 +79,19 @@ func query[T any](t *testing.T, url, sql string, args ...any) T {
 	return v
 }
 
+// recordSets returns a step that applies a change through p and records
+// the YAML of the set at the revision it makes in sets.
+func recordSets(t *testing.T, ctx context.Context, p *Postgres, sets map[int64]string) func(func(*rules.Set) error) {
+	return func(fn func(*rules.Set) error) {
+		t.Helper()
+		ix, err := p.Update(ctx, -1, fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets[ix.Revision()] = yamlOf(t, ix.Set())
+	}
+}
+
 // yamlOf renders a set for comparisons (nil and empty compare equal).
 func yamlOf(t *testing.T, s *rules.Set) string {
 	t.Helper()
@@ -191,14 +204,7 @@ func TestPostgresHistory(t *testing.T) {
 	p := fx.open(t)
 	ctx := WithActor(context.Background(), "alice")
 	sets := map[int64]string{0: yamlOf(t, p.Current().Set())}
-	step := func(fn func(*rules.Set) error) {
-		t.Helper()
-		ix, err := p.Update(ctx, -1, fn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sets[ix.Revision()] = yamlOf(t, ix.Set())
-	}
+	step := recordSets(t, ctx, p, sets)
 	step(addRule(rule("a", 10)))    // 1
 	step(addRule(rule("b", 20)))    // 2
 	step(func(s *rules.Set) error { // 3: change a, move b first

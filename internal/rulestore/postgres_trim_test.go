@@ -20,14 +20,7 @@ func TestPostgresSetAtAfterTrim(t *testing.T) {
 	p := newPGFixture(t, url).open(t)
 	ctx := context.Background()
 	sets := map[int64]string{}
-	step := func(fn func(*rules.Set) error) {
-		t.Helper()
-		ix, err := p.Update(ctx, -1, fn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sets[ix.Revision()] = yamlOf(t, ix.Set())
-	}
+	step := recordSets(t, ctx, p, sets)
 	step(addRule(rule("a", 10)))    // 1
 	step(addRule(rule("b", 20)))    // 2: b never changes again
 	step(func(s *rules.Set) error { // 3: a client that never changes again

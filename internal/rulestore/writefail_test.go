@@ -73,34 +73,70 @@ func fill(t *testing.T, dir string) string {
 	return ""
 }
 
-// wantRefused checks that a failed Update changed nothing: the error is
-// ErrUnavailable naming the cause, the file, and its fix; the rules in force,
-// the revision and the file are as before; no temporary file is left; no
-// subscriber was called.
-func wantRefused(t *testing.T, f *File, path string, before *rules.Index, content string, calls *int, err error, cause, fix string) {
+// written is a rules file with rule a written through the API, whose next
+// write, rule b, a test makes fail.
+type written struct {
+	f       *File
+	path    string
+	before  *rules.Index // in force after rule a
+	content string       // the file after rule a
+}
+
+// writeFirst opens fx's file and writes rule a through it.
+func writeFirst(t *testing.T, fx *fixture) *written {
 	t.Helper()
+	f := fx.open(t)
+	before, err := f.Update(context.Background(), -1, addRule(rule("a", 10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &written{f: f, path: fx.path, before: before, content: fx.read(t)}
+}
+
+// wantRefused writes rule b and checks that the write failed and changed
+// nothing: the error is ErrUnavailable naming cause, the file, and fix;
+// the rules in force, the revision and the file are as before; no
+// temporary file is left; no subscriber was called.
+func (w *written) wantRefused(t *testing.T, cause, fix string) {
+	t.Helper()
+	calls := 0
+	w.f.Subscribe(func(*rules.Index) { calls++ })
+	_, err := w.f.Update(context.Background(), -1, addRule(rule("b", 10)))
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Update error = %v, want ErrUnavailable (HTTP 503)", err)
 	}
-	for _, want := range []string{cause, path, fix} {
+	for _, want := range []string{cause, w.path, fix} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Update error = %q, want it to name %q", err, want)
 		}
 	}
-	if f.Current() != before {
-		t.Errorf("Current() changed to revision %d, want revision %d kept", f.Current().Revision(), before.Revision())
+	if w.f.Current() != w.before {
+		t.Errorf("Current() changed to revision %d, want revision %d kept", w.f.Current().Revision(), w.before.Revision())
 	}
-	if got, err := os.ReadFile(path); err != nil || string(got) != content {
+	if got, err := os.ReadFile(w.path); err != nil || string(got) != w.content {
 		t.Errorf("the rules file changed after a refused write (err %v)", err)
 	}
-	if *calls != 0 {
-		t.Errorf("subscribers called %d times after a refused write, want 0", *calls)
+	if calls != 0 {
+		t.Errorf("subscribers called %d times after a refused write, want 0", calls)
 	}
-	ents, _ := os.ReadDir(filepath.Dir(path))
+	ents, _ := os.ReadDir(filepath.Dir(w.path))
 	for _, e := range ents {
 		if strings.Contains(e.Name(), ".tmp-") {
 			t.Errorf("left behind: %s", e.Name())
 		}
+	}
+}
+
+// wantNext writes rule b again, once the cause is gone (after, for the
+// message), and checks that it lands on the next revision.
+func (w *written) wantNext(t *testing.T, after string) {
+	t.Helper()
+	ix, err := w.f.Update(context.Background(), -1, addRule(rule("b", 10)))
+	if err != nil {
+		t.Fatalf("Update %s: %v", after, err)
+	}
+	if got, want := ix.Revision(), w.before.Revision()+1; got != want {
+		t.Errorf("revision = %d, want %d", got, want)
 	}
 }
 
@@ -109,21 +145,11 @@ func wantRefused(t *testing.T, f *File, path string, before *rules.Index, conten
 // write is refused naming the file and the fix, and a hand edit still loads.
 func TestUpdateReadOnlyFile(t *testing.T) {
 	fx := newFixture(t)
-	f := fx.open(t)
-	ctx := context.Background()
-	before, err := f.Update(ctx, -1, addRule(rule("a", 10)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := writeFirst(t, fx)
 	if err := os.Chmod(fx.path, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	content := fx.read(t)
-	calls := 0
-	f.Subscribe(func(*rules.Index) { calls++ })
-
-	_, err = f.Update(ctx, -1, addRule(rule("b", 10)))
-	wantRefused(t, f, fx.path, before, content, &calls, err, "the rules file is read-only", "chmod u+w")
+	w.wantRefused(t, "the rules file is read-only", "chmod u+w")
 	if fi, err := os.Stat(fx.path); err != nil || fi.Mode().Perm() != 0o444 {
 		t.Errorf("rules file mode = %v (err %v), want 0444 kept", fi.Mode().Perm(), err)
 	}
@@ -132,13 +158,7 @@ func TestUpdateReadOnlyFile(t *testing.T) {
 	if err := os.Chmod(fx.path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ix, err := f.Update(ctx, -1, addRule(rule("b", 10)))
-	if err != nil {
-		t.Fatalf("Update after chmod u+w: %v", err)
-	}
-	if got, want := ix.Revision(), before.Revision()+1; got != want {
-		t.Errorf("revision = %d, want %d", got, want)
-	}
+	w.wantNext(t, "after chmod u+w")
 }
 
 // TestUpdatePermissionDenied: a directory sluice may not write in refuses
@@ -146,13 +166,7 @@ func TestUpdateReadOnlyFile(t *testing.T) {
 // bits, the directory is made immutable (chattr +i) instead of chmod 0555.
 func TestUpdatePermissionDenied(t *testing.T) {
 	fx := newFixture(t)
-	f := fx.open(t)
-	ctx := context.Background()
-	before, err := f.Update(ctx, -1, addRule(rule("a", 10)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	content := fx.read(t)
+	w := writeFirst(t, fx)
 	dir := filepath.Dir(fx.path)
 	if os.Geteuid() == 0 {
 		if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
@@ -165,10 +179,7 @@ func TestUpdatePermissionDenied(t *testing.T) {
 		}
 		t.Cleanup(func() { os.Chmod(dir, 0o755) })
 	}
-	calls := 0
-	f.Subscribe(func(*rules.Index) { calls++ })
-	_, err = f.Update(ctx, -1, addRule(rule("b", 10)))
-	wantRefused(t, f, fx.path, before, content, &calls, err, "permission denied", "write permission")
+	w.wantRefused(t, "permission denied", "write permission")
 }
 
 // TestUpdateDiskFull: a full disk refuses the write with 503 saying so;
@@ -181,30 +192,14 @@ func TestUpdateDiskFull(t *testing.T) {
 	fx := newFixture(t)
 	fx.path = filepath.Join(mountTmpfs(t, "64k"), "rules.yaml")
 	fx.cfg.Path = fx.path
-	f := fx.open(t)
-	ctx := context.Background()
-	before, err := f.Update(ctx, -1, addRule(rule("a", 10)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	content := fx.read(t)
+	w := writeFirst(t, fx)
 	filler := fill(t, filepath.Dir(fx.path))
-	calls := 0
-	f.Subscribe(func(*rules.Index) { calls++ })
-
-	_, err = f.Update(ctx, -1, addRule(rule("b", 10)))
-	wantRefused(t, f, fx.path, before, content, &calls, err, "the disk is full", "free space")
+	w.wantRefused(t, "the disk is full", "free space")
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	ix, err := f.Update(ctx, -1, addRule(rule("b", 10)))
-	if err != nil {
-		t.Fatalf("Update after freeing space: %v", err)
-	}
-	if got, want := ix.Revision(), before.Revision()+1; got != want {
-		t.Errorf("revision = %d, want %d", got, want)
-	}
+	w.wantNext(t, "after freeing space")
 }
 
 // TestUpdateReadOnlyFileSystem: a file system remounted read-only refuses
@@ -217,18 +212,9 @@ func TestUpdateReadOnlyFileSystem(t *testing.T) {
 	dir := mountTmpfs(t, "1m")
 	fx.path = filepath.Join(dir, "rules.yaml")
 	fx.cfg.Path = fx.path
-	f := fx.open(t)
-	ctx := context.Background()
-	before, err := f.Update(ctx, -1, addRule(rule("a", 10)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	content := fx.read(t)
+	w := writeFirst(t, fx)
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "remount,ro,size=1m", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Fatalf("remount %s read-only: %v: %s", dir, err, out)
 	}
-	calls := 0
-	f.Subscribe(func(*rules.Index) { calls++ })
-	_, err = f.Update(ctx, -1, addRule(rule("b", 10)))
-	wantRefused(t, f, fx.path, before, content, &calls, err, "the file system is read-only", "read-write")
+	w.wantRefused(t, "the file system is read-only", "read-write")
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
 )
 
 // Limits on the fields of a check request. user, api_key, ip and the
@@ -33,6 +35,12 @@ type CheckRequest struct {
 	// drops the query and cleans the path (rules.CleanPath).
 	Method string `json:"-"`
 	Path   string `json:"-"`
+}
+
+// limiterRequest is the call r asks about, for the limiter.
+func (r *CheckRequest) limiterRequest() limiter.Request {
+	return limiter.Request{User: r.User, APIKey: r.APIKey, IP: r.IP, Plan: r.Plan,
+		Method: r.Method, Path: r.Path, Cost: r.Cost}
 }
 
 // ParseCheck parses and validates a check request body. It is strict
@@ -139,7 +147,7 @@ func (r *rawCheck) validate(dst *CheckRequest) error {
 	}
 	user, apiKey, ip, plan, endpoint := s[fUser], s[fAPIKey], s[fIP], s[fPlan], s[fEndpoint]
 	if plan != "" && !validPlan(plan) {
-		return invalid("plan: must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got " + quote(plan))
+		return invalid("plan: must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got " + rules.Quote(plan))
 	}
 	var method, path string
 	if endpoint != "" {
@@ -197,7 +205,7 @@ const endpointForm = `want "METHOD /path", e.g. "GET /api/orders"`
 func parseEndpoint(s string) (method, path string, err error) {
 	method, path, ok := strings.Cut(s, " ")
 	if !ok || method == "" {
-		return "", "", invalid("endpoint: " + endpointForm + ", got " + quote(s))
+		return "", "", invalid("endpoint: " + endpointForm + ", got " + rules.Quote(s))
 	}
 	return method, path, nil
 }
@@ -211,7 +219,7 @@ func parseCost(lit string) (int64, error) {
 		return 0, invalid("cost: must be at least 1, got " + lit)
 	}
 	if len(lit) > len("1000000000") {
-		return 0, invalid("cost: must be at most " + strconv.Itoa(MaxCost) + ", got " + quote(lit))
+		return 0, invalid("cost: must be at most " + strconv.Itoa(MaxCost) + ", got " + rules.Quote(lit))
 	}
 	var n int64
 	for i := 0; i < len(lit); i++ {
@@ -224,23 +232,6 @@ func parseCost(lit string) (int64, error) {
 		return 0, invalid("cost: must be at most " + strconv.Itoa(MaxCost) + ", got " + lit)
 	}
 	return n, nil
-}
-
-// quote quotes s for a message, eliding the middle of long values.
-func quote(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return strconv.Quote(s)
-	}
-	cut := max / 2
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	end := len(s) - max/2
-	for end < len(s) && !utf8.RuneStart(s[end]) {
-		end++
-	}
-	return strconv.Quote(s[:cut]) + "…" + strconv.Quote(s[end:])
 }
 
 func invalid(msg string) *APIError {

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
 )
 
 // MaxWaitMS is the largest max_wait_ms of a reservation: one hour, as
@@ -70,7 +71,7 @@ func splitMaxWait(body []byte) ([]byte, int64, error) {
 			return nil, 0, invalid("the body must be one JSON object")
 		}
 		if seen[key] {
-			return nil, 0, invalid(quote(key) + ": repeated")
+			return nil, 0, invalid(rules.Quote(key) + ": repeated")
 		}
 		seen[key] = true
 		var raw json.RawMessage
@@ -106,16 +107,16 @@ func parseMaxWait(raw json.RawMessage) (int64, error) {
 		return 0, nil
 	}
 	if len(s) == 0 || len(s) > 7 || (len(s) > 1 && s[0] == '0') {
-		return 0, invalid(want + ", got " + quote(s))
+		return 0, invalid(want + ", got " + rules.Quote(s))
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, invalid(want + ", got " + quote(s))
+			return 0, invalid(want + ", got " + rules.Quote(s))
 		}
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n > MaxWaitMS {
-		return 0, invalid(want + ", got " + quote(s))
+		return 0, invalid(want + ", got " + rules.Quote(s))
 	}
 	return n, nil
 }
@@ -125,17 +126,14 @@ func parseMaxWait(raw json.RawMessage) (int64, error) {
 func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	buf := bufPool.Get().(*buffers)
 	defer buf.release()
-	body, err := s.readBody(w, r, buf.body[:0])
-	buf.body = body
+	if err := s.readBody(w, r, buf); err != nil {
+		return err
+	}
+	req, err := ParseReserve(buf.body)
 	if err != nil {
 		return err
 	}
-	req, err := ParseReserve(body)
-	if err != nil {
-		return err
-	}
-	lr := limiter.Request{User: req.User, APIKey: req.APIKey, IP: req.IP, Plan: req.Plan,
-		Method: req.Method, Path: req.Path, Cost: req.Cost}
+	lr := req.limiterRequest()
 	d, wait, err := s.l.Reserve(r.Context(), &lr, msDuration(req.MaxWaitMS))
 	switch {
 	case errors.Is(err, limiter.ErrNoBudget):

@@ -177,18 +177,15 @@ func (b *buffers) release() {
 func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	buf := bufPool.Get().(*buffers)
 	defer buf.release()
-	body, err := s.readBody(w, r, buf.body[:0])
-	buf.body = body
-	if err != nil {
+	if err := s.readBody(w, r, buf); err != nil {
 		return err
 	}
 	var req CheckRequest
-	if err := parseCheck(body, &buf.esc, &req); err != nil {
+	if err := parseCheck(buf.body, &buf.esc, &req); err != nil {
 		return err
 	}
 	// req's strings alias buf: the limiter copies what it keeps.
-	lr := limiter.Request{User: req.User, APIKey: req.APIKey, IP: req.IP, Plan: req.Plan,
-		Method: req.Method, Path: req.Path, Cost: req.Cost}
+	lr := req.limiterRequest()
 	d, err := s.l.Check(r.Context(), &lr)
 	if err != nil {
 		return s.unavailable(r.Context(), err)
@@ -215,8 +212,15 @@ func (s *Server) unavailable(ctx context.Context, err error) *APIError {
 		Message: "the rate limiter could not decide: " + err.Error()}
 }
 
-// readBody appends the request body to buf, at most cfg.MaxBody bytes.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error) {
+// readBody reads the request body into b.body, at most cfg.MaxBody bytes.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, b *buffers) error {
+	buf, err := s.appendBody(w, r, b.body[:0])
+	b.body = buf
+	return err
+}
+
+// appendBody appends the request body to buf, at most cfg.MaxBody bytes.
+func (s *Server) appendBody(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error) {
 	limit := s.cfg.MaxBody
 	if r.ContentLength > limit {
 		return buf, s.tooLarge()

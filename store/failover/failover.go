@@ -360,14 +360,7 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 // be answered locally (it failed, or the breaker opened while it waited).
 func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res []algorithm.Result) (info limiter.TakeInfo, err error, decided bool) {
 	e := s.opened.Load()
-	// The wait ends at MaxWait, or 2 ms before the caller's own deadline
-	// (Envoy's filter timeout arrives as one): a local answer then beats
-	// the error the caller would get, which a proxy may turn into "allow".
-	end := time.Now().Add(s.cfg.MaxWait)
-	capped := false // the wait ends before the caller's deadline
-	if dl, ok := ctx.Deadline(); ok && dl.Add(-callerMargin).Before(end) {
-		end, capped = dl.Add(-callerMargin), true
-	}
+	end, capped := s.sharedDeadline(ctx)
 	cctx, cancel := context.WithDeadline(ctx, end)
 	stopOpened := context.AfterFunc(e.ctx, cancel)
 	w := &watch{s: s, ops: ops}
@@ -378,16 +371,11 @@ func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res
 	w.end()
 	stopOpened()
 	cancel()
-	if fn := s.onCall.Load(); fn != nil {
-		(*fn)(took, err)
-	}
-	s.count(s.cfg.Now())
+	s.called(took, err)
 	if err == nil {
-		s.stats.Store.Add(1)
 		return info, nil, true
 	}
-	ours := capped && timedOut(err) && !errors.Is(ctx.Err(), context.Canceled)
-	if ctx.Err() != nil && !ours {
+	if callerGone(ctx, err, capped) {
 		return limiter.TakeInfo{}, ctx.Err(), true // the caller gave up: not the store's fault
 	}
 	if errors.Is(err, limiter.ErrTooManyRules) {
@@ -408,10 +396,48 @@ func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res
 	if timedOut(err) {
 		return limiter.TakeInfo{}, nil, false // the wait ended: time is the probe's to judge
 	}
+	s.failed(err, ops)
+	return limiter.TakeInfo{}, nil, false
+}
+
+// sharedDeadline is when a call to the shared store stops waiting: after
+// MaxWait, or callerMargin before the caller's own deadline (Envoy's
+// filter timeout arrives as one), and then capped is true: a local answer
+// beats the error the caller would get, which a proxy may turn into "allow".
+func (s *Store) sharedDeadline(ctx context.Context) (end time.Time, capped bool) {
+	end = time.Now().Add(s.cfg.MaxWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-callerMargin).Before(end) {
+		return dl.Add(-callerMargin), true
+	}
+	return end, false
+}
+
+// called counts a call to the shared store that took took and ended in
+// err: the OnCall hook, the calls of the breaker's window, and a success.
+func (s *Store) called(took time.Duration, err error) {
+	if fn := s.onCall.Load(); fn != nil {
+		(*fn)(took, err)
+	}
+	s.count(s.cfg.Now())
+	if err == nil {
+		s.stats.Store.Add(1)
+	}
+}
+
+// callerGone reports whether a call to the shared store that failed with
+// err ended because the caller gave up, not because the store failed: the
+// caller's context ended, and not at the deadline sharedDeadline capped.
+func callerGone(ctx context.Context, err error, capped bool) bool {
+	ours := capped && timedOut(err) && !errors.Is(ctx.Err(), context.Canceled)
+	return ctx.Err() != nil && !ours
+}
+
+// failed counts a failure of the shared store, and trips the breaker when
+// FailureThreshold failures make at least a tenth of the window's calls.
+func (s *Store) failed(err error, ops []limiter.Op) {
 	if n := s.fails.Add(1); int(n) >= s.cfg.FailureThreshold && n*10 >= s.calls.Load() {
 		s.trip(err, clientOf(ops))
 	}
-	return limiter.TakeInfo{}, nil, false
 }
 
 // timedOut reports whether err is the end of a wait: the context's

@@ -35,6 +35,23 @@ func (b busyProcess) Take(ctx context.Context, ops []limiter.Op, res []algorithm
 	return b.Store.Take(ctx, ops, res)
 }
 
+// busyFailover is a failover store with cfg over the Redis at addr behind
+// busyProcess with delay; it is closed when the test ends.
+func busyFailover(t *testing.T, addr string, delay time.Duration, cfg failover.Config) *failover.Store {
+	t.Helper()
+	rcfg := sredis.DefaultConfig()
+	rcfg.Addrs = []string{addr}
+	fo := failover.New(func(ctx context.Context) (failover.Primary, error) {
+		s, err := sredis.New(rcfg)
+		if err != nil {
+			return nil, err
+		}
+		return busyProcess{s, delay}, nil
+	}, cfg)
+	t.Cleanup(func() { fo.Close() })
+	return fo
+}
+
 // TestBusyProcessIsNotARedisFailure: with Redis healthy, calls that spend
 // 4× the store timeout in this process before reaching Redis neither open
 // the breaker nor get a local answer: every decision is Redis's, and a
@@ -42,16 +59,8 @@ func (b busyProcess) Take(ctx context.Context, ops []limiter.Op, res []algorithm
 func TestBusyProcessIsNotARedisFailure(t *testing.T) {
 	srv := redistest.Start(t)
 	const timeout = 5 * time.Millisecond
-	cfg := sredis.DefaultConfig()
-	cfg.Addrs = []string{srv.Addr()}
-	fo := failover.New(func(ctx context.Context) (failover.Primary, error) {
-		s, err := sredis.New(cfg)
-		if err != nil {
-			return nil, err
-		}
-		return busyProcess{s, 4 * timeout}, nil
-	}, failover.Config{Instances: 1, Timeout: timeout, ProbeInterval: 100 * time.Millisecond, Logger: testLogger()})
-	defer fo.Close()
+	fo := busyFailover(t, srv.Addr(), 4*timeout,
+		failover.Config{Instances: 1, Timeout: timeout, ProbeInterval: 100 * time.Millisecond, Logger: testLogger()})
 	const limit = 50
 	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{
 		{ID: "flood", Match: rules.Match{Endpoint: "POST /flood"}, By: rules.ByUser, Limit: limit, Window: rules.Duration(time.Hour)},
@@ -102,16 +111,8 @@ func TestBusyProcessIsNotARedisFailure(t *testing.T) {
 // and that is no verdict on Redis: the breaker stays closed.
 func TestCallerDeadlineGetsAnAnswer(t *testing.T) {
 	srv := redistest.Start(t)
-	cfg := sredis.DefaultConfig()
-	cfg.Addrs = []string{srv.Addr()}
-	fo := failover.New(func(ctx context.Context) (failover.Primary, error) {
-		s, err := sredis.New(cfg)
-		if err != nil {
-			return nil, err
-		}
-		return busyProcess{s, 50 * time.Millisecond}, nil
-	}, failover.Config{Instances: 1, Timeout: 5 * time.Millisecond, Logger: testLogger()})
-	defer fo.Close()
+	fo := busyFailover(t, srv.Addr(), 50*time.Millisecond,
+		failover.Config{Instances: 1, Timeout: 5 * time.Millisecond, Logger: testLogger()})
 	ix, err := rules.Compile(faultRules)
 	if err != nil {
 		t.Fatal(err)

@@ -40,11 +40,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 // reservation must be denied as while the store is unavailable.
 func (s *Store) reserveShared(ctx context.Context, rs limiter.Reserver, ops []limiter.Op, res []algorithm.Result, maxWait int64) (info limiter.TakeInfo, wait int64, err error, decided bool) {
 	e := s.opened.Load()
-	end := time.Now().Add(s.cfg.MaxWait)
-	capped := false
-	if dl, ok := ctx.Deadline(); ok && dl.Add(-callerMargin).Before(end) {
-		end, capped = dl.Add(-callerMargin), true
-	}
+	end, capped := s.sharedDeadline(ctx)
 	cctx, cancel := context.WithDeadline(ctx, end)
 	stopOpened := context.AfterFunc(e.ctx, cancel)
 	start := time.Now()
@@ -52,16 +48,11 @@ func (s *Store) reserveShared(ctx context.Context, rs limiter.Reserver, ops []li
 	took := time.Since(start)
 	stopOpened()
 	cancel()
-	if fn := s.onCall.Load(); fn != nil {
-		(*fn)(took, err)
-	}
-	s.count(s.cfg.Now())
+	s.called(took, err)
 	if err == nil {
-		s.stats.Store.Add(1)
 		return info, wait, nil, true
 	}
-	ours := capped && timedOut(err) && !errors.Is(ctx.Err(), context.Canceled)
-	if ctx.Err() != nil && !ours {
+	if callerGone(ctx, err, capped) {
 		return limiter.TakeInfo{}, 0, ctx.Err(), true
 	}
 	if errors.Is(err, algorithm.ErrReserveKind) || errors.Is(err, limiter.ErrReserveUnsupported) || errors.Is(err, limiter.ErrTooManyRules) {
@@ -72,8 +63,6 @@ func (s *Store) reserveShared(ctx context.Context, rs limiter.Reserver, ops []li
 		return limiter.TakeInfo{}, 0, nil, false
 	}
 	s.suspectCall(ops)
-	if n := s.fails.Add(1); int(n) >= s.cfg.FailureThreshold && n*10 >= s.calls.Load() {
-		s.trip(err, clientOf(ops))
-	}
+	s.failed(err, ops)
 	return limiter.TakeInfo{}, 0, nil, false
 }

@@ -18,23 +18,15 @@ import (
 // local fallback never grants a slot.
 func TestReserveFailsClosed(t *testing.T) {
 	srv := redistest.Start(t)
-	cfg := sredis.DefaultConfig()
-	cfg.Addrs = []string{srv.Addr()}
-	cfg.DialTimeout = 500 * time.Millisecond
-	fo := failover.New(func(ctx context.Context) (failover.Primary, error) {
-		s, err := sredis.New(cfg)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}, failover.Config{Instances: 1, ProbeInterval: 100 * time.Millisecond, Timeout: storeTimeout, Logger: testLogger()})
+	fo, l := newFailoverWith(t, func(c *sredis.Config, f *failover.Config) {
+		c.Denials, f.Denials, f.Instances = nil, nil, 1
+	}, srv.Addr())
 	t.Cleanup(func() { fo.Close() })
 	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{{ID: "egress", Match: rules.Match{Plan: "egress"}, By: rules.ByUser,
 		Limit: 10, Window: rules.Duration(time.Second), Algorithm: algorithm.LeakyBucket, FailureMode: rules.FailOpen}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := limiter.New(fo, limiter.Config{})
 	l.SetRules(ix)
 	req := limiter.Request{User: "api.partner.example", Plan: "egress"}
 	ctx := context.Background()

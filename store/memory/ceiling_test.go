@@ -280,18 +280,7 @@ func TestCeilingWithSweeps(t *testing.T) {
 	clock := newClock(1_700_000_000_000_000)
 	s := ceilingStore(t, clock, max, &bytes.Buffer{})
 	kinds := []algorithm.Kind{algorithm.TokenBucket, algorithm.LeakyBucket, algorithm.FixedWindow, algorithm.SlidingWindow, algorithm.SlidingLog}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				s.Sweep(clock.Now())
-			}
-		}
-	})
+	stop := sweepAlongside(s, clock, nil)
 	rng := rand.New(rand.NewPCG(1, 2))
 	res := make([]algorithm.Result, 3)
 	for step := range 20_000 {
@@ -309,8 +298,7 @@ func TestCeilingWithSweeps(t *testing.T) {
 			clock.Add(int64(rng.IntN(2000)) * 1000)
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	if n := s.Len(); n > max {
 		t.Errorf("Len = %d, want ≤ %d", n, max)
 	}

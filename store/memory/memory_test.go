@@ -495,19 +495,8 @@ func TestSweepConcurrent(t *testing.T) {
 	clock := newClock(conformance.Base)
 	s := newStore(t, clock)
 	p := params(algorithm.FixedWindow, 5, second, 0)
-	stop := make(chan struct{})
-	var sweeper, callers sync.WaitGroup
-	sweeper.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				s.Sweep(clock.Now())
-				s.Len()
-			}
-		}
-	})
+	stop := sweepAlongside(s, clock, func() { s.Len() })
+	var callers sync.WaitGroup
 	for g := range 8 {
 		callers.Go(func() {
 			res := make([]algorithm.Result, 2)
@@ -525,8 +514,32 @@ func TestSweepConcurrent(t *testing.T) {
 		})
 	}
 	callers.Wait()
-	close(stop)
-	sweeper.Wait()
+	stop()
+}
+
+// sweepAlongside sweeps s at clock's time over and over, calling also (nil:
+// nothing) after each sweep, until stop is called; stop returns once the
+// sweeping has ended.
+func sweepAlongside(s *Store, clock *fakeClock, also func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				s.Sweep(clock.Now())
+				if also != nil {
+					also()
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 func unsafeString(b []byte) string { return unsafe.String(&b[0], len(b)) }
