@@ -181,11 +181,24 @@ func run(addr string, n, rounds, loop int, files []string) error {
 		what = fmt.Sprintf("%d takes inside each FCALL", loop)
 	}
 	fmt.Printf("%d rounds of %d FCALLs per contender (%s); µs per decision, median (least)\n", rounds, n, what)
-	fmt.Printf("%-16s %18s %18s\n", "contender", "inside Redis", "Redis CPU")
+	// Redis CPU against the counter (or, with -loop, the first contender):
+	// the median of each round's ratio, rounds being minutes apart at most.
+	base, against := len(cs)-1, "÷ INCRBY+EXPIRE"
+	if loop > 0 {
+		base, against = 0, "÷ "+cs[0].name
+	}
+	ratios := make([][]float64, len(cs))
+	for i := range cs {
+		for r := range cpu[i] {
+			ratios[i] = append(ratios[i], cpu[i][r]/cpu[base][r])
+		}
+	}
+	fmt.Printf("%-16s %18s %18s   Redis CPU %s, median of the rounds' ratios\n", "contender", "inside Redis", "Redis CPU", against)
 	for i, ct := range cs {
 		slices.Sort(inside[i])
 		slices.Sort(cpu[i])
-		fmt.Printf("%-16s %9.2f (%6.2f) %9.2f (%6.2f)\n", ct.name, inside[i][len(inside[i])/2], inside[i][0], cpu[i][len(cpu[i])/2], cpu[i][0])
+		slices.Sort(ratios[i])
+		fmt.Printf("%-16s %9.2f (%6.2f) %9.2f (%6.2f)   %.2f\n", ct.name, inside[i][len(inside[i])/2], inside[i][0], cpu[i][len(cpu[i])/2], cpu[i][0], ratios[i][len(ratios[i])/2])
 	}
 	return nil
 }
