@@ -28,8 +28,11 @@
 #       (-batch-concurrency 1: calls coalesce while a run is out), sluice
 #       with a flush delay (-flush-delay FLUSH_DELAY: a connection with a
 #       reply out holds its next write up to that long for more commands)
-#       and incr (never a flush delay: envoyproxy/ratelimit's default,
-#       REDIS_PIPELINE_WINDOW 0, writes every request's pipeline at once).
+#       incr (never a flush delay: envoyproxy/ratelimit's default,
+#       REDIS_PIPELINE_WINDOW 0, writes every request's pipeline at once)
+#       and floor (bench/redis -mode floor: one run per decision of a script
+#       that reads TIME, GETs and SETs the key and decides nothing, the
+#       least a script run per decision costs).
 #       A run that fell short of its rate (below 95 % of it, or more than
 #       1 % of calls sent over 1 ms late) is marked "not held";
 #   (c) the latency of single decisions on an idle server: 20,000 Checks
@@ -38,7 +41,8 @@
 # used_cpu_sys, before and after) and its socket reads (INFO stats
 # total_reads_processed). Prints every run, then the medians per load:
 # Redis CPU and reads per 1,000 decisions, p50 and p99, and the ratios the
-# targets are about: sluice/incr CPU (≤ 0.8 at 5,000/s and half load) and
+# targets are about: sluice/incr CPU (≤ 0.8 at 5,000/s and half load; floor/incr
+# is what one script run per decision costs at the least) and
 # sluice/textbook decisions per Redis CPU-second at saturation (≥ 1.5).
 #
 #   bench/redis.sh                      # 3 rounds
@@ -185,6 +189,7 @@ for round in $(seq "$ROUNDS"); do
     result "$load" sluice-evalsha "$(sluice -evalsha -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
     result "$load" sluice-1-in-flight "$(sluice -batch-concurrency 1 -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
     result "$load" sluice-flush "$(sluice -flush-delay "$FLUSH_DELAY" -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
+    result "$load" floor "$(bench -mode floor -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
   done
 done
 # Redis's own stalls during the last half-load run (LATENCY LATEST: event, time, latest ms, max ms).
@@ -199,7 +204,7 @@ echo "== medians of $ROUNDS rounds (uptime now: $(uptime))"
 held() { awk -v l="$1" -v c="$2" '$1 == l && $2 == c {n++; h += $11} END {printf "%d/%d", h, n}' "$tmp/runs"; }
 printf '%-10s %-18s %12s %10s %10s %12s %10s %10s %6s\n' load contender "CPU ms/1000" "p50 µs" "p99 µs" decisions/s "per run" "reads/1000" held
 for load in low half saturation; do
-  for c in sluice sluice-evalsha sluice-1-in-flight sluice-flush incr textbook; do
+  for c in sluice sluice-evalsha sluice-1-in-flight sluice-flush floor incr textbook; do
     awk -v l="$load" -v c="$c" '$1 == l && $2 == c {n++} END {exit !n}' "$tmp/runs" || continue
     printf '%-10s %-18s %12.2f %10.1f %10.1f %12.0f %10.2f %10s %6s\n' "$load" "$c" "$(col "$load" "$c" 3)" "$(col "$load" "$c" 4)" \
       "$(col "$load" "$c" 5)" "$(col "$load" "$c" 6)" "$(col "$load" "$c" 8)" "$([ "$c" = textbook ] && echo - || col "$load" "$c" 10)" "$(held "$load" "$c")"
@@ -214,9 +219,10 @@ ratio() {
 for load in low half; do
   awk -v l="$load" -v s="$(ratio "$load" sluice incr 3)" -v f="$(ratio "$load" sluice-flush incr 3)" -v o="$(ratio "$load" sluice-1-in-flight incr 3)" \
     -v e="$(ratio "$load" sluice sluice-evalsha 3)" -v ps="$(ratio "$load" sluice incr 5)" -v pf="$(ratio "$load" sluice-flush incr 5)" \
+    -v fl="$(ratio "$load" floor incr 3)" -v sf="$(ratio "$load" sluice floor 3)" \
     -v hs="$(held "$load" sluice)" -v hi="$(held "$load" incr)" \
-    'BEGIN {printf "%s (median of per-round ratios; rate held sluice %s, incr %s): Redis CPU per decision sluice/incr %.2f (target <= 0.8: %s), flush delay/incr %.2f, one in flight/incr %.2f, FCALL/EVALSHA %.2f; p99 sluice/incr %.2f, flush delay/incr %.2f\n",
-      l, hs, hi, s, (s <= 0.8 ? "met" : "NOT met"), f, o, e, ps, pf}'
+    'BEGIN {printf "%s (median of per-round ratios; rate held sluice %s, incr %s): Redis CPU per decision sluice/incr %.2f (target <= 0.8: %s), floor/incr %.2f, sluice/floor %.2f, flush delay/incr %.2f, one in flight/incr %.2f, FCALL/EVALSHA %.2f; p99 sluice/incr %.2f, flush delay/incr %.2f\n",
+      l, hs, hi, s, (s <= 0.8 ? "met" : "NOT met"), fl, sf, f, o, e, ps, pf}'
 done
 awk -v s="$(col saturation sluice 7)" -v t="$(col saturation textbook 7)" -v i="$(col saturation incr 3)" -v c="$(col saturation sluice 3)" \
   'BEGIN {printf "saturation: decisions per Redis CPU-second sluice/textbook %.2f (target >= 1.5: %s); Redis CPU per decision sluice/incr %.2f\n", s / t, (s / t >= 1.5 ? "met" : "NOT met"), c / i}'

@@ -16,6 +16,12 @@
 // allowed while the count is within the limit). It shares no code with
 // that project: it is the two commands, sent as one round trip.
 //
+// -mode floor runs, once per decision, a script that does only what every
+// exact limiter running one script per decision must: read the server's
+// clock, read the bucket, write it back with an expiry, answer
+// (bench/redis/floor.lua, FCALL; Redis 7 or later). No decision: the
+// least such a decision can cost Redis, beside the counter's two commands.
+//
 // -mode reserve makes each decision a reservation (limiter.Reserve, up to
 // -max-wait) on the same rule and users instead of a check: what a
 // reservation costs Redis beside a check (bench/reserve.sh). A decision
@@ -38,6 +44,8 @@ import (
 	"strings"
 	"time"
 
+	_ "embed"
+
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/algorithm"
@@ -47,6 +55,9 @@ import (
 	"github.com/sluicehq/sluice/rules"
 	sredis "github.com/sluicehq/sluice/store/redis"
 )
+
+//go:embed floor.lua
+var floorLibrary string
 
 func main() {
 	var (
@@ -62,7 +73,7 @@ func main() {
 		maxBatch    = flag.Int("max-batch", sredis.DefaultConfig().MaxBatch, "store/redis Config.MaxBatch (1: no batching)")
 		batchConc   = flag.Int("batch-concurrency", sredis.DefaultConfig().BatchConcurrency, "store/redis Config.BatchConcurrency")
 		gcFloor     = flag.Int("gc-floor-mib", 64, "as sluice serve's --gc-floor-mib (0: Go's default pacing)")
-		mode        = flag.String("mode", "sluice", "sluice: limiter.Limiter over store/redis; reserve: the same, each decision a reservation (Limiter.Reserve); incr: one INCRBY+EXPIRE pipeline per decision (the counter baseline)")
+		mode        = flag.String("mode", "sluice", "sluice: limiter.Limiter over store/redis; reserve: the same, each decision a reservation (Limiter.Reserve); incr: one INCRBY+EXPIRE pipeline per decision (the counter baseline); floor: one run per decision of a script that reads TIME, GETs and SETs the key and decides nothing (bench/redis/floor.lua)")
 		maxWait     = flag.Duration("max-wait", time.Second, "-mode reserve: the longest a reservation may wait for its slot")
 		evalsha     = flag.Bool("evalsha", false, "store/redis Config.Evalsha: run take.lua with EVALSHA, not FCALL")
 		flushDelay  = flag.Duration("flush-delay", 0, "store/redis Config.FlushDelay: how long a connection may hold a write for more commands while a reply is out (0: write at once)")
@@ -80,8 +91,8 @@ func main() {
 	cfg.BatchConcurrency = *batchConc
 	cfg.Evalsha = *evalsha
 	cfg.FlushDelay = *flushDelay
-	if *mode != "sluice" && *mode != "incr" && *mode != "reserve" {
-		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice, reserve or incr\n", *mode)
+	if *mode != "sluice" && *mode != "incr" && *mode != "reserve" && *mode != "floor" {
+		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice, reserve, incr or floor\n", *mode)
 		os.Exit(2)
 	}
 	if err := run(cfg, *mode, *duration, *concurrency, *keyspace, *requests, *rate, *warmup, *cpuprofile, *maxWait); err != nil {
@@ -171,6 +182,25 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		}
 	}
 
+	if mode == "floor" {
+		c := store.Client()
+		command = "fcall"
+		if err := c.Do(context.Background(), c.B().FunctionLoad().Replace().FunctionCode(floorLibrary).Build()).Error(); err != nil {
+			return fmt.Errorf("-mode floor: FUNCTION LOAD: %w", err)
+		}
+		newCall = func(worker int) loadgen.Call {
+			r := rand.New(rand.NewPCG(uint64(worker)+1, uint64(time.Now().UnixNano())))
+			return func(ctx context.Context) (bool, error) {
+				key := store.Key("user:"+users[r.IntN(len(users))], "bench")
+				s, err := c.Do(ctx, c.B().Fcall().Function("sluice_bench_floor").Numkeys(1).Key(key).Arg("").Build()).ToString()
+				if err == nil && len(s) != 34 {
+					err = fmt.Errorf("floor answered %d bytes, want 34", len(s))
+				}
+				return true, err
+			}
+		}
+	}
+
 	ctx := context.Background()
 	if warmup > 0 {
 		res, err := loadgen.Run(ctx, loadgen.Config{Concurrency: min(concurrency, 16), Duration: 30 * time.Second,
@@ -249,6 +279,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if mode == "incr" {
 		fmt.Printf("counter baseline (INCRBY+EXPIRE pipeline per decision, %d per %d s window): %d callers, %s, keyspace %d, flush delay %s, GOMAXPROCS %d\n",
 			incrLimit, incrWindow, concurrency, load, keyspace, cfg.FlushDelay, runtime.GOMAXPROCS(0))
+	} else if mode == "floor" {
+		fmt.Printf("script floor (bench/redis/floor.lua: TIME, GET, SET PX, no decision; one FCALL per decision): %d callers, %s, keyspace %d, flush delay %s, GOMAXPROCS %d\n",
+			concurrency, load, keyspace, cfg.FlushDelay, runtime.GOMAXPROCS(0))
 	} else if mode == "reserve" {
 		fmt.Printf("sluice reservations (%s, max wait %s): %d callers, %s, keyspace %d, flush delay %s, GOMAXPROCS %d\n",
 			command, maxWait, concurrency, load, keyspace, cfg.FlushDelay, runtime.GOMAXPROCS(0))

@@ -113,10 +113,40 @@ local function tb_left(q, r, cap, limit, window)
   return cap - k
 end
 
+-- token_bucket for a token of a whole number of µs (window a multiple of
+-- limit: 100 a second, 10 a minute) and a state without remainder: every
+-- debt is then a whole number of tokens' µs, and the exact arithmetic above
+-- comes down to products and one rounded-up quotient. The same decisions
+-- and states as the general case below (the differential tests run both),
+-- at a third of its cost: this is the common rule.
+-- tbw_left is tb_left for tb_whole: cap less the tokens a debt d is,
+-- rounded up (the float quotient is checked, as tb_owed's).
+local function tbw_left(d, I, cap)
+  local k = ceil(d / I)
+  if k * I < d then k = k + 1 elseif k > 0 and (k - 1) * I >= d then k = k - 1 end
+  if k >= cap then return 0 end
+  return cap - k
+end
+
+local function tb_whole(I, cap, cost, T)
+  local q, clamped = 0, false
+  if T >= now then q = T - now end
+  local tq = cap * I -- an empty bucket's debt
+  if q > tq then q, clamped, T = tq, true, now + tq end
+  if cost > cap then return 0, 2, tbw_left(q, I, cap), q, 0, clamped, T, 0 end
+  local aq = (cap - cost) * I -- the most debt the call may find
+  if q <= aq then
+    q = q + cost * I
+    return 1, 0, tbw_left(q, I, cap), q, 0, true, now + q, 0
+  end
+  return 0, 1, tbw_left(q, I, cap), q, T - aq - now, clamped, T, 0
+end
+
 local function token_bucket(limit, window, burst, cost, T, r, den)
   local cap = capacity(1, limit, burst)
-  local tq, tr = mul_div(cap, window, limit) -- an empty bucket's debt
   if r ~= 0 and den ~= limit then T, r = T + 1, 0 end -- another limit's remainder: up to the µs
+  if r == 0 and window % limit == 0 then return tb_whole(window / limit, cap, cost, T) end
+  local tq, tr = mul_div(cap, window, limit) -- an empty bucket's debt
   local q, dr = 0, 0
   if T >= now then q, dr = T - now, r end
   local clamped = false
@@ -339,12 +369,24 @@ end
 
 -- evaluate every call -----------------------------------------------------
 
--- Per key of the current call, what to write: w[3i-2] is 2 when the key
--- allowed, 1 when it denied but its state changed (a clamped debt, a clock
--- that went backwards), else 0; w[3i-1] and w[3i] are the value and expiry
--- (ms, as text: Redis turns a number argument into text with a costly
--- '%.17g'), or for a sliding log the time until it is idle and, when it
--- allowed, {score, member} of its one new entry.
+-- Per key of a call of several keys, what to write once the call is
+-- decided: w[3i-2] is 2 when the key allowed, 1 when it denied but its
+-- state changed (a clamped debt, a clock that went backwards), else 0;
+-- w[3i-1] and w[3i] are the value and expiry (ms, as text: Redis turns a
+-- number argument into text with a costly '%.17g'), or for a sliding log
+-- the time until it is idle and, when it allowed, {score, member} of its
+-- one new entry. A call of one key (the common case) is written at once:
+-- nothing can veto it but itself.
+
+-- write stores one key's new state: state, val and t as w's above.
+local function write(key, state, val, t)
+  if type(val) == 'number' then -- a sliding log
+    if state == 2 then call('ZADD', key, t[1], t[2]) end
+    call('PEXPIRE', key, fmt('%d', ceil(val / 1000) + 1000))
+  else
+    call('SET', key, val, 'PX', t)
+  end
+end
 
 -- write the keys first..last of a finished call.
 local function flush(keys, w, first, last, vetoed)
@@ -352,14 +394,7 @@ local function flush(keys, w, first, last, vetoed)
   for i = first, last do
     local state = w[3 * i - 2]
     if state == pass or state == 1 then
-      local key, val = keys[i], w[3 * i - 1]
-      if type(val) == 'number' then -- a sliding log
-        local add = w[3 * i]
-        if state == 2 then call('ZADD', key, add[1], add[2]) end
-        call('PEXPIRE', key, fmt('%d', ceil(val / 1000) + 1000))
-      else
-        call('SET', key, val, 'PX', w[3 * i])
-      end
+      write(keys[i], state, w[3 * i - 1], w[3 * i])
     end
   end
 end
@@ -369,22 +404,31 @@ local function take(keys, args)
   set_now(args[1])
   local params = args[2]
   local n = #keys
-  local out = {pack('<d', now)}
-  local w = {}
-  local first, vetoed = 1, false
   -- Every string state in one read: a key appears once in a run (the store
-  -- sends a call that repeats a key of the run in the next run).
-  local cur = call('MGET', unpk(keys))
+  -- sends a call that repeats a key of the run in the next run). MGET, not
+  -- GET: a key of another type reads as false instead of failing. A run of
+  -- one key (a lone call) answers without building tables.
+  local cur, out, w
+  if n == 1 then
+    cur = call('MGET', keys[1])
+  else
+    cur = call('MGET', unpk(keys))
+    out, w = {pack('<d', now)}, {}
+  end
+  local first, vetoed = 1, false
 
   for i = 1, n do
     local kind, flags, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
+    local starts = i == 1
     if flags >= 2 then -- a new call starts: write the previous one
       if i > 1 then
         flush(keys, w, first, i - 1, vetoed)
-        first, vetoed = i, false
+        first, vetoed, starts = i, false, true
       end
       flags = flags - 2
     end
+    -- a call of this key alone: the next key starts another (its flags byte)
+    local alone = starts and (i == n or byte(params, 34 * i + 2) >= 2)
     local key = keys[i]
     local allowed, reason, remaining, reset, retry, changed, wv, wt
 
@@ -393,8 +437,7 @@ local function take(keys, args)
     else
       -- A key of another type (a sorted set left by a sliding_log rule) reads
       -- as false: a new bucket, and SET replaces it.
-      local v = cur[i]
-      local f1, f2, f3 = decode(v, kind)
+      local f1, f2, f3 = decode(cur[i], kind)
       if not f1 then f1, f2, f3 = NEW, 0, 0 end
       local s1, s2, s3
       if kind == 1 then
@@ -421,17 +464,24 @@ local function take(keys, args)
       wv, wt = encode(kind, s1, s2, s3), fmt('%d', ceil(idle / 1000) + 1000)
     end
 
-    -- in index order, so that w stays an array; a call of cost 0 reads
-    -- and writes nothing (but a prune of its sliding log)
+    -- a call of cost 0 reads and writes nothing (but a prune of its
+    -- sliding log)
+    local state = 0
     if cost == 0 then
-      w[3 * i - 2] = 0
+      state = 0
     elseif allowed == 1 then
-      w[3 * i - 2] = 2
+      state = 2
     elseif changed then
-      w[3 * i - 2] = 1
-    else
-      w[3 * i - 2] = 0
+      state = 1
     end
+    if alone then
+      -- all or nothing over one key: write what it allowed or changed
+      if state ~= 0 then write(key, state, wv, wt) end
+      if n == 1 then return pack('<dBBddd', now, allowed, reason, remaining, reset, retry) end
+      state = 0 -- written: the flush of its call passes over it
+    end
+    -- in index order, so that w stays an array
+    w[3 * i - 2] = state
     w[3 * i - 1] = wv
     w[3 * i] = wt or false
     if allowed == 0 and flags == 0 then vetoed = true end -- flags: 1 = shadow
