@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -20,7 +21,7 @@ import (
 // request takes delays[i][0] to arrive and its answer delays[i][1] to come
 // back, on clk. It records each answer's send_at_us.
 type delayedSluice struct {
-	clk    *fakeClock
+	clk    *clocktest.Clock
 	h      http.Handler
 	delays [][2]time.Duration
 
@@ -29,7 +30,7 @@ type delayedSluice struct {
 	sendAt []time.Time
 }
 
-func newDelayedSluice(t *testing.T, clk *fakeClock, skew time.Duration, delays [][2]time.Duration) *delayedSluice {
+func newDelayedSluice(t *testing.T, clk *clocktest.Clock, skew time.Duration, delays [][2]time.Duration) *delayedSluice {
 	t.Helper()
 	st, err := memory.New(memory.Config{Clock: func() int64 { return clk.Now().Add(skew).UnixMicro() }, SweepInterval: -1})
 	if err != nil {
@@ -91,7 +92,7 @@ func TestBudgetSendsAtTheSlot(t *testing.T) {
 	}
 	for _, skew := range []time.Duration{0, 5 * time.Second, -5 * time.Second} {
 		t.Run("store clock "+skew.String(), func(t *testing.T) {
-			clk := &fakeClock{t: start.Add(123 * time.Microsecond)}
+			clk := clocktest.New(start.Add(123 * time.Microsecond))
 			sl := newDelayedSluice(t, clk, skew, delays)
 			slSrv := httptest.NewServer(sl)
 			defer slSrv.Close()

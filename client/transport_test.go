@@ -11,31 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/clocktest"
 )
-
-// fakeClock is the Transport's clock in these tests: sleeping moves it on at
-// once. The upstream reads it too, so "nothing was sent for 2 s" is measured
-// on the clock the Transport waits on. Calls through it are sequential.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-	return nil
-}
 
 // counting is an upstream that records the arrival time of every call and
 // answers call number `at` (1-based) with the headers limit returns, and
@@ -157,7 +135,7 @@ func TestTransportHoldsHostAfterLimit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &fakeClock{t: start}
+			clk := clocktest.New(start)
 			up := &counting{now: clk.Now, at: 10, limit: tc.limit}
 			srv := httptest.NewServer(up)
 			defer srv.Close()
@@ -222,7 +200,7 @@ func TestTransportRetries(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &fakeClock{t: start}
+			clk := clocktest.New(start)
 			up := &counting{now: clk.Now, at: 1, limit: limit}
 			srv := httptest.NewServer(up)
 			defer srv.Close()
@@ -258,7 +236,7 @@ func TestTransportRetries(t *testing.T) {
 // Retries are bounded: an upstream that always answers 429 sees
 // 1 + MaxRetries calls, and the caller gets the last 429.
 func TestTransportRetriesBounded(t *testing.T) {
-	clk := &fakeClock{t: start}
+	clk := clocktest.New(start)
 	var calls int
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls++
@@ -281,7 +259,7 @@ func TestTransportRetriesBounded(t *testing.T) {
 // once with a *HoldError, without sending it; a context cancelled during
 // the wait ends it with the context's error.
 func TestTransportHoldLimits(t *testing.T) {
-	clk := &fakeClock{t: start}
+	clk := clocktest.New(start)
 	up := &counting{now: clk.Now, at: 1, limit: func(h http.Header, _ time.Time) int {
 		h.Set("Retry-After", "120")
 		return http.StatusTooManyRequests

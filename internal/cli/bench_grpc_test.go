@@ -7,38 +7,19 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/rules"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 // TestBenchGRPC runs `sluice bench --grpc` against a real RLS server with a
 // rule that admits 5 calls an hour per user: 10 users × 5, less the one
 // call bench makes before it starts, are allowed.
 func TestBenchGRPC(t *testing.T) {
-	st, err := memory.New(memory.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv := rls.New(st, rls.Config{})
-	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{{ID: "five", By: rules.ByUser, Limit: 5, Window: rules.Duration(time.Hour)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.SetRules(ix)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(rls.ServerOptions()...)
-	srv.Register(g)
-	go g.Serve(ln)
-	defer g.Stop()
+	five := &rules.Set{Rules: []rules.Rule{{ID: "five", By: rules.ByUser, Limit: 5, Window: rules.Duration(time.Hour)}}}
+	addr := rlstest.Serve(t, five, rls.ServerOptions())
 
-	code, out, errOut := sluice(t, "", "bench", "--grpc", "--target", ln.Addr().String(), "--requests", "1000", "--duration", "1m",
+	code, out, errOut := sluice(t, "", "bench", "--grpc", "--target", addr, "--requests", "1000", "--duration", "1m",
 		"--clients", "10", "--concurrency", "4", "--grpc-conns", "2", "--json")
 	if code != 0 {
 		t.Fatalf("bench --grpc: exit %d: %s", code, errOut)
@@ -52,17 +33,17 @@ func TestBenchGRPC(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got, want)
 		}
 	}
-	if rep["target"] != ln.Addr().String() {
-		t.Errorf("target = %v, want %s", rep["target"], ln.Addr())
+	if rep["target"] != addr {
+		t.Errorf("target = %v, want %s", rep["target"], addr)
 	}
 
-	code, out, errOut = sluice(t, "", "bench", "--grpc", "--target", ln.Addr().String(), "--requests", "10", "--clients", "10", "--concurrency", "2", "--domain", "edge")
-	if code != 0 || !strings.Contains(out, "ShouldRateLimit "+ln.Addr().String()+" (domain edge): 2 callers on 2 connections") ||
+	code, out, errOut = sluice(t, "", "bench", "--grpc", "--target", addr, "--requests", "10", "--clients", "10", "--concurrency", "2", "--domain", "edge")
+	if code != 0 || !strings.Contains(out, "ShouldRateLimit "+addr+" (domain edge): 2 callers on 2 connections") ||
 		!strings.Contains(out, "decisions   10 in") {
 		t.Errorf("bench --grpc text: exit %d:\n%s%s", code, out, errOut)
 	}
 
-	code, out, errOut = sluice(t, "", "bench", "--grpc", "--grpc-health", "--target", ln.Addr().String(), "--requests", "20", "--concurrency", "2", "--json")
+	code, out, errOut = sluice(t, "", "bench", "--grpc", "--grpc-health", "--target", addr, "--requests", "20", "--concurrency", "2", "--json")
 	rep = nil
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep["requests"] != 20.0 || rep["allowed"] != 20.0 || rep["errors"] != 0.0 {
 		t.Errorf("bench --grpc --grpc-health: exit %d: %s%s; want 20 calls, all SERVING", code, out, errOut)
@@ -78,7 +59,7 @@ func TestBenchGRPC(t *testing.T) {
 		{[]string{"--grpc-conns", "0"}, "--grpc-conns must be 1 to 1000"},
 		{[]string{"--target", "http://127.0.0.1:1"}, "target must be host:port"},
 		{[]string{"--domain", ""}, "domain must not be empty"},
-		{[]string{"--target", s0(ln)}, "does not answer ShouldRateLimit"},
+		{[]string{"--target", s0()}, "does not answer ShouldRateLimit"},
 	} {
 		code, _, errOut := sluice(t, "", append([]string{"bench", "--grpc", "--duration", "1m", "--timeout", "2s"}, tt.args...)...)
 		if code != 1 || !strings.Contains(errOut, tt.want) {
@@ -88,7 +69,7 @@ func TestBenchGRPC(t *testing.T) {
 }
 
 // s0 returns an address nothing listens on.
-func s0(ln net.Listener) string {
+func s0() string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "127.0.0.1:1"

@@ -26,9 +26,8 @@ import (
 	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/internal/listen/listentest"
 	"github.com/sluicehq/sluice/internal/rls"
-	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/rules"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 // deadlines is a gRPC service with one method, /test.Deadlines/Get, that
@@ -68,28 +67,10 @@ func (d *deadlines) last() time.Duration {
 // health service and deadlines with GRPCOptions(l, tok, tl) on loopback.
 func grpcServer(t *testing.T, l listen.Limits, tok listen.Tokens, tl *listen.TLS) (string, *deadlines) {
 	t.Helper()
-	st, err := memory.New(memory.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	srv := rls.New(st, rls.Config{Limiter: limiter.Config{}})
-	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{{ID: "per-user", By: rules.ByUser, Limit: 1000, Window: rules.Duration(time.Minute)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.SetRules(ix)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(append(rls.ServerOptions(), listen.GRPCOptions(l, tok, tl)...)...)
-	srv.Register(g)
 	d := &deadlines{}
-	d.register(g)
-	go g.Serve(ln) //nolint:errcheck // ends with Stop
-	t.Cleanup(g.Stop)
-	return ln.Addr().String(), d
+	addr := rlstest.Serve(t, &rules.Set{Rules: []rules.Rule{{ID: "per-user", By: rules.ByUser, Limit: 1000, Window: rules.Duration(time.Minute)}}},
+		append(rls.ServerOptions(), listen.GRPCOptions(l, tok, tl)...), d.register)
+	return addr, d
 }
 
 func dial(t *testing.T, addr string, cfg *tls.Config) *grpc.ClientConn {

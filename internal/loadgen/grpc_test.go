@@ -2,16 +2,12 @@ package loadgen
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/rules"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 func TestRLSLoad(t *testing.T) {
@@ -43,34 +39,17 @@ func TestRLSLoad(t *testing.T) {
 // TestGRPCCheck drives a real RLS server (embedded store, 5 calls an hour
 // per user) over loopback: the counts are exact.
 func TestGRPCCheck(t *testing.T) {
-	st, err := memory.New(memory.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv := rls.New(st, rls.Config{})
-	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{{ID: "five", By: rules.ByUser, Limit: 5, Window: rules.Duration(time.Hour)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.SetRules(ix)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	srv.Register(g)
-	go g.Serve(ln)
-	defer g.Stop()
+	five := &rules.Set{Rules: []rules.Rule{{ID: "five", By: rules.ByUser, Limit: 5, Window: rules.Duration(time.Hour)}}}
+	addr := rlstest.Serve(t, five, nil)
 
 	load, _ := NewRLSLoad(10, "user", "d", "GET /api/orders")
-	c, err := NewGRPCCheck("grpc://"+ln.Addr().String(), 2, 5*time.Second, load, Auth{})
+	c, err := NewGRPCCheck("grpc://"+addr, 2, 5*time.Second, load, Auth{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if c.Conns() != 2 || c.Target() != ln.Addr().String() {
-		t.Errorf("Conns, Target = %d, %q, want 2, %q", c.Conns(), c.Target(), ln.Addr())
+	if c.Conns() != 2 || c.Target() != addr {
+		t.Errorf("Conns, Target = %d, %q, want 2, %q", c.Conns(), c.Target(), addr)
 	}
 	res, err := Run(context.Background(), Config{Concurrency: 4, Duration: time.Minute, Requests: 200, NewCall: c.NewCall})
 	if err != nil {
@@ -83,7 +62,7 @@ func TestGRPCCheck(t *testing.T) {
 
 	// A malformed request is an error of the call.
 	bad := &RLSLoad{Domain: "", Key: "user", Values: []string{"u"}, Method: "GET", Path: "/"}
-	c2, _ := NewGRPCCheck(ln.Addr().String(), 1, 5*time.Second, bad, Auth{})
+	c2, _ := NewGRPCCheck(addr, 1, 5*time.Second, bad, Auth{})
 	defer c2.Close()
 	if _, err := c2.NewCall(0)(context.Background()); err == nil || !strings.Contains(err.Error(), "InvalidArgument") {
 		t.Errorf("call without a domain = %v, want InvalidArgument", err)

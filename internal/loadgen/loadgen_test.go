@@ -7,43 +7,30 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/clocktest"
 )
 
-// fakeClock is a clock that moves only when the code under test sleeps or
-// a fake call takes time. With one worker, a run is deterministic.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
+// sleeping is a loadgen Sleep that moves clk on by d at once: with the
+// fake calls of taking, the clock moves only when the code under test
+// sleeps or a call takes time, and with one worker a run is deterministic.
+func sleeping(clk *clocktest.Clock) func(context.Context, time.Duration) bool {
+	return func(_ context.Context, d time.Duration) bool {
+		clk.Advance(d)
+		return true
+	}
 }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) bool {
-	c.advance(d)
-	return true
-}
-
-// taking returns a Call that takes d of fake time and allows every other
+// taking returns a Call that takes d of clk's time and allows every other
 // call.
-func (c *fakeClock) taking(d time.Duration) func(int) Call {
+func taking(clk *clocktest.Clock, d time.Duration) func(int) Call {
 	return func(int) Call {
 		n := 0
 		return func(context.Context) (bool, error) {
-			c.advance(d)
+			clk.Advance(d)
 			n++
 			return n%2 == 1, nil
 		}
@@ -79,15 +66,15 @@ func TestRunSchedule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+			clk := clocktest.New(time.Unix(1_700_000_000, 0))
 			res, err := Run(context.Background(), Config{
 				Concurrency: 1,
 				Duration:    time.Second,
 				Rate:        tt.rate,
 				Requests:    tt.requests,
-				NewCall:     clk.taking(tt.callTime),
+				NewCall:     taking(clk, tt.callTime),
 				Now:         clk.Now,
-				Sleep:       clk.Sleep,
+				Sleep:       sleeping(clk),
 			})
 			if err != nil {
 				t.Fatalf("Run: %v", err)

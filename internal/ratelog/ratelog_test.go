@@ -7,25 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/clocktest"
 )
-
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func lines(buf *bytes.Buffer) []string {
 	s := strings.TrimSpace(buf.String())
@@ -44,18 +28,18 @@ func TestWarnAtMostOnceAnInterval(t *testing.T) {
 			}
 			return a
 		}}))
-	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	rl := &Limiter{Now: clk.now}
+	clk := clocktest.New(time.Unix(1_700_000_000, 0))
+	rl := &Limiter{Now: clk.Now}
 
 	rl.Warn(log, "store failed", "err", "e1")
 	rl.Warn(log, "store failed", "err", "e2")
 	rl.Warn(log, "store failed", "err", "e3")
-	clk.advance(Interval - time.Nanosecond)
+	clk.Advance(Interval - time.Nanosecond)
 	rl.Warn(log, "store failed", "err", "e4")
 	if got := lines(&buf); len(got) != 1 || got[0] != `level=WARN msg="store failed" err=e1 suppressed=0` {
 		t.Fatalf("after 4 calls within an interval: lines %q, want only e1 with suppressed=0", got)
 	}
-	clk.advance(time.Nanosecond)
+	clk.Advance(time.Nanosecond)
 	rl.Warn(log, "store failed", "err", "e5")
 	got := lines(&buf)
 	if len(got) != 2 || got[1] != `level=WARN msg="store failed" err=e5 suppressed=3` {
@@ -69,8 +53,8 @@ func TestWarnConcurrent(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, nil))
-	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	rl := &Limiter{Now: clk.now}
+	clk := clocktest.New(time.Unix(1_700_000_000, 0))
+	rl := &Limiter{Now: clk.Now}
 	const n = 64
 	var wg sync.WaitGroup
 	for range n {
@@ -86,7 +70,7 @@ func TestWarnConcurrent(t *testing.T) {
 		t.Fatalf("%d goroutines at one instant wrote %d lines, want 1", n, got)
 	}
 	mu.Unlock()
-	clk.advance(Interval)
+	clk.Advance(Interval)
 	rl.Warn(log, "x")
 	mu.Lock()
 	defer mu.Unlock()

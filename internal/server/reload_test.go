@@ -25,7 +25,7 @@ type reloadEnv struct {
 func newReloadEnv(t *testing.T, set *rules.Set) *reloadEnv {
 	t.Helper()
 	clk := newClock()
-	st, err := memory.New(memory.Config{Clock: clk.Now, SweepInterval: -1})
+	st, err := memory.New(memory.Config{Clock: clk.Micros, SweepInterval: -1})
 	if err != nil {
 		t.Fatalf("memory.New: %v", err)
 	}

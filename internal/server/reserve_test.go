@@ -52,7 +52,7 @@ func egressSet(kind algorithm.Kind) *rules.Set {
 func TestReserveSlots(t *testing.T) {
 	s, clk := newTestServer(t, egressSet(algorithm.TokenBucket), Config{})
 	body := `{"user":"api.partner.example","plan":"egress","max_wait_ms":300}`
-	t0 := clk.Now()
+	t0 := clk.Micros()
 	var waits, sendAt []int64
 	for range 5 {
 		a := reserveOK(t, s, body)
@@ -74,13 +74,13 @@ func TestReserveSlots(t *testing.T) {
 			t.Fatalf("beyond max_wait_ms: %+v, want denied, retry_after_ms 100, nothing taken", a)
 		}
 	}
-	clk.Add(100 * time.Millisecond)
+	clk.Advance(100 * time.Millisecond)
 	if a := reserveOK(t, s, body); !a.Allowed || a.WaitMS != 300 || a.SendAtUS != t0+400_000 {
 		t.Fatalf("100ms later: %+v, want allowed, wait_ms 300, send_at_us now+300000", a)
 	}
 	// A slot between two milliseconds: wait_ms rounds up, send_at_us is
 	// the slot to the microsecond.
-	clk.Add(1234 * time.Microsecond)
+	clk.Advance(1234 * time.Microsecond)
 	if a := reserveOK(t, s, `{"user":"api.partner.example","plan":"egress","max_wait_ms":1000}`); !a.Allowed ||
 		a.WaitMS != 399 || a.SendAtUS != t0+500_000 {
 		t.Fatalf("at +101.234ms: %+v, want allowed, wait_ms 399 (398.766 rounded up), send_at_us start+500000", a)

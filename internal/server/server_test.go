@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
@@ -25,21 +26,16 @@ import (
 // rounding shows.
 const start = 1716800000_300000 // Unix µs
 
-type fakeClock struct{ now atomic.Int64 }
-
-func (c *fakeClock) Now() int64              { return c.now.Load() }
-func (c *fakeClock) Add(d time.Duration)     { c.now.Add(d.Microseconds()) }
-func (c *fakeClock) Time() time.Time         { return time.UnixMicro(c.Now()) }
-func newClock() *fakeClock                   { c := &fakeClock{}; c.now.Store(start); return c }
+func newClock() *clocktest.Clock             { return clocktest.New(time.UnixMicro(start)) }
 func ptr[T any](v T) *T                      { return &v }
 func seconds(d time.Duration) rules.Duration { return rules.Duration(d) }
 
 // newTestServer returns a server over a real limiter and memory store on a
 // fake clock, with set in force (none when set is nil).
-func newTestServer(t testing.TB, set *rules.Set, cfg Config) (*Server, *fakeClock) {
+func newTestServer(t testing.TB, set *rules.Set, cfg Config) (*Server, *clocktest.Clock) {
 	t.Helper()
 	clk := newClock()
-	st, err := memory.New(memory.Config{Shards: 16, Clock: clk.Now, SweepInterval: -1})
+	st, err := memory.New(memory.Config{Shards: 16, Clock: clk.Micros, SweepInterval: -1})
 	if err != nil {
 		t.Fatalf("memory.New: %v", err)
 	}
@@ -86,7 +82,7 @@ func post(t testing.TB, h http.Handler, body string) *httptest.ResponseRecorder 
 
 // check posts body and decodes the 200 answer strictly, checking that the
 // quota headers (docs/api.md) agree with it.
-func check(t *testing.T, s *Server, clk *fakeClock, body string) (answer, http.Header) {
+func check(t *testing.T, s *Server, clk *clocktest.Clock, body string) (answer, http.Header) {
 	t.Helper()
 	w := post(t, s, body)
 	if w.Code != http.StatusOK {
@@ -108,7 +104,7 @@ func check(t *testing.T, s *Server, clk *fakeClock, body string) (answer, http.H
 
 // checkHeaders checks that the quota headers (docs/api.md) agree with the
 // answer a.
-func checkHeaders(t *testing.T, h http.Header, a *answer, clk *fakeClock) {
+func checkHeaders(t *testing.T, h http.Header, a *answer, clk *clocktest.Clock) {
 	t.Helper()
 	if a.Rule == nil {
 		for _, k := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Retry-After"} {
@@ -132,7 +128,7 @@ func checkHeaders(t *testing.T, h http.Header, a *answer, clk *fakeClock) {
 		t.Errorf("RateLimit-Policy = %q, want %s<limit>;w=<secs>", got, prefix)
 	}
 	reset, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64)
-	now := clk.Now()
+	now := clk.Micros()
 	// reset is ⌈now + reset_after⌉ in seconds; reset_after_ms is itself
 	// rounded up, so allow for that millisecond.
 	if lo, hi := now+(a.ResetAfterMS-1)*1000, now+a.ResetAfterMS*1000+1_000_000; err != nil || reset*1_000_000 < lo || reset*1_000_000 >= hi {
@@ -187,7 +183,7 @@ func TestCheckSeedScenario(t *testing.T) {
 		t.Errorf("bob: %+v, want allowed", a)
 	}
 	// A second later alice has one call again, and only one.
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	if a, _ := check(t, s, clk, body); !a.Allowed {
 		t.Errorf("a second later: %+v, want allowed", a)
 	}

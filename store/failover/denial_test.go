@@ -4,31 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/store/failover"
 	sredis "github.com/sluicehq/sluice/store/redis"
 )
-
-// fakeClock is a clock the test moves: the failover store's, the denial
-// cache's and the Redis scripts' (Config.Clock), so that a wait of 30 s
-// passes at once and Redis agrees that it has.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(time.Now().UnixNano())
-	return c
-}
-
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *fakeClock) Micros() int64           { return c.ns.Load() / 1e3 }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
-func (c *fakeClock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
 
 // TestDenialsOutliveTheClient: a caller Redis denied with a long wait stays
 // denied through a whole outage — past the moment the breaker drops its
@@ -46,7 +30,10 @@ func TestDenialsOutliveTheClient(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
-			clock := newFakeClock()
+			// The failover store's, the denial cache's and the Redis scripts'
+			// clock, so that a wait of 30 s passes at once and Redis agrees
+			// that it has.
+			clock := clocktest.New(time.Now())
 			fo, l := newFailoverWith(t, func(r *sredis.Config, f *failover.Config) {
 				r.Now, r.Clock, f.Now = clock.Now, clock.Micros, clock.Now
 			}, srv.Addr())

@@ -1,0 +1,45 @@
+// Package rlstest serves the Envoy rate-limit API on loopback for the tests
+// of its callers: a real rls.Server over an embedded memory store.
+package rlstest
+
+import (
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// Serve serves the Envoy API with set in force, over an embedded memory
+// store, on a free loopback port until the test ends, and returns its
+// address. opts configure the gRPC server; register adds further services
+// to it before it serves.
+func Serve(t testing.TB, set *rules.Set, opts []grpc.ServerOption, register ...func(*grpc.Server)) string {
+	t.Helper()
+	st, err := memory.New(memory.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv := rls.New(st, rls.Config{})
+	ix, err := rules.Compile(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetRules(ix)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(opts...)
+	srv.Register(g)
+	for _, r := range register {
+		r(g)
+	}
+	go g.Serve(ln) //nolint:errcheck // ends with Stop
+	t.Cleanup(g.Stop)
+	return ln.Addr().String()
+}
