@@ -17,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// TestEgressSharedBudget is issue 17's end-to-end check: 3 worker processes
+// TestEgressSharedBudget is the shared egress budget end to end: 3 worker processes
 // × 20 goroutines share a budget of 50 calls a second (a leaky_bucket: two
 // at once, then one each 20 ms) through 2 sluice instances on one Redis,
 // calling a counting upstream for 20 s. In every 1-second window after the

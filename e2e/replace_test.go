@@ -48,7 +48,7 @@ func (in *instance) ruleCount(t testing.TB) (int64, int) {
 	return list.Revision, len(list.Rules)
 }
 
-// TestFleetReplacedDatabase is the sequence of issue 13 item 5 with the
+// TestFleetReplacedDatabase is the replaced-database sequence with the
 // built binary: two instances with snapshots on one database; the database
 // is dropped (a write gets 503, not 500) and created again empty; one
 // instance restarts and migrates it to revision 0. Neither takes the empty

@@ -398,7 +398,7 @@ func TestAuth(t *testing.T) {
 					if got := r.json(t)["error"]; got != "unauthorized" {
 						t.Errorf("error = %v, want unauthorized", got)
 					}
-					// Which setting the token must come from (issue 18).
+					// Which setting the token must come from.
 					if got, _ := r.json(t)["message"].(string); !strings.Contains(got, "--admin-token (SLUICE_ADMIN_TOKEN)") {
 						t.Errorf("message = %q, want it to name --admin-token (SLUICE_ADMIN_TOKEN)", got)
 					}

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestWebPageCannotApply is issue 13's first attack: a page in the
+// TestWebPageCannotApply is the cross-site attack: a page in the
 // operator's browser POSTs {"rules":[]} to the default admin API (no
 // token, 127.0.0.1:9090) as text/plain — a "simple" request a browser
 // sends cross-origin without asking — and every rule was deleted. Each
@@ -58,7 +58,7 @@ func TestWebPageCannotApply(t *testing.T) {
 	e.must(e.do("DELETE", "/rules/keep", ""), 200)
 }
 
-// TestDNSRebindingRefused is issue 13's second attack: a page whose name
+// TestDNSRebindingRefused is the DNS rebinding attack: a page whose name
 // the attacker re-points at 127.0.0.1 talks to the admin API as its own
 // origin, with its own name in Host. Reads and writes are refused, and
 // nothing changes.

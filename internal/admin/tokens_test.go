@@ -8,7 +8,7 @@ import (
 
 // malformedTokens are --admin-token values that hold no usable token, or
 // an entry that is one by mistake. Each once parsed to no token at all,
-// and so to no authentication (issue 13: `--admin-token ' '`).
+// and so to no authentication (`--admin-token ' '`).
 var malformedTokens = []string{
 	" ", ",", " , ", ",,", "\t",
 	"s3cret,", ",s3cret", "a,,b", "a, ,b", // a blank entry beside good ones

@@ -28,7 +28,7 @@ func sluiceFor(t *testing.T, d time.Duration, args ...string) (int, string) {
 	return code, errOut.String()
 }
 
-// TestSecretFlagsRefuseBlank is issue 13's third attack and its kin at
+// TestSecretFlagsRefuseBlank is the blank-secret attack and its kin at
 // the command line: every secret flag given blank or malformed — on the
 // command line or in its environment variable — stops sluice at start
 // with an error naming the flag. `--admin-token ' , '` on 0.0.0.0 once
@@ -211,7 +211,7 @@ func TestServeAdminListenerGuarded(t *testing.T) {
 		}
 	}
 
-	// The issue's attacks over the wire: the rule stays.
+	// The attacks over the wire: the rule stays.
 	send := func(method, path, host, ctype, origin, body string) int {
 		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
 		if err != nil {

@@ -17,8 +17,8 @@ import (
 // values sluice cannot read (here: a bucket whose stored state holds a NaN,
 // which take.lua turns into a NaN remaining), that call is decided as while
 // the store is unavailable and nothing else changes: the breaker stays
-// closed and every other caller is still decided by Redis (issue 12 item 7:
-// one such reply opened the breaker for the whole instance for 394 ms).
+// closed and every other caller is still decided by Redis (once, one such
+// reply opened the breaker for the whole instance for 394 ms).
 func TestUnreadableReplyFailsThatCallOnly(t *testing.T) {
 	srv := redistest.Start(t)
 	fo, l := newFailover(t, srv.Addr())

@@ -192,7 +192,7 @@ func TestMemoryPerMillionClients(t *testing.T) {
 }
 
 // TestSlidingLogCallIsOneEntry: a sliding_log call of any cost is one entry
-// of the key's sorted set and one ZADD (issue 12 item 10: a call of cost
+// of the key's sorted set and one ZADD (once a call of cost
 // 10,000 wrote 10,000 entries, 1.3 MB, and ran past the store deadline),
 // and the decisions stay those of the Go function.
 func TestSlidingLogCallIsOneEntry(t *testing.T) {

@@ -194,7 +194,7 @@ func TestDifferentialExtremes(t *testing.T) {
 			const last = math.MaxInt64 / 1000 // 2262-04-11T23:47:16.854775Z, in µs
 			year := 366 * conformance.Day
 			r := rand.New(rand.NewPCG(13, 17))
-			// The cases of issue 12, at the largest refill a rule may now have.
+			// The cases that once decided wrongly, at the largest refill a rule may now have.
 			fixed := []struct {
 				p   algorithm.Params
 				now int64
