@@ -10,8 +10,10 @@
 #   check             Limiter.Check, as sluice serves it (calls made at the
 #                     same time share a script run);
 #   check-unbatched   Limiter.Check with -max-batch 1: one script run per
-#                     call, as every reservation is;
-#   reserve           Limiter.Reserve, max wait 1 s: over a large keyspace
+#                     call;
+#   reserve           Limiter.Reserve, max wait 1 s (reservations made at
+#                     the same time share a script run, as checks do):
+#                     over a large keyspace
 #                     nearly every bucket has room, so the wait is 0;
 #   reserve-queued    Limiter.Reserve over QUEUED_KEYSPACE users, max wait
 #                     1 h: each user is asked for faster than its rule's
