@@ -194,7 +194,7 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 // (its decision time + wait), not wait after the store's answer arrived:
 // the time the answer took to come back is not added to the slot. The
 // store is a real redis-server behind a proxy that delays every reply by
-// 300 ms (its clock is this machine's).
+// 500 ms (its clock is this machine's).
 func TestShapingHoldsUntilTheSlot(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr())
@@ -243,7 +243,7 @@ rules:
 	front := httptest.NewServer(g)
 	defer front.Close()
 
-	const delay = 300 * time.Millisecond
+	const delay = 500 * time.Millisecond
 	proxy.SetReplyDelay(delay)
 	// Fill the bucket (one call each 2 s, one extra at once) at the
 	// store's instant T: the next call's slot is T + 2 s.
@@ -264,8 +264,8 @@ rules:
 	mu.Lock()
 	late := arrived.Sub(slot)
 	mu.Unlock()
-	// The answer came 300 ms after the store reserved: held for the wait
-	// from then, the call would reach the upstream 300 ms late.
+	// The answer came 500 ms after the store reserved: held for the wait
+	// from then, the call would reach the upstream 500 ms late.
 	if late < 0 || late >= delay/2 {
 		t.Fatalf("the upstream saw the call %v after its slot, want within [0, %v): held past the slot by the store's answer delay", late, delay/2)
 	}
