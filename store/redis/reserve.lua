@@ -87,14 +87,16 @@ local function first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0)
   return false
 end
 
--- Per key i of the reservation being decided: its state F[3i-2..3i], its
--- first admitting instant A[i] (nil: never), and the evaluation there
--- E[6i-5..6i] (reason, remaining, reset, retry, s1, s2). Made once.
-local F, A, E, out = {}, {}, {}, {}
+-- Per key i of the run: its state F[3i-2..3i], its first admitting
+-- instant A[i] (nil: never), and the evaluation there E[6i-5..6i] (reason,
+-- remaining, reset, retry, s1, s2); per reservation c, its first key B[c]
+-- and its wait W[c] (-1: denied). Made once.
+local F, A, E, B, W, out = {}, {}, {}, {}, {}, {}
 
--- reserve_call decides the reservation of keys first..last, all read in
--- cur, and puts its answer in out from index o; returns the next index.
-local function reserve_call(keys, params, cur, first, last, maxwait, now0, o)
+-- plan finds the wait of the reservation of keys first..last, all read in
+-- cur: the wait, or -1 when it does not fit maxwait; nil and a message on
+-- an error.
+local function plan(params, cur, first, last, maxwait, now0)
   local wait, never = 0, false
   for i = first, last do
     local kind, flags, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
@@ -117,8 +119,14 @@ local function reserve_call(keys, params, cur, first, last, maxwait, now0, o)
       if t == nil then never = true elseif t - now0 > wait then wait = t - now0 end
     end
   end
+  if never or wait > maxwait then return -1 end
+  return wait
+end
 
-  if never or wait > maxwait then
+-- answer writes the reservation of keys first..last, planned with wait,
+-- and puts its answer in out from index o; returns the next index.
+local function answer(keys, params, first, last, wait, maxwait, now0, o)
+  if wait < 0 then
     out[o] = pack('<d', 0)
     for i = first, last do
       local kind, _, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
@@ -140,7 +148,7 @@ local function reserve_call(keys, params, cur, first, last, maxwait, now0, o)
   out[o] = pack('<d', wait)
   for i = first, last do
     local kind, _, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
-    local a, reason, remaining, reset, retry, _, s1, s2
+    local a, reason, remaining, reset, retry, s1, s2
     if A[i] == at then
       -- first_allowed evaluated the bucket at this instant already.
       local e = 6 * i
@@ -158,7 +166,8 @@ local function reserve_call(keys, params, cur, first, last, maxwait, now0, o)
   return o + last - first + 2
 end
 
--- reserve decides one run.
+-- reserve decides one run: every reservation is planned before any is
+-- written, so that a run that fails writes nothing.
 local function reserve(keys, args)
   set_now(args[1])
   local params, waits = args[2], args[3]
@@ -166,15 +175,27 @@ local function reserve(keys, args)
   local n = #keys
   -- Every state in one read: no key appears twice in a run.
   local cur = call('MGET', unpk(keys))
-  out[1] = pack('<d', now0)
-  local o, first, c = 2, 1, 1
-  for i = 2, n + 1 do
-    if i > n or sunpack('<B', params, 34 * i - 32) >= 2 then
-      local err
-      o, err = reserve_call(keys, params, cur, first, i - 1, sunpack('<d', waits, 8 * c - 7), now0, o)
-      if not o then return redis.error_reply(err) end
-      first, c = i, c + 1
+  local c = 0
+  for i = 1, n do
+    if i == 1 or sunpack('<B', params, 34 * i - 32) >= 2 then -- a reservation starts
+      if c > 0 then
+        local w, err = plan(params, cur, B[c], i - 1, sunpack('<d', waits, 8 * c - 7), now0)
+        if not w then return redis.error_reply(err) end
+        W[c] = w
+      end
+      c = c + 1
+      B[c] = i
     end
+  end
+  local w, err = plan(params, cur, B[c], n, sunpack('<d', waits, 8 * c - 7), now0)
+  if not w then return redis.error_reply(err) end
+  W[c] = w
+  out[1] = pack('<d', now0)
+  local o = 2
+  for k = 1, c do
+    local last = n
+    if k < c then last = B[k + 1] - 1 end
+    o = answer(keys, params, B[k], last, W[k], sunpack('<d', waits, 8 * k - 7), now0, o)
   end
   return concat(out, '', 1, o - 1)
 end
