@@ -10,9 +10,15 @@
 #   check             Limiter.Check, as sluice serves it (calls made at the
 #                     same time share a script run);
 #   check-unbatched   Limiter.Check with -max-batch 1: one script run per
-#                     call, as every reservation is;
-#   reserve           Limiter.Reserve, max wait 1 s: over a large keyspace
+#                     call;
+#   reserve           Limiter.Reserve, max wait 1 s (reservations made at
+#                     the same time share a script run, as checks do):
+#                     over a large keyspace
 #                     nearly every bucket has room, so the wait is 0;
+#   reserve-unbatched Limiter.Reserve, max wait 1 s, with -max-batch 1:
+#                     one script run per reservation, beside
+#                     check-unbatched (the same structure: what the scripts
+#                     themselves cost, whatever the runs' sharing);
 #   reserve-queued    Limiter.Reserve over QUEUED_KEYSPACE users, max wait
 #                     1 h: each user is asked for faster than its rule's
 #                     rate, so every reservation waits behind the others.
@@ -80,6 +86,8 @@ run() {
 }
 # col CONTENDER N: the median of column N of CONTENDER's runs.
 col() { awk -v c="$1" -v n="$2" '$1 == c {print $n}' "$tmp/runs" | median; }
+# share CONTENDER: the median of its runs' script runs per decision.
+share() { awk -v c="$1" '$1 == c && $3 > 0 {print $4 / $3}' "$tmp/runs" | median; }
 
 : > "$tmp/runs"
 echo "== uptime at the start: $(uptime)"
@@ -89,6 +97,7 @@ for round in $(seq "$ROUNDS"); do
   run check -keyspace "$KEYSPACE"
   run check-unbatched -keyspace "$KEYSPACE" -max-batch 1
   run reserve -mode reserve -keyspace "$KEYSPACE" -max-wait 1s
+  run reserve-unbatched -mode reserve -keyspace "$KEYSPACE" -max-wait 1s -max-batch 1
   run reserve-queued -mode reserve -keyspace "$QUEUED_KEYSPACE" -max-wait 1h
   if [ -n "$BASELINE" ]; then
     run reserve@baseline -mode reserve -keyspace "$KEYSPACE" -max-wait 1s
@@ -97,13 +106,13 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo "== medians of $ROUNDS rounds (uptime now: $(uptime))"
-printf '%-24s %14s %14s\n' contender "CPU ms/1000" "µs per run"
-for c in check check-unbatched reserve reserve-queued reserve@baseline reserve-queued@baseline; do
+printf '%-24s %14s %14s %14s\n' contender "CPU ms/1000" "µs per run" "runs/decision"
+for c in check check-unbatched reserve reserve-unbatched reserve-queued reserve@baseline reserve-queued@baseline; do
   awk -v c="$c" '$1 == c {n++} END {exit !n}' "$tmp/runs" || continue
-  printf '%-24s %14.2f %14.2f\n' "$c" "$(col "$c" 2)" "$(col "$c" 5)"
+  printf '%-24s %14.2f %14.2f %14.2f\n' "$c" "$(col "$c" 2)" "$(col "$c" 5)" "$(share "$c")"
 done
-awk -v r="$(col reserve 2)" -v q="$(col reserve-queued 2)" -v c="$(col check 2)" -v u="$(col check-unbatched 2)" \
-  'BEGIN {printf "Redis CPU per decision: reserve/check %.2f, reserve/check-unbatched %.2f, reserve-queued/check %.2f (target: reserve <= check)\n", r / c, r / u, q / c}'
+awk -v r="$(col reserve 2)" -v q="$(col reserve-queued 2)" -v c="$(col check 2)" -v u="$(col check-unbatched 2)" -v ru="$(col reserve-unbatched 2)" \
+  'BEGIN {printf "Redis CPU per decision: reserve/check %.2f, reserve-unbatched/check-unbatched %.2f, reserve-queued/check %.2f (target: reserve <= check)\n", r / c, ru / u, q / c}'
 if [ -n "$BASELINE" ]; then
   awk -v r="$(col reserve 2)" -v q="$(col reserve-queued 2)" -v rb="$(col reserve@baseline 2)" -v qb="$(col reserve-queued@baseline 2)" \
     'BEGIN {printf "Redis CPU per reservation, this tree/baseline: reserve %.2f, reserve-queued %.2f\n", r / rb, q / qb}'

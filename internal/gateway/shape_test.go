@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,7 +12,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/middleware"
+	"github.com/sluicehq/sluice/rules"
+	sredis "github.com/sluicehq/sluice/store/redis"
 )
 
 // Shaping mode: a burst of 200 calls reaches a counting upstream as a
@@ -184,3 +189,84 @@ func (r *statusRecorder) WriteHeader(code int) {
 }
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// A held call is passed on at its slot, the instant the store reserved
+// (its decision time + wait), not wait after the store's answer arrived:
+// the time the answer took to come back is not added to the slot. The
+// store is a real redis-server behind a proxy that delays every reply by
+// 500 ms (its clock is this machine's).
+func TestShapingHoldsUntilTheSlot(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	st, err := sredis.New(sredis.Config{Addrs: []string{proxy.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	set, err := rules.ParseYAML([]byte(`
+rules:
+  - id: fragile
+    by: ip
+    match: {endpoint: "GET /api"}
+    limit: 1
+    window: 2s
+    algorithm: leaky_bucket
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := rules.Compile(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := limiter.New(st, limiter.Config{})
+	l.SetRules(ix)
+
+	var mu sync.Mutex
+	var arrived time.Time
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived = time.Now()
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	u, err := url.Parse(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(l, gateway.Config{Upstream: u, Middleware: []middleware.Option{middleware.WithShaping(5 * time.Second)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	front := httptest.NewServer(g)
+	defer front.Close()
+
+	const delay = 500 * time.Millisecond
+	proxy.SetReplyDelay(delay)
+	// Fill the bucket (one call each 2 s, one extra at once) at the
+	// store's instant T: the next call's slot is T + 2 s.
+	d, wait, err := l.Reserve(context.Background(), &limiter.Request{IP: "127.0.0.1", Method: "GET", Path: "/api", Cost: 2}, 0)
+	if err != nil || !d.Allowed || wait != 0 {
+		t.Fatalf("filling the bucket: %+v, wait %v, %v", d, wait, err)
+	}
+	slot := d.Now.Add(2 * time.Second)
+	resp, err := http.Get(front.URL + "/api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want 200", resp.StatusCode)
+	}
+	mu.Lock()
+	late := arrived.Sub(slot)
+	mu.Unlock()
+	// The answer came 500 ms after the store reserved: held for the wait
+	// from then, the call would reach the upstream 500 ms late.
+	if late < 0 || late >= delay/2 {
+		t.Fatalf("the upstream saw the call %v after its slot, want within [0, %v): held past the slot by the store's answer delay", late, delay/2)
+	}
+}

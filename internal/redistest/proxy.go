@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy on a loopback port in front of a server. In
@@ -16,6 +17,7 @@ type Proxy struct {
 	ln        net.Listener
 	target    string
 	blackhole atomic.Bool
+	delay     atomic.Int64 // ns each reply is held (SetReplyDelay)
 	mu        sync.Mutex
 	conns     map[net.Conn]struct{}
 	wg        sync.WaitGroup
@@ -42,6 +44,11 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // connections already open; turning it off lets new connections through
 // (old ones stay silent, as after a network partition).
 func (p *Proxy) Blackhole(on bool) { p.blackhole.Store(on) }
+
+// SetReplyDelay holds every chunk the server sends for d before it is
+// forwarded to the client (0: at once): a slow network on the way back,
+// so that the server has acted long before its client learns the answer.
+func (p *Proxy) SetReplyDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
@@ -87,10 +94,13 @@ func (p *Proxy) serve(c net.Conn) {
 		return
 	}
 	// Forward both ways until blackhole mode, then swallow.
-	pipe := func(dst, src net.Conn) {
+	pipe := func(dst, src net.Conn, reply bool) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
+			if d := p.delay.Load(); reply && n > 0 && d > 0 {
+				time.Sleep(time.Duration(d))
+			}
 			if n > 0 && !p.blackhole.Load() {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
@@ -102,8 +112,8 @@ func (p *Proxy) serve(c net.Conn) {
 		}
 	}
 	done := make(chan struct{}, 2)
-	go func() { pipe(up, c); done <- struct{}{} }()
-	go func() { pipe(c, up); done <- struct{}{} }()
+	go func() { pipe(up, c, false); done <- struct{}{} }()
+	go func() { pipe(c, up, true); done <- struct{}{} }()
 	<-done
 	c.Close()
 	up.Close()

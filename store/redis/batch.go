@@ -150,6 +150,11 @@ const (
 // call is still all or nothing on its own (take.lua's calls), and the run
 // is atomic as a whole.
 //
+// With reserve set, the calls are reservations and the runs reserve.lua's:
+// each reservation is atomic on its own. A call that shares a key with the
+// run waits for the next one, ahead of every later call, so each bucket's
+// reservations are decided, and given slots, in the order they were made.
+//
 // A caller whose context ends while its call waits returns at once; the
 // call may still be decided (and consume) if its run was already sent, as
 // with any request abandoned in flight.
@@ -159,6 +164,7 @@ type batcher struct {
 	s           *Store
 	maxKeys     int
 	maxInflight int
+	reserve     bool // runs reserve.lua (reservations), not take.lua
 
 	mu       sync.Mutex
 	queue    []*callBuf // waiting calls, oldest first; under mu
@@ -172,6 +178,7 @@ type batchRun struct {
 	calls  []*callBuf
 	keys   []string
 	params []byte
+	waits  []byte              // reserve.lua's ARGV[3]
 	has    map[string]struct{} // keys, which take.lua reads once per run
 }
 
@@ -317,7 +324,25 @@ func (bt *batcher) run(r *batchRun) {
 		ctx, cancel = context.WithDeadline(ctx, latest)
 		defer cancel()
 	}
-	reply, err := bt.s.exec(ctx, r.keys, r.params)
+	if bt.reserve {
+		bt.s.reserveRun(ctx, r)
+	} else {
+		bt.s.takeRun(ctx, r)
+	}
+	for _, b := range r.calls {
+		if b.state.CompareAndSwap(callWaiting, callDone) {
+			b.done <- struct{}{}
+		} else {
+			bt.s.bufs.Put(b) // its caller gave up: the buffer is free
+		}
+	}
+	clear(r.calls)
+	bt.runs.Put(r)
+}
+
+// takeRun runs take.lua over r and sets each call's now, out and err.
+func (s *Store) takeRun(ctx context.Context, r *batchRun) {
+	reply, err := s.exec(ctx, r.keys, r.params)
 	if err == nil {
 		err = checkReply(reply, len(r.keys))
 	} else {
@@ -336,12 +361,5 @@ func (bt *batcher) run(r *batchRun) {
 			b.err = parseResults(reply[:n*resultSize], b.out[:n])
 			reply = reply[n*resultSize:]
 		}
-		if b.state.CompareAndSwap(callWaiting, callDone) {
-			b.done <- struct{}{}
-		} else {
-			bt.s.bufs.Put(b) // its caller gave up: the buffer is free
-		}
 	}
-	clear(r.calls)
-	bt.runs.Put(r)
 }

@@ -104,7 +104,8 @@ type Config struct {
 	// the server's TIME. For deterministic tests only.
 	Clock func() int64
 	// MaxBatch bounds the keys (rules × calls) one script run decides on a
-	// standalone server, where calls made at the same time share a run.
+	// standalone server, where calls made at the same time share a run
+	// (checks with checks, reservations with reservations).
 	// Default 64: a run then holds Redis for ~200 µs at most, while the
 	// fixed cost per run is already spread thin. 1 sends every call in a
 	// run of its own. A cluster never batches (its clients' keys live in
@@ -150,6 +151,7 @@ type Store struct {
 	cluster  bool     // a Redis Cluster: one script per client, refunds across shards
 	fcall    bool     // take.lua is a function library on every node: FCALL, not EVALSHA
 	batch    *batcher // standalone, MaxBatch > 1: calls share script runs
+	rbatch   *batcher // the same for reservations (reserve.lua's runs)
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -213,6 +215,8 @@ func New(cfg Config) (*Store, error) {
 	}
 	if !s.cluster && cfg.MaxBatch > 1 {
 		s.batch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency)
+		s.rbatch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency)
+		s.rbatch.reserve = true
 	}
 	s.cfg = cfg
 	// Load the scripts on every node now, so that the first decisions do

@@ -3,7 +3,9 @@ package redis
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -43,13 +45,15 @@ var _ limiter.Reserver = (*Store)(nil)
 // ScriptCommand.
 func (s *Store) ReserveCommand() string { return s.ScriptCommand() }
 
-// Reserve implements limiter.Reserver: one run of reserve.lua, on the
-// server's clock, finds the least wait after which every bucket admits the
-// call and, when it is within maxWait, takes every bucket at that instant;
-// atomic, as one script is. Reservations are never batched with other
-// calls, and never decided by the local denial cache (a bucket that denies
-// a check may still grant a slot). On a cluster every op must name the same
-// client (ErrReserveClients).
+// Reserve implements limiter.Reserver: reserve.lua, on the server's clock,
+// finds the least wait after which every bucket admits the call and, when
+// it is within maxWait, takes every bucket at that instant; atomic, as one
+// script is. On a standalone server, reservations made at the same time
+// share a run (never with checks), as checks do: each is still decided on
+// its own, and those of one bucket in the order they were made. They are
+// never decided by the local denial cache (a bucket that denies a check
+// may still grant a slot). On a cluster each reservation is a run of its
+// own, and every op must name the same client (ErrReserveClients).
 func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.Result, maxWait int64) (limiter.TakeInfo, int64, error) {
 	n := len(ops)
 	if n > limiter.MaxRulesPerCall {
@@ -64,46 +68,105 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	if maxWait < 0 {
 		maxWait = 0
 	}
-	keys := make([]string, n)
-	params := make([]byte, 0, 34*n)
+	b := s.bufs.Get().(*callBuf)
+	b.keys, b.params, b.maxWait = b.keys[:0], b.params[:0], maxWait
 	for i := range ops {
 		op := &ops[i]
 		if !algorithm.CanReserve(op.Params.Kind) {
+			s.bufs.Put(b)
 			return limiter.TakeInfo{}, 0, fmt.Errorf("redis: op %d (client %q, rule %q): %w, not %s", i, op.Client, op.Rule, algorithm.ErrReserveKind, op.Params.Kind)
 		}
 		if s.cluster && op.Client != ops[0].Client {
+			s.bufs.Put(b)
 			return limiter.TakeInfo{}, 0, fmt.Errorf("%w: rule %q keys %q, rule %q keys %q", ErrReserveClients, ops[0].Rule, ops[0].Client, op.Rule, op.Client)
 		}
-		keys[i] = s.Key(op.Client, op.Rule)
-		params = appendParams(params, op, i == 0)
+		b.keys = append(b.keys, s.Key(op.Client, op.Rule))
+		b.params = appendParams(b.params, op, i == 0)
 	}
-	now := ""
-	if s.cfg.Clock != nil {
-		now = strconv.FormatInt(s.cfg.Clock()-epoch, 10)
+	if s.rbatch != nil {
+		if abandoned, err := s.rbatch.do(ctx, b); err != nil {
+			if !abandoned { // else the run that carries it recycles it
+				s.bufs.Put(b)
+			}
+			return limiter.TakeInfo{}, 0, err
+		}
+	} else {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], math.Float64bits(float64(maxWait)))
+		reply, err := s.execReserve(ctx, b.keys, b.params, w[:])
+		if err != nil {
+			err = fmt.Errorf("redis: reserve: %w", err)
+		} else if err = parseReserveRun(reply, []*callBuf{b}, len(b.keys)); err == nil {
+			err = b.err
+		}
+		if err != nil {
+			s.bufs.Put(b)
+			return limiter.TakeInfo{}, 0, err
+		}
 	}
-	reply, err := s.execReserve(ctx, keys, []string{now, string(params), strconv.FormatInt(maxWait, 10)})
+	copy(res, b.out[:n])
+	info, wait := limiter.TakeInfo{Now: b.now}, b.wait
+	s.bufs.Put(b)
+	return info, wait, nil
+}
+
+// reserveRun runs reserve.lua over r and sets each call's now, wait, out
+// and err.
+func (s *Store) reserveRun(ctx context.Context, r *batchRun) {
+	r.waits = r.waits[:0]
+	for _, b := range r.calls {
+		r.waits = binary.LittleEndian.AppendUint64(r.waits, math.Float64bits(float64(b.maxWait)))
+	}
+	reply, err := s.execReserve(ctx, r.keys, r.params, r.waits)
 	if err != nil {
-		return limiter.TakeInfo{}, 0, fmt.Errorf("redis: reserve: %w", err)
+		err = fmt.Errorf("redis: reserve: %w", err)
+	} else {
+		err = parseReserveRun(reply, r.calls, len(r.keys))
 	}
-	if len(reply) != 16+resultSize*n {
-		return limiter.TakeInfo{}, 0, fmt.Errorf("%w: reserve returned %d bytes for %d buckets", ErrReply, len(reply), n)
+	if err != nil {
+		for _, b := range r.calls {
+			b.err = err
+		}
 	}
-	at, ok1 := exactInt(reply)
-	wait, ok2 := exactInt(reply[8:])
+}
+
+// parseReserveRun checks reserve.lua's reply for calls (keys keys in all)
+// and sets each call's now, wait, out and err.
+func parseReserveRun(reply string, calls []*callBuf, keys int) error {
+	if len(reply) != 8+8*len(calls)+resultSize*keys {
+		return fmt.Errorf("%w: reserve returned %d bytes for %d reservations of %d buckets", ErrReply, len(reply), len(calls), keys)
+	}
+	at, ok := exactInt(reply)
 	at += epoch
-	if !ok1 || !ok2 || at <= 0 || wait < 0 || wait > maxWait {
-		return limiter.TakeInfo{}, 0, fmt.Errorf("%w: reserve returned time %q and wait %q", ErrReply, reply[:8], reply[8:16])
+	if !ok || at <= 0 || at > math.MaxInt64/1000 {
+		return fmt.Errorf("%w: reserve returned time %q", ErrReply, reply[:8])
 	}
-	if err := parseResults(reply[16:], res[:n]); err != nil {
-		return limiter.TakeInfo{}, 0, err
+	reply = reply[8:]
+	for _, b := range calls {
+		n := len(b.keys)
+		wait, ok := exactInt(reply)
+		b.now, b.wait = at, wait
+		if !ok || wait < 0 || wait > b.maxWait {
+			b.err = fmt.Errorf("%w: reserve returned wait %q", ErrReply, reply[:8])
+		} else {
+			b.err = parseResults(reply[8:8+n*resultSize], b.out[:n])
+		}
+		reply = reply[8+n*resultSize:]
 	}
-	return limiter.TakeInfo{Now: at}, wait, nil
+	return nil
 }
 
 // execReserve runs reserve.lua once, as exec runs take.lua: by FCALL when
 // the store has the function library, loading it again once if a node
-// lost it, else EVALSHA (EVAL on NOSCRIPT).
-func (s *Store) execReserve(ctx context.Context, keys, args []string) (string, error) {
+// lost it, else EVALSHA (EVAL on NOSCRIPT). waits is ARGV[3].
+func (s *Store) execReserve(ctx context.Context, keys []string, params, waits []byte) (string, error) {
+	now := ""
+	if s.cfg.Clock != nil {
+		now = strconv.FormatInt(s.cfg.Clock()-epoch, 10)
+	}
+	// Copies: when ctx ends first, the call returns while the command may
+	// still wait to be written, and the buffers are reused.
+	args := []string{now, string(params), string(waits)}
 	if s.fcall {
 		for try := 0; try < 2; try++ {
 			r := s.client.Do(ctx, s.client.B().Fcall().Function(reserveFunction).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())

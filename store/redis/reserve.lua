@@ -9,85 +9,76 @@
 -- (FirstAllowed) and store/memory/reserve.go too; the differential test
 -- holds them together.
 --
--- One call: every key is one of its buckets (token_bucket or leaky_bucket),
--- all in one slot. The wait T is the least after which every non-shadow
--- bucket admits the call (each bucket's first admitting instant, past any
--- reservations it holds). If T <= the max wait, every bucket is taken from
--- as take.lua would at now + T, and its expiry counts from now; otherwise
--- nothing is written.
+-- A run decides one or more reservations (a batch, on a standalone
+-- server) in order; each is one or more consecutive keys, its buckets
+-- (token_bucket or leaky_bucket), all in one slot; no key appears twice in
+-- a run. For each reservation, the wait T is the least after which every
+-- non-shadow bucket admits the call (each bucket's first admitting
+-- instant, past any reservations it holds). If T <= its max wait, every
+-- bucket is taken from as take.lua would at now + T, and its expiry counts
+-- from now; otherwise nothing of it is written. Each is atomic on its own,
+-- and the run as a whole.
 --
--- reserve(keys, args) runs one call: KEYS and ARGV as follows.
+-- No table is made per key or per evaluation: the per-key values live in
+-- tables made once (once per library load under FCALL) and indexed by
+-- position, and an evaluation's results stay in locals.
+--
+-- reserve(keys, args) runs one run: KEYS and ARGV as follows.
 --
 -- KEYS[i]  rl:{<client>}:<rule-id>
 -- ARGV[1]  now as take.lua's ARGV[1], or "" to read the server clock
--- ARGV[2]  per key, take.lua's 34 bytes (flags: 1 shadow)
--- ARGV[3]  the max wait, µs
--- returns  now ('<d', as take.lua), the wait in µs ('<d'; 0 when denied),
---          then per key take.lua's 26 bytes: when granted the result at
---          now + T with reset_after counted from now; when denied the
---          result now, allowed when that bucket's own wait fits, else
---          retry_after = the time until it would
-
--- The adapters between this file and take.lua's algorithms and codec.
-
--- the stored state of key i, as the arguments its algorithm takes
-local function st_read(kind, v)
-  local f1, f2, f3 = decode(v, kind)
-  if not f1 then f1, f2, f3 = NEW, 0, 0 end
-  return {f1, f2, f3}
-end
-
--- the instant the state is new again (algorithm.Idle's until)
-local function st_until(kind, s)
-  if kind == 1 and s[2] > 0 then return s[1] + 1 end
-  return s[1]
-end
+-- ARGV[2]  per key, take.lua's 34 bytes (flags: 1 shadow, 2 the key starts
+--          a new reservation; the first key always does)
+-- ARGV[3]  per reservation, its max wait in µs ('<d')
+-- returns  now ('<d', as take.lua), then per reservation its wait in µs
+--          ('<d'; 0 when denied) and per key of it take.lua's 26 bytes:
+--          when granted the result at now + T with reset_after counted
+--          from now; when denied the result now, allowed when that
+--          bucket's own wait fits, else retry_after = the time until it
+--          would
 
 -- the algorithm at now = at: allowed, reason, remaining, reset, retry,
--- changed, and the state it would write
-local function st_eval(p, s, at)
+-- changed, and the state it would write (s1, s2)
+local function st_eval(kind, limit, window, burst, cost, f1, f2, f3, at)
   now = at
-  if p.kind == 1 then
-    return token_bucket(p.limit, p.window, p.burst, p.cost, s[1], s[2], s[3])
+  if kind == 1 then
+    return token_bucket(limit, window, burst, cost, f1, f2, f3)
   end
-  return leaky_bucket(p.limit, p.window, p.burst, p.cost, s[1])
+  return leaky_bucket(limit, window, burst, cost, f1)
 end
 
-local function st_encode(p, s1, s2)
-  if p.kind == 1 then return encode(1, s1, s2, p.limit) end
-  return encode(2, s1)
-end
-
--- algorithm.FirstAllowed: the first instant >= now0 at which the bucket
--- admits the call; nil when it never can (cost above capacity), false when
+-- algorithm.FirstAllowed: the first instant t >= now0 at which the bucket
+-- admits the call, then the evaluation at t (reason, remaining, reset,
+-- retry, s1, s2); nil when it never can (cost above capacity), false when
 -- the search did not converge.
-local function first_allowed(p, s, now0)
-  local cap = capacity(p.kind, p.limit, p.burst)
-  if p.cost > cap then return nil end
+local function first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0)
+  local cap = capacity(kind, limit, burst)
+  if cost > cap then return nil end
   local t = now0
-  local idle = st_until(p.kind, s) - now0
+  -- the instant the state is new again (algorithm.Idle's until)
+  local idle = f1 - now0
+  if kind == 1 and f2 > 0 then idle = idle + 1 end
   if idle > 0 then
     local e
-    if p.kind == 1 then
-      e = cap * p.window / p.limit
+    if kind == 1 then
+      e = cap * window / limit
     else
-      e = cap * floor((p.window + p.limit - 1) / p.limit)
+      e = cap * floor((window + limit - 1) / limit)
     end
     if e >= 4611686018427387904 then e = 4611686018427387904 end
     local c = now0 + idle - floor(e)
     if c > t then t = c end
   end
   for _ = 1, 64 do
-    local r = {st_eval(p, s, t)}
-    local reason, retry = r[2], r[5]
-    if r[1] == 1 then
+    local a, reason, remaining, reset, retry, _, s1, s2 = st_eval(kind, limit, window, burst, cost, f1, f2, f3, t)
+    if a == 1 then
       for _ = 1, 16 do
         if t <= now0 then break end
-        local r2 = {st_eval(p, s, t - 1)}
-        if r2[1] ~= 1 then break end
-        t, r = t - 1, r2
+        local a2, reason2, remaining2, reset2, retry2, _, s12, s22 = st_eval(kind, limit, window, burst, cost, f1, f2, f3, t - 1)
+        if a2 ~= 1 then break end
+        t, reason, remaining, reset, retry, s1, s2 = t - 1, reason2, remaining2, reset2, retry2, s12, s22
       end
-      return t, r
+      return t, reason, remaining, reset, retry, s1, s2
     end
     if reason == 2 then return nil end
     if retry < 1 then retry = 1 end
@@ -96,65 +87,115 @@ local function first_allowed(p, s, now0)
   return false
 end
 
--- reserve decides one call.
-local function reserve(keys, args)
-  set_now(args[1])
-  local params, maxwait = args[2], tonumber(args[3])
-  local now0 = now
-  local cur = call('MGET', unpk(keys))
-  local n = #keys
-  local P, S, at, R = {}, {}, {}, {}
+-- Per key i of the run: its state F[3i-2..3i], its first admitting
+-- instant A[i] (nil: never), and the evaluation there E[6i-5..6i] (reason,
+-- remaining, reset, retry, s1, s2); per reservation c, its first key B[c]
+-- and its wait W[c] (-1: denied). Made once.
+local F, A, E, B, W, out = {}, {}, {}, {}, {}, {}
+
+-- plan finds the wait of the reservation of keys first..last, all read in
+-- cur: the wait, or -1 when it does not fit maxwait; nil and a message on
+-- an error.
+local function plan(params, cur, first, last, maxwait, now0)
   local wait, never = 0, false
-  for i = 1, n do
+  for i = first, last do
     local kind, flags, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
     if kind ~= 1 and kind ~= 2 then
-      return redis.error_reply('sluice reserve: only token_bucket and leaky_bucket rules can reserve')
+      return nil, 'sluice reserve: only token_bucket and leaky_bucket rules can reserve'
     end
-    local p = {kind = kind, shadow = flags % 2 == 1, limit = limit, window = window, burst = burst, cost = cost}
-    P[i], S[i] = p, st_read(kind, cur[i])
-    local t, r = first_allowed(p, S[i], now0)
-    R[i] = r
+    local f1, f2, f3 = decode(cur[i], kind)
+    if not f1 then f1, f2, f3 = NEW, 0, 0 end
+    F[3 * i - 2], F[3 * i - 1], F[3 * i] = f1, f2, f3
+    local t, reason, remaining, reset, retry, s1, s2 = first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0)
     if t == false then
-      return redis.error_reply('sluice reserve: the first admitting instant was not found')
+      return nil, 'sluice reserve: the first admitting instant was not found'
     end
-    at[i] = t
-    if not p.shadow then
+    A[i] = t
+    if t then
+      local e = 6 * i
+      E[e - 5], E[e - 4], E[e - 3], E[e - 2], E[e - 1], E[e] = reason, remaining, reset, retry, s1, s2
+    end
+    if flags % 2 == 0 then -- not shadow
       if t == nil then never = true elseif t - now0 > wait then wait = t - now0 end
     end
   end
+  if never or wait > maxwait then return -1 end
+  return wait
+end
 
-  local out = {pack('<d', now0), ''}
-  if never or wait > maxwait then
-    for i = 1, n do
-      local a, reason, remaining, reset, retry = st_eval(P[i], S[i], now0)
+-- answer writes the reservation of keys first..last, planned with wait,
+-- and puts its answer in out from index o; returns the next index.
+local function answer(keys, params, first, last, wait, maxwait, now0, o)
+  if wait < 0 then
+    out[o] = pack('<d', 0)
+    for i = first, last do
+      local kind, _, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
+      local a, reason, remaining, reset, retry = st_eval(kind, limit, window, burst, cost, F[3 * i - 2], F[3 * i - 1], F[3 * i], now0)
       if reason ~= 2 then
-        local t = at[i]
+        local t = A[i]
         if t - now0 <= maxwait then
           a, reason, retry = 1, 0, 0
         else
           a, reason, retry = 0, 1, t - now0 - maxwait
         end
       end
-      out[i + 2] = pack('<BBddd', a, reason, remaining, reset, retry)
+      out[o + i - first + 1] = pack('<BBddd', a, reason, remaining, reset, retry)
     end
-    out[2] = pack('<d', 0)
-    return concat(out)
+    return o + last - first + 2
   end
 
-  for i = 1, n do
-    local p = P[i]
-    local a, reason, remaining, reset, retry, _, s1, s2
-    if at[i] == now0 + wait then
+  local at = now0 + wait
+  out[o] = pack('<d', wait)
+  for i = first, last do
+    local kind, _, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
+    local a, reason, remaining, reset, retry, s1, s2
+    if A[i] == at then
       -- first_allowed evaluated the bucket at this instant already.
-      a, reason, remaining, reset, retry, _, s1, s2 = unpk(R[i], 1, 8)
+      local e = 6 * i
+      a, reason, remaining, reset, retry, s1, s2 = 1, E[e - 5], E[e - 4], E[e - 3], E[e - 2], E[e - 1], E[e]
     else
-      a, reason, remaining, reset, retry, _, s1, s2 = st_eval(p, S[i], now0 + wait)
+      a, reason, remaining, reset, retry, _, s1, s2 = st_eval(kind, limit, window, burst, cost, F[3 * i - 2], F[3 * i - 1], F[3 * i], at)
     end
     if a == 1 then
-      call('SET', keys[i], st_encode(p, s1, s2), 'PX', fmt('%d', ceil((reset + wait) / 1000) + 1000))
+      local v
+      if kind == 1 then v = encode(1, s1, s2, limit) else v = encode(2, s1) end
+      call('SET', keys[i], v, 'PX', fmt('%d', ceil((reset + wait) / 1000) + 1000))
     end
-    out[i + 2] = pack('<BBddd', a, reason, remaining, reset + wait, retry)
+    out[o + i - first + 1] = pack('<BBddd', a, reason, remaining, reset + wait, retry)
   end
-  out[2] = pack('<d', wait)
-  return concat(out)
+  return o + last - first + 2
+end
+
+-- reserve decides one run: every reservation is planned before any is
+-- written, so that a run that fails writes nothing.
+local function reserve(keys, args)
+  set_now(args[1])
+  local params, waits = args[2], args[3]
+  local now0 = now
+  local n = #keys
+  -- Every state in one read: no key appears twice in a run.
+  local cur = call('MGET', unpk(keys))
+  local c = 0
+  for i = 1, n do
+    if i == 1 or sunpack('<B', params, 34 * i - 32) >= 2 then -- a reservation starts
+      if c > 0 then
+        local w, err = plan(params, cur, B[c], i - 1, sunpack('<d', waits, 8 * c - 7), now0)
+        if not w then return redis.error_reply(err) end
+        W[c] = w
+      end
+      c = c + 1
+      B[c] = i
+    end
+  end
+  local w, err = plan(params, cur, B[c], n, sunpack('<d', waits, 8 * c - 7), now0)
+  if not w then return redis.error_reply(err) end
+  W[c] = w
+  out[1] = pack('<d', now0)
+  local o = 2
+  for k = 1, c do
+    local last = n
+    if k < c then last = B[k + 1] - 1 end
+    o = answer(keys, params, B[k], last, W[k], sunpack('<d', waits, 8 * k - 7), now0, o)
+  end
+  return concat(out, '', 1, o - 1)
 end

@@ -279,3 +279,80 @@ func BenchmarkReserve(b *testing.B) {
 		}
 	}
 }
+
+// Reservations made at the same time share script runs on a standalone
+// server, and each is still exact: on a stopped clock, every bucket hands
+// out exactly its slots (two at once, then one each 20 ms), whatever the
+// runs the calls fell into; a call with a second (shadow) rule gets both
+// answers; a reservation that does not fit takes nothing.
+func TestReserveBatched(t *testing.T) {
+	srv := redistest.Start(t)
+	var clock atomic.Int64
+	clock.Store(conformance.Base)
+	s := newStore(t, &clock, srv.Addr())
+	p := algorithm.Params{Kind: algorithm.LeakyBucket, Limit: 50, Window: conformance.Second}
+	ctx := context.Background()
+	full := []limiter.Op{{Client: "user:full", Rule: "egress", Params: p, Cost: 1}}
+	for range 5 { // slots 0, 0, 20, 40, 60 ms
+		if _, _, err := s.Reserve(ctx, full, make([]algorithm.Result, 1), conformance.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const buckets, per, denials = 8, 40, 40
+	runs0, _ := scriptCalls(t, srv)
+	waits := make([][]int64, buckets)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for i := range buckets*per + denials {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-release
+			res := make([]algorithm.Result, 2)
+			if i >= buckets*per { // the full bucket, no wait
+				_, wait, err := s.Reserve(ctx, full, res, 0)
+				if err != nil || res[0].Allowed || wait != 0 || res[0].RetryAfter != 80_000 {
+					t.Errorf("Reserve on a full bucket, no wait = %+v, wait %d, %v; want denied, retry after 80 ms", res[0], wait, err)
+				}
+				return
+			}
+			b := i % buckets
+			ops := []limiter.Op{{Client: fmt.Sprintf("user:batched-%d", b), Rule: "egress", Params: p, Cost: 1}}
+			if i%2 == 1 {
+				ops = append(ops, limiter.Op{Client: fmt.Sprintf("user:shadow-%d", i), Rule: "egress", Params: p, Cost: 1, Shadow: true})
+			}
+			_, wait, err := s.Reserve(ctx, ops, res[:len(ops)], 10*conformance.Second)
+			if err != nil || !res[0].Allowed || (len(ops) == 2 && (!res[1].Allowed || res[1].Remaining != 1)) {
+				t.Errorf("Reserve = %+v, %v", res, err)
+				return
+			}
+			mu.Lock()
+			waits[b] = append(waits[b], wait)
+			mu.Unlock()
+		}()
+	}
+	close(release)
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	runs, _ := scriptCalls(t, srv)
+	if n := runs - runs0; n >= buckets*per+denials {
+		t.Fatalf("%d script runs for %d reservations made at once: none shared a run", n, buckets*per+denials)
+	}
+	for b, w := range waits {
+		slices.Sort(w)
+		want := []int64{0}
+		for k := range per - 1 {
+			want = append(want, int64(k)*20_000)
+		}
+		if !slices.Equal(w, want) {
+			t.Fatalf("bucket %d: waits %v, want %v", b, w, want)
+		}
+	}
+	// The denied reservations took nothing: the next slot is still 80 ms.
+	if _, wait, err := s.Reserve(ctx, full, make([]algorithm.Result, 1), conformance.Second); err != nil || wait != 80_000 {
+		t.Fatalf("after the denials, Reserve wait = %d, %v; want 80000", wait, err)
+	}
+}

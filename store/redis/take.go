@@ -22,6 +22,8 @@ type callBuf struct {
 	out    [limiter.MaxRulesPerCall]algorithm.Result
 	now    int64
 	err    error
+	// A reservation: its max wait and the wait granted (µs).
+	maxWait, wait int64
 	// Batching: state is callWaiting until the run that carries the call
 	// answers (callDone, then done receives) or the caller gives up
 	// (callAbandoned: the run recycles the buffer).
