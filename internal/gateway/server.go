@@ -234,12 +234,12 @@ func (c *srvConn) serve() {
 		if err != nil {
 			return // the client went away or timed out mid-request, as net/http: no answer
 		}
-		var req *http.Request
+		var req http.Request
 		if ok {
 			block, _ := c.br.Peek(n)
-			req = parsePlain(block)
+			ok = parsePlain(block, &req)
 		}
-		if req == nil {
+		if !ok {
 			handed = true
 			c.nc.SetReadDeadline(time.Time{})
 			c.s.handoff.deliver(&handedConn{Conn: c.nc, r: c.br})
@@ -248,7 +248,7 @@ func (c *srvConn) serve() {
 		c.br.Discard(n)
 		c.nc.SetReadDeadline(time.Time{})
 		req.RemoteAddr = remote
-		if !c.serveRequest(req) {
+		if !c.serveRequest(&req) {
 			return
 		}
 	}
@@ -286,11 +286,12 @@ var (
 	lflf     = []byte("\n\n")
 )
 
-// serveRequest runs the handler on req and writes its answer. It
-// reports whether the connection may serve another request.
-func (c *srvConn) serveRequest(req *http.Request) (keep bool) {
+// serveRequest runs the handler on parsed, with a context, and writes
+// its answer. It reports whether the connection may serve another
+// request.
+func (c *srvConn) serveRequest(parsed *http.Request) (keep bool) {
 	ctx, cancel := context.WithCancel(context.Background())
-	req = req.WithContext(ctx)
+	req := parsed.WithContext(ctx) // parsed stays on the caller's stack
 	w := &respWriter{c: c, req: req, status: 0, cl: -1}
 	c.startWatch(cancel)
 	defer func() {
@@ -375,63 +376,63 @@ func (c *srvConn) stopWatch() {
 
 // parsePlain parses block, a request line and header block ending in an
 // empty line, into a request the way net/http's server would, when it is
-// of the plain form (see Server); else it returns nil.
-func parsePlain(block []byte) *http.Request {
+// of the plain form (see Server), and reports whether it was.
+func parsePlain(block []byte, req *http.Request) bool {
 	line, rest, ok := cutCRLF(block)
 	if !ok {
-		return nil
+		return false
 	}
 	sp1 := bytes.IndexByte(line, ' ')
 	if sp1 < 0 {
-		return nil
+		return false
 	}
 	method := plainMethod(line[:sp1])
 	if method == "" {
-		return nil
+		return false
 	}
 	line = line[sp1+1:]
 	sp2 := bytes.IndexByte(line, ' ')
 	if sp2 < 1 || string(line[sp2+1:]) != "HTTP/1.1" {
-		return nil
+		return false
 	}
 	target := line[:sp2]
 	if target[0] != '/' {
-		return nil
+		return false
 	}
 	for _, b := range target {
 		if b <= ' ' || b >= 0x7f || b == '#' {
-			return nil
+			return false
 		}
 	}
 	rawURI := string(target)
 	u, err := url.ParseRequestURI(rawURI)
 	if err != nil {
-		return nil
+		return false
 	}
 	h := make(http.Header, 8)
 	host, haveHost, closing := "", false, false
 	for {
 		var hl []byte
 		if hl, rest, ok = cutCRLF(rest); !ok {
-			return nil
+			return false
 		}
 		if len(hl) == 0 {
 			break
 		}
 		colon := bytes.IndexByte(hl, ':')
 		if colon < 1 {
-			return nil
+			return false
 		}
 		name := hl[:colon]
 		for _, b := range name {
 			if !isTokenByte(b) {
-				return nil
+				return false
 			}
 		}
 		val := hl[colon+1:]
 		for _, b := range val {
 			if (b < ' ' && b != '\t') || b >= 0x7f {
-				return nil
+				return false
 			}
 		}
 		val = bytes.Trim(val, " \t")
@@ -440,33 +441,33 @@ func parsePlain(block []byte) *http.Request {
 		switch key {
 		case "Host":
 			if haveHost || !plainHost(val) {
-				return nil
+				return false
 			}
 			host, haveHost = v, true
 			continue // net/http's server keeps Host in req.Host only
 		case "Content-Length":
 			if v != "0" || h[key] != nil {
-				return nil
+				return false
 			}
 		case "Transfer-Encoding", "Expect", "Upgrade", "Trailer", "Pragma", "Http2-Settings":
-			return nil
+			return false
 		case "Connection":
 			switch {
 			case h[key] != nil:
-				return nil
+				return false
 			case asciiEqualFold(v, "close"):
 				closing = true
 			case asciiEqualFold(v, "keep-alive"):
 			default:
-				return nil
+				return false
 			}
 		}
 		h[key] = append(h[key], v)
 	}
 	if !haveHost {
-		return nil
+		return false
 	}
-	return &http.Request{
+	*req = http.Request{
 		Method:     method,
 		URL:        u,
 		Proto:      "HTTP/1.1",
@@ -478,6 +479,7 @@ func parsePlain(block []byte) *http.Request {
 		Close:      closing,
 		RequestURI: rawURI,
 	}
+	return true
 }
 
 func cutCRLF(b []byte) (line, rest []byte, ok bool) {
