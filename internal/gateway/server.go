@@ -49,6 +49,10 @@ import (
 // unless it runs longer than watchDelay (then a read notices a client
 // that went away and cancels the request's context, as net/http does at
 // once with a read on every request).
+//
+// Handler and Fallback are required (the zero Server serves nothing).
+// Serve may run on several listeners at once, and Shutdown from any
+// goroutine.
 type Server struct {
 	// Handler serves every request, on either path.
 	Handler http.Handler
