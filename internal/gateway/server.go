@@ -877,6 +877,16 @@ type handedConn struct {
 
 func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
+// CloseWrite lets net/http close the write side before the connection,
+// as it does after a call whose body it did not read (so that the client
+// gets the answer rather than a reset).
+func (c *handedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // connListener is the net.Listener through which Fallback gets the
 // connections handed over.
 type connListener struct {

@@ -346,3 +346,42 @@ func TestServerTimeouts(t *testing.T) {
 		t.Errorf("idle: closed after %s, want the 400ms IdleTimeout", d)
 	}
 }
+
+// TestServerHandedConnClosesWriteFirst: a connection handed to net/http
+// keeps net/http's ending of a call whose large body is not read: the
+// answer, then the write side closed at once (the client reads EOF), and
+// only later the connection, so that the client gets the answer rather
+// than a reset.
+func TestServerHandedConnClosesWriteFirst(t *testing.T) {
+	loopAddr, _ := startServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	c, err := net.Dial("tcp", loopAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	go func() {
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100000000\r\n\r\n")
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	start := time.Now()
+	_, err = br.ReadByte()
+	if !errors.Is(err, io.EOF) || time.Since(start) > 300*time.Millisecond {
+		t.Fatalf("after the answer: %v after %s, want EOF at once (the write side closed)", err, time.Since(start))
+	}
+}
