@@ -29,6 +29,9 @@
 #   bench/gateway.sh                          # 3 rounds, 10 s runs, 2000 calls/s
 #   ROUNDS=5 DURATION=20s RATE=5000 bench/gateway.sh
 #   PORT_BASE=31500 bench/gateway.sh          # ports 31500-31531 instead
+#   BEFORE=/tmp/sluice-old bench/gateway.sh   # one more target, gw-before:
+#                                             # that build as an embedded gateway
+#                                             # (ports +4 and +14, 18003/19003)
 #
 # Needs go, wrk and curl; nginx is installed with apt-get (nginx-light)
 # when missing and apt-get can, else skipped; without redis-server the
@@ -158,6 +161,16 @@ else
 fi
 targets+=("gw-embedded=http://$GWM$PATH_")
 deny_targets+=("gw-deny=http://$GWD$PATH_")
+if [ -n "${BEFORE:-}" ]; then
+  # Another build of sluice as one more embedded gateway, on the port
+  # after the denying gateway's, so that a change is measured side by
+  # side with the build it replaces.
+  GWB=127.0.0.1:$(( ${GWD##*:} + 1 )) ADB=$((ADD + 1))
+  "$BEFORE" gateway --listen "$GWB" --admin-listen 127.0.0.1:$ADB --rules "$tmp/rules.yaml" "${common[@]}" 2> "$tmp/gw-before.log" &
+  pids+=($!)
+  procs[gw-before]=$!
+  targets+=("gw-before=http://$GWB$PATH_")
+fi
 redis_pid=
 if command -v redis-server >/dev/null; then
   redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --hz 100 --daemonize no > "$tmp/redis.log" 2>&1 &

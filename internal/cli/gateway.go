@@ -252,7 +252,13 @@ func (f *gatewayFlags) servers(eng *engine, gw *gateway.Gateway) (*serving, erro
 	srv := &serving{cmd: "gateway", log: log}
 	// No body deadline, no response deadline: bodies stream both ways
 	// for as long as they take, at --min-body-rate at least.
-	srv.add("gateway", f.engine.net.server(f.listen, handler, true, log), proxyTLS)
+	proxy := f.engine.net.server(f.listen, handler, true, log)
+	srv.add("gateway", proxy, proxyTLS)
+	if proxyTLS == nil {
+		// Plain HTTP: the gateway's own server loop serves the plain
+		// calls and hands every other connection to net/http's.
+		srv.loops[len(srv.loops)-1] = &gateway.Server{Handler: handler, Fallback: proxy, ErrorLog: log}
+	}
 	if f.adminListen == "" {
 		return srv, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/internal/rulestore"
 )
@@ -21,11 +22,16 @@ type serving struct {
 	servers []*http.Server
 	tlss    []*listen.TLS
 	names   []string
+	// loops[i], when set, serves listeners[i] in place of servers[i],
+	// handing it the connections it does not serve itself (the gateway's
+	// plain-HTTP proxy port).
+	loops []*gateway.Server
 }
 
 // add appends a server.
 func (s *serving) add(name string, srv *http.Server, tls *listen.TLS) {
 	s.servers = append(s.servers, srv)
+	s.loops = append(s.loops, nil)
 	s.tlss = append(s.tlss, tls)
 	s.names = append(s.names, name)
 }
@@ -44,8 +50,12 @@ func (s *serving) run(ctx context.Context, src rulestore.Source, listeners []net
 	go func() { errc <- src.Run(ctx) }()
 	for i, srv := range s.servers {
 		s.log.Info("listening", "what", s.names[i], "addr", listeners[i].Addr().String(), "tls", s.tlss[i] != nil)
+		serve := srv.Serve
+		if s.loops[i] != nil {
+			serve = s.loops[i].Serve
+		}
 		go func() {
-			if err := srv.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("%s: %s: %w", s.cmd, s.names[i], err)
 			}
 		}()
@@ -62,7 +72,11 @@ func (s *serving) run(ctx context.Context, src rulestore.Source, listeners []net
 	s.log.Info("shutting down")
 	sctx, scancel := context.WithTimeout(context.Background(), shutdown)
 	defer scancel()
-	for _, srv := range s.servers {
+	for i, srv := range s.servers {
+		if s.loops[i] != nil {
+			s.loops[i].Shutdown(sctx) // srv too
+			continue
+		}
 		srv.Shutdown(sctx)
 	}
 	if stopping != nil {

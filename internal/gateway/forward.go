@@ -105,12 +105,19 @@ func (f *forwarder) get(now time.Time, check bool) *upConn {
 		f.idle = f.idle[:n-1]
 		f.mu.Unlock()
 		idle := now.Sub(uc.lastUsed)
-		if idle > f.idleTimeout || ((check || idle > staleCheckAfter) && !connAlive(uc.c)) {
+		if idle > f.idleTimeout || ((check || idle > staleCheckAfter) && !aliveNow(uc.c)) {
 			uc.c.Close()
 			continue
 		}
 		return uc
 	}
+}
+
+// aliveNow is connAlive for a pooled connection, whose read deadline may
+// be one of an earlier call, passed.
+func aliveNow(c net.Conn) bool {
+	c.SetReadDeadline(time.Time{})
+	return connAlive(c)
 }
 
 // put returns uc to the idle connections, or closes it when they are full.
@@ -344,8 +351,12 @@ func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) 
 			// say): pass the answer on, and do not reuse the connection.
 			res.Close = true
 		}
-		if f.respTimeout > 0 {
-			c.readDeadline(time.Time{}) // the body streams with no time limit
+		if f.respTimeout > 0 && (res.ContentLength < 0 || int64(uc.br.Buffered()) < res.ContentLength) {
+			// The body streams with no time limit. (A body already in
+			// the buffer is read without the connection: its deadline,
+			// passed by the time the connection is next used, is set
+			// again before each read from it.)
+			c.readDeadline(time.Time{})
 		}
 		return res, nil
 	}

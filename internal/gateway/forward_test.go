@@ -270,6 +270,23 @@ func TestForwardReusesConnections(t *testing.T) {
 			t.Errorf("the upstream accepted %d connections for 20 calls in turn, want 1", n)
 		}
 	})
+	// A small answer is read from the buffer without clearing the
+	// response deadline; a pooled connection whose deadline has since
+	// passed is still reused, by a call that checks it first (a POST) and
+	// by one that does not.
+	t.Run("past its response deadline", func(t *testing.T) {
+		up := newCountingUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body); io.WriteString(w, "ok") })
+		gw := newGateway(t, newLimiter(t, noRules), up.URL, func(c *gateway.Config) { c.ResponseTimeout = 50 * time.Millisecond })
+		for i, method := range []string{"GET", "POST", "GET", "GET"} {
+			if resp, b := do(t, http.DefaultClient, newReq(t, method, gw.URL+"/x", nil)); resp.StatusCode != 200 || b != "ok" {
+				t.Fatalf("call %d: %d %q", i, resp.StatusCode, b)
+			}
+			time.Sleep(120 * time.Millisecond)
+		}
+		if n := up.conns.Load(); n != 1 {
+			t.Errorf("the upstream accepted %d connections for 4 calls in turn, want 1", n)
+		}
+	})
 	// The upstream closes each connection once it has answered, without
 	// saying so: the next call finds the pooled connection closed. A call
 	// without a body that may be repeated (RFC 9110 section 9.2.2) is sent

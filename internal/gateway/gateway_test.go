@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -94,9 +95,28 @@ func newGateway(t testing.TB, l *limiter.Limiter, target string, mod func(*gatew
 		t.Fatal(err)
 	}
 	t.Cleanup(gw.Close)
-	s := httptest.NewServer(gw)
-	t.Cleanup(s.Close)
-	return s
+	return serveLoop(t, gw)
+}
+
+// serveLoop serves h as the gateway's plain-HTTP proxy port does: the
+// server loop, handing what it does not take to net/http's server.
+func serveLoop(t testing.TB, h http.Handler) *httptest.Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fallback := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	loop := &gateway.Server{Handler: h, Fallback: fallback}
+	done := make(chan struct{})
+	go func() { loop.Serve(ln); close(done) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		loop.Shutdown(ctx)
+		<-done
+	})
+	return &httptest.Server{URL: "http://" + ln.Addr().String(), Listener: ln, Config: fallback}
 }
 
 func get(t testing.TB, url string, h map[string]string) (*http.Response, string) {

@@ -1,0 +1,925 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Server serves the gateway's proxy port over plain TCP with a small
+// HTTP/1.1 server loop of its own for the calls that make up almost all
+// of an API's traffic, and hands every other connection to net/http's
+// server (Fallback) as it is, bytes already read included.
+//
+// The loop takes a request only when its line and headers, read whole
+// into the connection's 4 KiB buffer, are of the plain form below; at
+// the first request that is not, the connection goes to Fallback, which
+// parses that request itself and answers it, or rejects it, exactly as
+// it would have had it had the connection from the start. So nothing is
+// accepted here that net/http rejects (the differential tests check
+// this), and every framing question — chunked bodies, Expect:
+// 100-continue, obs-fold, bare LF, duplicate or malformed Content-Length,
+// Transfer-Encoding with Content-Length, oversized headers — is answered
+// by net/http. The plain form:
+//
+//   - the request line is METHOD SP /origin-form SP HTTP/1.1, with
+//     METHOD one of GET, POST, PUT, DELETE, PATCH, OPTIONS and a target of
+//     printable ASCII without '#';
+//   - every header line is token ":" value CRLF, the value printable ASCII
+//     or tab; exactly one Host, of letters, digits and ".-:[]_";
+//   - no body: no Content-Length but "0", no Transfer-Encoding; no
+//     Expect, Upgrade, Trailer, Pragma (net/http rewrites it) or
+//     HTTP2-Settings; Connection, if present, is "close" or "keep-alive".
+//
+// A request taken here is served on the connection's goroutine: the
+// handler's answer is written into the connection's buffer and goes out
+// in one write, and the client is not read from while the handler runs
+// unless it runs longer than watchDelay (then a read notices a client
+// that went away and cancels the request's context, as net/http does at
+// once with a read on every request).
+//
+// Handler and Fallback are required (the zero Server serves nothing).
+// Serve may run on several listeners at once, and Shutdown from any
+// goroutine.
+type Server struct {
+	// Handler serves every request, on either path.
+	Handler http.Handler
+	// Fallback is net/http's server for the connections the loop hands
+	// over; its Handler should be Handler. Its ReadHeaderTimeout and
+	// IdleTimeout are the loop's too.
+	Fallback *http.Server
+	// ErrorLog receives panics of Handler. Default: discard.
+	ErrorLog *slog.Logger
+
+	once    sync.Once
+	handoff *connListener
+
+	mu       sync.Mutex
+	lns      map[net.Listener]struct{}
+	conns    map[*srvConn]struct{}
+	shutting atomic.Bool
+}
+
+// watchDelay is how long a request runs before its client is watched for
+// going away.
+const watchDelay = 50 * time.Millisecond
+
+// maxRequestHeader is the size of the buffer a request's line and headers
+// must fit in to be served by the loop: more goes to net/http, which
+// applies MaxHeaderBytes (at least this plus its 4 KiB of slack).
+const maxRequestHeader = 4 << 10
+
+// Serve accepts connections on ln until Shutdown. It returns
+// http.ErrServerClosed after Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.once.Do(func() {
+		s.handoff = newConnListener(ln.Addr())
+		go s.Fallback.Serve(s.handoff) //nolint:errcheck // ends with ErrServerClosed at Shutdown
+	})
+	s.mu.Lock()
+	if s.shutting.Load() {
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	}
+	if s.lns == nil {
+		s.lns = map[net.Listener]struct{}{}
+		s.conns = map[*srvConn]struct{}{}
+	}
+	s.lns[ln] = struct{}{}
+	s.mu.Unlock()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.shutting.Load() {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		c := &srvConn{s: s, nc: nc}
+		if !s.track(c, true) {
+			nc.Close()
+			return http.ErrServerClosed
+		}
+		go c.serve()
+	}
+}
+
+// Shutdown stops accepting, closes idle connections, waits for the
+// others to finish their request (until ctx ends), and shuts Fallback
+// down with the same deadline.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutting.Store(true)
+	for ln := range s.lns {
+		ln.Close()
+	}
+	s.mu.Unlock()
+	var ferr error
+	done := make(chan struct{})
+	go func() { ferr = s.Fallback.Shutdown(ctx); close(done) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.mu.Lock()
+		for c := range s.conns {
+			if c.idle.Load() {
+				c.nc.Close()
+			}
+		}
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			<-done
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	<-done
+	return ferr
+}
+
+func (s *Server) track(c *srvConn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.shutting.Load() {
+			return false
+		}
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
+	return true
+}
+
+// srvConn is one client connection served by the loop.
+type srvConn struct {
+	s    *Server
+	nc   net.Conn
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	idle atomic.Bool // waiting for a request: Shutdown may close it
+
+	// The watch on the client going away (see watch).
+	timer     *time.Timer
+	wmu       sync.Mutex
+	watching  bool // a request runs: the timer may start the watch
+	active    bool // the watch is reading
+	watchDone chan struct{}
+	cancel    context.CancelFunc
+}
+
+// The buffers of connections waiting for their next request are not
+// pooled: a kept-alive connection keeps its own.
+func (c *srvConn) serve() {
+	handed := false
+	defer func() {
+		c.s.track(c, false)
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		if !handed {
+			c.nc.Close()
+		}
+	}()
+	c.br = bufio.NewReaderSize(c.nc, maxRequestHeader)
+	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
+	hdrTimeout, idleTimeout := c.s.Fallback.ReadHeaderTimeout, c.s.Fallback.IdleTimeout
+	if idleTimeout == 0 {
+		idleTimeout = hdrTimeout
+	}
+	remote := c.nc.RemoteAddr().String()
+	first := true
+	for {
+		if !first {
+			c.idle.Store(true)
+			if c.s.shutting.Load() {
+				return
+			}
+			if idleTimeout > 0 {
+				c.nc.SetReadDeadline(time.Now().Add(idleTimeout))
+			}
+			if _, err := c.br.Peek(1); err != nil {
+				return
+			}
+			c.idle.Store(false)
+		}
+		if hdrTimeout > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(hdrTimeout))
+		} else if !first {
+			c.nc.SetReadDeadline(time.Time{})
+		}
+		first = false
+		n, ok, err := c.headerBlock()
+		if err != nil {
+			return // the client went away or timed out mid-request, as net/http: no answer
+		}
+		var req http.Request
+		if ok {
+			block, _ := c.br.Peek(n)
+			ok = parsePlain(block, &req)
+		}
+		if !ok {
+			handed = true
+			c.nc.SetReadDeadline(time.Time{})
+			c.s.handoff.deliver(&handedConn{Conn: c.nc, r: c.br})
+			return
+		}
+		c.br.Discard(n)
+		c.nc.SetReadDeadline(time.Time{})
+		req.RemoteAddr = remote
+		if !c.serveRequest(&req) {
+			return
+		}
+	}
+}
+
+// headerBlock reads until the buffer holds a whole request line and
+// header block, and returns its length; ok is false when it does not fit
+// in the buffer.
+func (c *srvConn) headerBlock() (n int, ok bool, err error) {
+	from := 0
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		if i := bytes.Index(buf[max(from-3, 0):], crlfcrlf); i >= 0 {
+			return max(from-3, 0) + i + 4, true, nil
+		}
+		// A request whose headers end in bare LFs is net/http's to judge.
+		if bytes.Contains(buf, lflf) {
+			return 0, false, nil
+		}
+		if len(buf) == c.br.Size() {
+			return 0, false, nil
+		}
+		from = len(buf)
+		if _, err := c.br.Peek(len(buf) + 1); err != nil {
+			if errors.Is(err, io.EOF) && c.br.Buffered() > 0 {
+				return 0, false, nil // a request cut short: net/http answers it
+			}
+			return 0, false, err
+		}
+	}
+}
+
+var (
+	crlfcrlf = []byte("\r\n\r\n")
+	lflf     = []byte("\n\n")
+)
+
+// serveRequest runs the handler on parsed, with a context, and writes
+// its answer. It reports whether the connection may serve another
+// request.
+func (c *srvConn) serveRequest(parsed *http.Request) (keep bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	req := parsed.WithContext(ctx) // parsed stays on the caller's stack
+	w := &respWriter{c: c, req: req, status: 0, cl: -1}
+	c.startWatch(cancel)
+	defer func() {
+		c.stopWatch()
+		cancel()
+		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler {
+				c.s.logPanic(p)
+			}
+			keep = false
+		}
+	}()
+	c.s.Handler.ServeHTTP(w, req)
+	if !w.finish() {
+		return false
+	}
+	return !req.Close && !w.closeAfter && ctx.Err() == nil
+}
+
+func (s *Server) logPanic(p any) {
+	if s.ErrorLog != nil {
+		s.ErrorLog.Error("gateway: panic serving a request", "panic", p)
+	}
+}
+
+// startWatch arms the watch on the client going away for the request
+// whose context cancel ends.
+func (c *srvConn) startWatch(cancel context.CancelFunc) {
+	c.wmu.Lock()
+	c.watching, c.cancel = true, cancel
+	c.wmu.Unlock()
+	if c.timer == nil {
+		c.watchDone = make(chan struct{}, 1)
+		c.timer = time.AfterFunc(watchDelay, c.watch)
+		return
+	}
+	c.timer.Reset(watchDelay)
+}
+
+// watch runs when a request has run for watchDelay: it reads from the
+// client until the request ends (stopWatch moves the read deadline to
+// the past) and cancels the request's context when the client closed the
+// connection or reset it. A byte of a next request (pipelining) stays in
+// the buffer and ends the watch.
+func (c *srvConn) watch() {
+	c.wmu.Lock()
+	if !c.watching || c.active {
+		// The request ended, or a late run of the timer of an earlier
+		// request already watches this one.
+		c.wmu.Unlock()
+		return
+	}
+	c.active = true
+	cancel := c.cancel
+	c.wmu.Unlock()
+	_, err := c.br.Peek(1)
+	c.wmu.Lock()
+	stopped := !c.watching
+	c.active = false
+	c.wmu.Unlock()
+	if err != nil && !stopped {
+		cancel()
+	}
+	if stopped {
+		c.watchDone <- struct{}{} // stopWatch saw the watch active and waits
+	}
+}
+
+// stopWatch ends the watch of the request that finished.
+func (c *srvConn) stopWatch() {
+	c.timer.Stop()
+	c.wmu.Lock()
+	c.watching = false
+	active := c.active
+	c.wmu.Unlock()
+	if active {
+		c.nc.SetReadDeadline(aLongTimeAgo)
+		<-c.watchDone
+		c.nc.SetReadDeadline(time.Time{}) // the watch's Peek took the deadline's error
+	}
+}
+
+// parsePlain parses block, a request line and header block ending in an
+// empty line, into a request the way net/http's server would, when it is
+// of the plain form (see Server), and reports whether it was.
+func parsePlain(block []byte, req *http.Request) bool {
+	line, rest, ok := cutCRLF(block)
+	if !ok {
+		return false
+	}
+	sp1 := bytes.IndexByte(line, ' ')
+	if sp1 < 0 {
+		return false
+	}
+	method := plainMethod(line[:sp1])
+	if method == "" {
+		return false
+	}
+	line = line[sp1+1:]
+	sp2 := bytes.IndexByte(line, ' ')
+	if sp2 < 1 || string(line[sp2+1:]) != "HTTP/1.1" {
+		return false
+	}
+	target := line[:sp2]
+	if target[0] != '/' {
+		return false
+	}
+	for _, b := range target {
+		if b <= ' ' || b >= 0x7f || b == '#' {
+			return false
+		}
+	}
+	rawURI := string(target)
+	u, err := url.ParseRequestURI(rawURI)
+	if err != nil {
+		return false
+	}
+	h := make(http.Header, 8)
+	host, haveHost, closing := "", false, false
+	for {
+		var hl []byte
+		if hl, rest, ok = cutCRLF(rest); !ok {
+			return false
+		}
+		if len(hl) == 0 {
+			break
+		}
+		colon := bytes.IndexByte(hl, ':')
+		if colon < 1 {
+			return false
+		}
+		name := hl[:colon]
+		for _, b := range name {
+			if !isTokenByte(b) {
+				return false
+			}
+		}
+		val := hl[colon+1:]
+		for _, b := range val {
+			if (b < ' ' && b != '\t') || b >= 0x7f {
+				return false
+			}
+		}
+		val = bytes.Trim(val, " \t")
+		key := textproto.CanonicalMIMEHeaderKey(string(name))
+		v := string(val)
+		switch key {
+		case "Host":
+			if haveHost || !plainHost(val) {
+				return false
+			}
+			host, haveHost = v, true
+			continue // net/http's server keeps Host in req.Host only
+		case "Content-Length":
+			if v != "0" || h[key] != nil {
+				return false
+			}
+		case "Transfer-Encoding", "Expect", "Upgrade", "Trailer", "Pragma", "Http2-Settings":
+			return false
+		case "Connection":
+			switch {
+			case h[key] != nil:
+				return false
+			case asciiEqualFold(v, "close"):
+				closing = true
+			case asciiEqualFold(v, "keep-alive"):
+			default:
+				return false
+			}
+		}
+		h[key] = append(h[key], v)
+	}
+	if !haveHost {
+		return false
+	}
+	*req = http.Request{
+		Method:     method,
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     h,
+		Body:       http.NoBody,
+		Host:       host,
+		Close:      closing,
+		RequestURI: rawURI,
+	}
+	return true
+}
+
+func cutCRLF(b []byte) (line, rest []byte, ok bool) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 1 || b[i-1] != '\r' {
+		return nil, nil, false
+	}
+	line = b[:i-1]
+	if bytes.IndexByte(line, '\r') >= 0 {
+		return nil, nil, false
+	}
+	return line, b[i+1:], true
+}
+
+// plainMethod returns the method's name (a constant: no allocation), or
+// "" for any other.
+func plainMethod(m []byte) string {
+	switch string(m) {
+	case http.MethodGet:
+		return http.MethodGet
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodPut:
+		return http.MethodPut
+	case http.MethodDelete:
+		return http.MethodDelete
+	case http.MethodPatch:
+		return http.MethodPatch
+	case http.MethodOptions:
+		return http.MethodOptions
+	}
+	return ""
+}
+
+func plainHost(v []byte) bool {
+	if len(v) == 0 {
+		return false
+	}
+	for _, b := range v {
+		switch {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		case b == '.', b == '-', b == ':', b == '[', b == ']', b == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isTokenByte reports whether b may be in a header name (RFC 9110 tchar).
+func isTokenByte(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	switch b {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+func asciiEqualFold(s, t string) bool {
+	if len(s) != len(t) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		a, b := s[i], t[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
+}
+
+// respWriter is the http.ResponseWriter of a request served by the loop.
+// The status line and headers are written into the connection's buffer
+// when the handler first writes past bufferBeforeChunking, flushes or
+// returns; an answer without Content-Length that the handler finished
+// before either gets one, a longer one is chunked — as net/http does.
+type respWriter struct {
+	c          *srvConn
+	req        *http.Request
+	h          http.Header
+	status     int
+	cl         int64 // the declared Content-Length, -1 when none
+	written    int64
+	buf        []byte // the body so far, until the headers are sent
+	sent       bool   // status line and headers are in c.bw
+	chunked    bool
+	noBody     bool // the status carries no body
+	closeAfter bool
+	failed     bool // a write to the client failed
+}
+
+// bufferBeforeChunking is net/http's: a handler that writes at most this
+// much without flushing gets a Content-Length.
+const bufferBeforeChunking = 2048
+
+func (w *respWriter) Header() http.Header {
+	if w.h == nil {
+		w.h = make(http.Header, 12)
+	}
+	return w.h
+}
+
+func (w *respWriter) WriteHeader(code int) {
+	if w.status != 0 {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic("gateway: invalid WriteHeader code " + strconv.Itoa(code))
+	}
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		// An interim answer goes out at once; the final one follows.
+		bw := w.c.bw
+		writeStatusLine(bw, code)
+		w.writeFields(false)
+		bw.WriteString("\r\n")
+		if bw.Flush() != nil {
+			w.failed = true
+		}
+		return
+	}
+	w.status = code
+	w.noBody = code == http.StatusNoContent || code == http.StatusNotModified || code < 200
+	if v := w.h["Content-Length"]; len(v) == 1 {
+		if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n >= 0 {
+			w.cl = n
+		}
+	}
+}
+
+func (w *respWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed {
+		return 0, errClientGone
+	}
+	if w.noBody {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if w.cl >= 0 && w.written+int64(len(p)) > w.cl {
+		return 0, http.ErrContentLength
+	}
+	w.written += int64(len(p))
+	if !w.sent {
+		if w.cl < 0 && len(w.buf)+len(p) <= bufferBeforeChunking {
+			w.buf = append(w.buf, p...)
+			return len(p), nil
+		}
+		w.sendHeader(false)
+	}
+	bw := w.c.bw
+	var err error
+	if w.chunked {
+		bw.WriteString(strconv.FormatInt(int64(len(p)), 16))
+		bw.WriteString("\r\n")
+		bw.Write(p)
+		_, err = bw.WriteString("\r\n")
+	} else {
+		_, err = bw.Write(p)
+	}
+	if err != nil { // bufio.Writer keeps its first error
+		w.failed = true
+		return 0, err
+	}
+	return len(p), nil
+}
+
+var errClientGone = errors.New("gateway: writing to the client failed")
+
+// Flush sends what is written so far; an answer without Content-Length
+// becomes chunked.
+func (w *respWriter) Flush() { w.FlushError() }
+
+// FlushError is Flush for http.ResponseController.
+func (w *respWriter) FlushError() error {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.sent {
+		w.sendHeader(false)
+	}
+	if err := w.c.bw.Flush(); err != nil {
+		w.failed = true
+		return err
+	}
+	return nil
+}
+
+// SetReadDeadline and SetWriteDeadline are for http.ResponseController.
+func (w *respWriter) SetReadDeadline(t time.Time) error  { return w.c.nc.SetReadDeadline(t) }
+func (w *respWriter) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+
+// sendHeader writes the status line and the headers into the buffer,
+// with the framing of the body: finished says the handler has returned,
+// so a body of known size gets its Content-Length.
+func (w *respWriter) sendHeader(finished bool) {
+	w.sent = true
+	h := w.Header()
+	bw := w.c.bw
+	writeStatusLine(bw, w.status)
+	trailers := len(h["Trailer"]) > 0
+	if !trailers {
+		for k := range h {
+			if len(k) > len(http.TrailerPrefix) && k[:len(http.TrailerPrefix)] == http.TrailerPrefix {
+				trailers = true
+				break
+			}
+		}
+	}
+	if _, ok := h["Content-Type"]; !ok && !w.noBody && len(w.buf) > 0 {
+		bw.WriteString("Content-Type: ")
+		bw.WriteString(http.DetectContentType(w.buf))
+		bw.WriteString("\r\n")
+	}
+	if _, ok := h["Date"]; !ok {
+		bw.WriteString("Date: ")
+		bw.Write(time.Now().UTC().AppendFormat(bw.AvailableBuffer(), http.TimeFormat))
+		bw.WriteString("\r\n")
+	}
+	delete(h, "Transfer-Encoding")
+	switch {
+	case w.noBody:
+	case w.cl >= 0:
+	case finished && !trailers:
+		bw.WriteString("Content-Length: ")
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(len(w.buf)), 10))
+		bw.WriteString("\r\n")
+	default:
+		w.chunked = true
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	if w.req.Close || w.closeAfter {
+		if _, ok := h["Connection"]; !ok {
+			bw.WriteString("Connection: close\r\n")
+		}
+	}
+	w.writeFields(false)
+	bw.WriteString("\r\n")
+	if len(w.buf) > 0 {
+		buf := w.buf
+		w.buf = nil
+		if w.chunked {
+			bw.WriteString(strconv.FormatInt(int64(len(buf)), 16))
+			bw.WriteString("\r\n")
+			bw.Write(buf)
+			bw.WriteString("\r\n")
+		} else {
+			bw.Write(buf)
+		}
+	}
+}
+
+// writeFields writes the headers (trailers: the trailer fields) of w.h,
+// skipping invalid names and turning line breaks in values into spaces,
+// as net/http does.
+func (w *respWriter) writeFields(trailer bool) {
+	bw := w.c.bw
+	for k, vv := range w.h {
+		if !trailer && len(k) >= len(http.TrailerPrefix) && k[:len(http.TrailerPrefix)] == http.TrailerPrefix {
+			continue
+		}
+		if !validFieldName(k) {
+			continue
+		}
+		for _, v := range vv {
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			writeFieldValue(bw, v)
+			bw.WriteString("\r\n")
+		}
+	}
+}
+
+func validFieldName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if !isTokenByte(k[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func writeFieldValue(bw *bufio.Writer, v string) {
+	start := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\r' || v[i] == '\n' {
+			bw.WriteString(v[start:i])
+			bw.WriteByte(' ')
+			start = i + 1
+		}
+	}
+	bw.WriteString(textproto.TrimString(v[start:]))
+}
+
+func writeStatusLine(bw *bufio.Writer, code int) {
+	bw.WriteString("HTTP/1.1 ")
+	bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(code), 10))
+	bw.WriteByte(' ')
+	bw.WriteString(http.StatusText(code))
+	bw.WriteString("\r\n")
+}
+
+// finish completes the answer after the handler returned and sends it.
+// It reports whether the connection may be reused.
+func (w *respWriter) finish() bool {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if _, ok := w.h["Connection"]; ok && hasToken(w.h["Connection"], "close") {
+		w.closeAfter = true
+	}
+	if !w.sent {
+		w.sendHeader(true)
+	}
+	bw := w.c.bw
+	if w.chunked {
+		bw.WriteString("0\r\n")
+		w.writeTrailers()
+		bw.WriteString("\r\n")
+	}
+	if err := bw.Flush(); err != nil || w.failed {
+		return false
+	}
+	if w.cl >= 0 && w.written < w.cl && !w.noBody {
+		return false // the answer is cut short: the client must not wait for the rest
+	}
+	return true
+}
+
+// writeTrailers writes the trailer fields: those the Trailer header
+// announced, and those set with http.TrailerPrefix.
+func (w *respWriter) writeTrailers() {
+	bw := w.c.bw
+	for _, v := range w.h["Trailer"] {
+		for v != "" {
+			var f string
+			f, v, _ = cutComma(v)
+			k := textproto.CanonicalMIMEHeaderKey(textproto.TrimString(f))
+			if k == "" || !validFieldName(k) {
+				continue
+			}
+			for _, tv := range w.h[k] {
+				bw.WriteString(k)
+				bw.WriteString(": ")
+				writeFieldValue(bw, tv)
+				bw.WriteString("\r\n")
+			}
+		}
+	}
+	for k, vv := range w.h {
+		if len(k) > len(http.TrailerPrefix) && k[:len(http.TrailerPrefix)] == http.TrailerPrefix {
+			name := k[len(http.TrailerPrefix):]
+			if !validFieldName(name) {
+				continue
+			}
+			for _, v := range vv {
+				bw.WriteString(name)
+				bw.WriteString(": ")
+				writeFieldValue(bw, v)
+				bw.WriteString("\r\n")
+			}
+		}
+	}
+}
+
+func cutComma(s string) (before, after string, found bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ',' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+// handedConn is a connection handed to net/http, with the bytes the loop
+// had already read in front.
+type handedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// CloseWrite lets net/http close the write side before the connection,
+// as it does after a call whose body it did not read (so that the client
+// gets the answer rather than a reset).
+func (c *handedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// connListener is the net.Listener through which Fallback gets the
+// connections handed over.
+type connListener struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newConnListener(addr net.Addr) *connListener {
+	return &connListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *connListener) deliver(c net.Conn) {
+	select {
+	case l.ch <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *connListener) Addr() net.Addr { return l.addr }
