@@ -57,6 +57,11 @@
 // descriptor's decision. Beyond 32 buckets (limiter.MaxRulesPerCall) they
 // are taken in atomic steps of 32: an OVER_LIMIT answer then consumed
 // nothing in the step that denied, but keeps what the other steps took.
+// A descriptor that matches more than 32 rules itself — its own limit or
+// rules on its entries next to 32 others — is OVER_LIMIT (the limiter's
+// reason too_many_rules), logged and counted, and nothing is taken from
+// any descriptor: it fails closed, never with an error Envoy could turn
+// into "allow".
 //
 // # Answer
 //
@@ -99,6 +104,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/ratelog"
@@ -146,6 +152,7 @@ type Server struct {
 	lims  map[string]*limiter.Limiter // by domain ("": the rules with no domain), kept across rule sets
 
 	failures ratelog.Limiter // limiter errors: one line a second
+	tooMany  ratelog.Limiter // descriptors denied for too many rules: one line a second
 }
 
 // views are the limiters of one rule set: one per domain some rule names,
@@ -320,6 +327,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		if err != nil {
 			return nil, limiter.Decision{}, s.unavailable(ctx, err)
 		}
+		s.noteTooMany(req, &d)
 		st := descriptorStatus(&d, vs.limit(d.Rule))
 		for i := range resp.Statuses {
 			resp.Statuses[i] = st
@@ -344,6 +352,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	best := 0
 	for i := range ds {
 		d := &ds[i]
+		s.noteTooMany(req, d)
 		resp.Statuses[i] = descriptorStatus(d, vs.limit(d.Rule))
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -375,6 +384,19 @@ func (s *Server) decideEach(ctx context.Context, lim *limiter.Limiter, calls []c
 		return nil, s.unavailable(ctx, err)
 	}
 	return ds, nil
+}
+
+// noteTooMany logs, at most once a second, a descriptor denied because it
+// matches more rules than one decision applies (algorithm.
+// ReasonTooManyRules): a rule set that leaves no room for what the
+// descriptor brings (its own limit, rules on its entries). The metrics
+// count it as a denial without a rule.
+func (s *Server) noteTooMany(req *rlsv3.RateLimitRequest, d *limiter.Decision) {
+	if d.Reason != algorithm.ReasonTooManyRules {
+		return
+	}
+	s.tooMany.Warn(s.cfg.Logger, "rls: a descriptor matches too many rules: denied (OVER_LIMIT)",
+		"domain", req.GetDomain(), "max_rules_per_call", limiter.MaxRulesPerCall)
 }
 
 // unavailable turns a limiter error into the gRPC error Envoy gets, and
