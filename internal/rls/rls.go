@@ -35,7 +35,8 @@
 // capacity is OVER_LIMIT (cost_exceeds_capacity). A descriptor's own
 // limit (Envoy's dynamic limits) takes the place of the rules on its
 // entries, in a domain some rule names (see ownLimit); every other rule
-// still applies.
+// still applies. Its requests_per_unit 0 denies every call, as
+// envoyproxy/ratelimit does.
 //
 // The request's domain selects rules: rules whose match names that domain
 // (match.domain) and rules that name no domain (which also serve the HTTP
