@@ -270,16 +270,30 @@ func ServerOptions() []grpc.ServerOption {
 	}
 }
 
+// onePool holds the call of a request with one descriptor: nothing keeps
+// a call once ShouldRateLimit returns (the limiter reads the request, the
+// answer holds none of its values).
+var onePool = sync.Pool{New: func() any { return new([1]call) }}
+
 // ShouldRateLimit implements RateLimitService: see the package doc.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	var start time.Time
 	if s.cfg.Metrics != nil || s.cfg.AccessLog != nil {
 		start = time.Now()
 	}
-	var one [1]call
-	calls := one[:]
+	var calls []call
+	var one *[1]call
 	if n := len(req.GetDescriptors()); n > 1 && n <= MaxDescriptors {
 		calls = make([]call, n)
+	} else {
+		// One descriptor, the usual request: its call (1.2 KiB, mostly the
+		// entries array) comes from a pool, not the heap.
+		one = onePool.Get().(*[1]call)
+		calls = one[:]
+		defer func() {
+			one[0] = call{} // keeps no caller's value
+			onePool.Put(one)
+		}()
 	}
 	resp, best, err := s.decide(ctx, req, calls)
 	if m := s.cfg.Metrics; m != nil {
@@ -314,9 +328,13 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			}
 		}
 	}
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(calls)),
+	a := new(answer)
+	resp := &a.resp
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
+	if len(calls) == 1 {
+		resp.Statuses = a.one[:]
+	} else {
+		resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(calls))
 	}
 	var merged call
 	if len(calls) == 1 || !vs.entries && merge(calls, &merged) {
@@ -329,14 +347,15 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			return nil, limiter.Decision{}, s.unavailable(ctx, err)
 		}
 		s.noteTooMany(req, &d)
-		st := descriptorStatus(&d, vs.limit(d.Rule))
+		st := &a.st
+		fillStatus(st, &a.dur, &d, vs.limit(d.Rule))
 		for i := range resp.Statuses {
 			resp.Statuses[i] = st
 		}
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		addHeaders(resp, &d)
+		addHeaders(resp, &d, &a.headers)
 		if s.cfg.EnvoyHeaders {
 			addEnvoyHeaders(resp, st)
 		}
@@ -365,7 +384,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			m.Decision(d)
 		}
 	}
-	addHeaders(resp, &ds[best])
+	addHeaders(resp, &ds[best], &a.headers)
 	if s.cfg.EnvoyHeaders {
 		addEnvoyHeaders(resp, resp.Statuses[best])
 	}
