@@ -206,6 +206,11 @@ const (
 	// could not be asked and the rule fails closed. RetryAfter is when the
 	// store is next probed.
 	ReasonStoreUnavailable
+	// ReasonTooManyRules is not an algorithm's answer either: the call
+	// matches more rules than one atomic take applies (limiter.
+	// MaxRulesPerCall), so it is denied without taking from any of them.
+	// It never passes as long as the rules and the call stay as they are.
+	ReasonTooManyRules
 )
 
 func (r Reason) String() string {
@@ -218,6 +223,8 @@ func (r Reason) String() string {
 		return "cost_exceeds_capacity"
 	case ReasonStoreUnavailable:
 		return "store_unavailable"
+	case ReasonTooManyRules:
+		return "too_many_rules"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }

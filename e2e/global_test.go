@@ -3,10 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,13 +62,14 @@ func globalBudgetEnvoy(t *testing.T, redisAddrs string) {
 		t.Fatalf("sluice rules import: %v", err)
 	}
 	var clients []rlsv3.RateLimitServiceClient
+	var ins []*instance
 	for i := range 3 {
 		path := filepath.Join(dir, fmt.Sprintf("rules-%d.yaml", i))
 		if err := os.WriteFile(path, rulesYAML, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-		serve(t, path, "--redis", redisAddrs, "--store-timeout", "1s", "--grpc-listen", addr)
+		ins = append(ins, serve(t, path, "--redis", redisAddrs, "--store-timeout", "1s", "--grpc-listen", addr))
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
@@ -130,5 +134,32 @@ func globalBudgetEnvoy(t *testing.T, redisAddrs string) {
 	}
 	if allowed.Load() != budget || denied.Load() != workers*perWorker-budget {
 		t.Errorf("%d OK, %d OVER_LIMIT of %d requests on a budget of %d; want exactly %d OK", allowed.Load(), denied.Load(), workers*perWorker, budget, budget)
+		// Where the decisions came from: a decision of the local fallback
+		// (the breaker open, or a call past the store's wait) is not the
+		// shared budget's.
+		for i, in := range ins {
+			t.Logf("instance %d: %s", i, in.decisionSources(t))
+		}
 	}
+}
+
+// decisionSources returns in's decisions by source and outcome, its breaker
+// openings and its store errors, from /metrics.
+func (in *instance) decisionSources(t testing.TB) string {
+	t.Helper()
+	resp, err := http.Get(in.data + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		for _, m := range []string{"sluice_decisions_total{", "sluice_store_breaker_openings_total ", "sluice_store_errors_total{"} {
+			if strings.HasPrefix(line, m) && !strings.HasSuffix(strings.TrimSpace(line), " 0") {
+				out = append(out, strings.TrimSpace(line))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }

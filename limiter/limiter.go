@@ -20,18 +20,22 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-// MaxRulesPerCall bounds the rules one call is checked against. Compile
-// refuses a rule set in which a call could match more (see
-// rules.MaxRulesPerCall), so Check never meets one with such rules.
+// MaxRulesPerCall bounds the rules one call is checked against: the buckets
+// one atomic store operation takes. Compile refuses a rule set in which an
+// HTTP call could match more (see rules.MaxRulesPerCall). A call can still
+// match more through what it brings itself — a descriptor's own limit
+// (Request.Own) or rules on its descriptor entries (Request.Entries) next
+// to rules that already fill a decision: such a call is denied, reason
+// algorithm.ReasonTooManyRules, and takes nothing (see Check).
 const MaxRulesPerCall = rules.MaxRulesPerCall
 
 // Errors returned by Check.
 var (
 	// ErrNoRules: the limiter has no rule set yet (SetRules not called).
 	ErrNoRules = errors.New("limiter: no rules loaded")
-	// ErrTooManyRules: a call matched more than MaxRulesPerCall rules, or
-	// a Store was given more ops than that. An Index from rules.Compile
-	// never makes Check return it.
+	// ErrTooManyRules: a Store was given more than MaxRulesPerCall ops.
+	// Check, CheckMany and Reserve never return it for a call that matches
+	// more rules: they deny it (algorithm.ReasonTooManyRules).
 	ErrTooManyRules = errors.New("limiter: call matches too many rules")
 )
 
@@ -72,7 +76,9 @@ type Request struct {
 // Decision is the answer for one call. Limit, Remaining, ResetAfter and the
 // policy fields describe the most restrictive matching rule: the one that
 // denied (the longest wait, if several did), else the one with the least
-// remaining. When no rule matched, Allowed is true and Rule is "".
+// remaining. When no rule matched, Allowed is true and Rule is nil. A call
+// that matches more than MaxRulesPerCall rules is denied with Rule nil,
+// Reason algorithm.ReasonTooManyRules, Limit, Remaining and RetryAfter 0.
 type Decision struct {
 	Allowed    bool
 	Reason     algorithm.Reason // why it was denied
@@ -164,7 +170,10 @@ type scratch struct {
 // others but never deny. A rule whose name another matching rule replaces
 // does not apply; an unlimited rule applies but takes nothing; a rule of
 // limit 0 denies (reason cost_exceeds_capacity, remaining 0, reset at the
-// end of its current window, aligned to the epoch).
+// end of its current window, aligned to the epoch). A call that matches
+// more than MaxRulesPerCall rules — which one atomic take cannot apply —
+// is denied and takes nothing (see tooMany): it fails closed, never with
+// an error an entry point could turn into "allow".
 func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 	ix := l.rules.Load()
 	if ix == nil {
@@ -175,6 +184,9 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 	var d Decision
 	ops, err := l.plan(ix, req, sc, &d)
 	if err != nil {
+		if errors.Is(err, ErrTooManyRules) {
+			return tooMany(sc), nil
+		}
 		return Decision{}, err
 	}
 	if len(ops) == 0 {
@@ -197,8 +209,11 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
 // it from the results of its own rules. A denial consumes nothing — unless
 // the requests name more than MaxRulesPerCall buckets together: they are
 // then taken in atomic steps of MaxRulesPerCall, and a step that denies
-// gives back nothing the other steps took. Every request is decided under
-// the same rules. ds must be at least as long as reqs.
+// gives back nothing the other steps took. A request that matches more
+// than MaxRulesPerCall rules is denied as Check denies it, and the others
+// are then only read (Request.Peek): a denial consumes nothing. Every
+// request is decided under the same rules. ds must be at least as long as
+// reqs.
 func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) error {
 	ix := l.rules.Load()
 	if ix == nil {
@@ -220,11 +235,18 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 		n    = make([]int, len(reqs)) // ops of each request
 	)
 	matched := make([][]*rules.Compiled, len(reqs))
-	var every []*rules.Compiled // the rules each request matched, for replaces
+	var every []*rules.Compiled       // the rules each request matched, for replaces
+	denied := make([]bool, len(reqs)) // the requests that match too many rules
+	over := false                     // some request does
 	for i := range reqs {
 		sc := l.scratch.Get().(*scratch)
 		scs[i] = sc
 		m, err := l.match(ix, &reqs[i], sc)
+		if errors.Is(err, ErrTooManyRules) {
+			over, denied[i] = true, true
+			ds[i] = tooMany(sc)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -233,7 +255,16 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 	}
 	for i := range reqs {
 		sc := scs[i]
-		ops := l.ops(&reqs[i], sc, dropReplaced(matched[i], every), &ds[i])
+		if denied[i] {
+			continue // decided above
+		}
+		req := &reqs[i]
+		if over { // the call is denied: the others are read, not taken
+			peek := *req
+			peek.Peek = true
+			req = &peek
+		}
+		ops := l.ops(req, sc, dropReplaced(matched[i], every), &ds[i])
 		n[i] = len(ops)
 		if keys == nil && len(ops) > 0 {
 			keys = make(map[bucket]int, len(reqs)*len(ops))
@@ -294,6 +325,11 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 
 // match builds in sc the client ids and the effective plan of req and
 // returns the rules of ix that match it (in sc.matched).
+//
+// A call matches more than MaxRulesPerCall rules only through what it
+// brings itself, an own limit or descriptor entries (see MaxRulesPerCall):
+// match then returns ErrTooManyRules, which its callers turn into a denial
+// (tooMany), with the client ids and plan in sc all the same.
 func (l *Limiter) match(ix *rules.Index, req *Request, sc *scratch) ([]*rules.Compiled, error) {
 	// Client ids live in sc.ids for the length of the call only: the store
 	// copies what it keeps.
@@ -307,6 +343,7 @@ func (l *Limiter) match(ix *rules.Index, req *Request, sc *scratch) ([]*rules.Co
 	user, apiKey, ip := bytesString(buf[:nUser]), bytesString(buf[nUser:nKey]), bytesString(buf[nKey:])
 
 	plan := ix.Plan(req.Plan, user, apiKey, ip)
+	sc.user, sc.apiKey, sc.ip, sc.plan = user, apiKey, ip, plan
 	matched := ix.MatchHeader(plan, req.Method, req.Path, req.Header, sc.matched[:0])
 	switch {
 	case req.Own != nil:
@@ -320,7 +357,6 @@ func (l *Limiter) match(ix *rules.Index, req *Request, sc *scratch) ([]*rules.Co
 	if len(matched) > MaxRulesPerCall {
 		return nil, ErrTooManyRules
 	}
-	sc.user, sc.apiKey, sc.ip, sc.plan = user, apiKey, ip, plan
 	return matched, nil
 }
 
@@ -470,6 +506,9 @@ func fold(d *Decision, sc *scratch, n int, info TakeInfo) {
 // rules of one call (see moreRestrictive). Callers that answer several
 // decisions at once (CheckMany) describe the most restrictive.
 func MoreRestrictive(a, b *Decision) bool {
+	if a.Allowed != b.Allowed { // a denial without a rule (too many rules) too
+		return !a.Allowed
+	}
 	if (a.Rule == nil) != (b.Rule == nil) {
 		return b.Rule == nil
 	}

@@ -53,8 +53,9 @@ type Reserver interface {
 //
 // Only token_bucket and leaky_bucket rules reserve: a call that matches a
 // rule of another algorithm is an error wrapping ErrReserveKind that names
-// the rule. A call no rule matches is ErrNoBudget. maxWait is clamped to
-// [0, MaxWait].
+// the rule. A call no rule matches is ErrNoBudget. A call that matches
+// more than MaxRulesPerCall rules is denied as Check denies it (reason
+// too_many_rules, nothing taken). maxWait is clamped to [0, MaxWait].
 func (l *Limiter) Reserve(ctx context.Context, req *Request, maxWait time.Duration) (Decision, time.Duration, error) {
 	maxWait = min(max(maxWait, 0), MaxWait)
 	ix := l.rules.Load()
@@ -66,6 +67,9 @@ func (l *Limiter) Reserve(ctx context.Context, req *Request, maxWait time.Durati
 	var d Decision
 	ops, err := l.plan(ix, req, sc, &d)
 	if err != nil {
+		if errors.Is(err, ErrTooManyRules) {
+			return tooMany(sc), 0, nil // as Check denies it
+		}
 		return Decision{}, 0, err
 	}
 	if len(ops) == 0 {

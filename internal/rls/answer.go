@@ -71,7 +71,15 @@ func clampU32(n int64) uint32 { return uint32(min(max(n, 0), math.MaxUint32)) }
 // only an unlimited rule, OK and limit_remaining 4294967295, as
 // envoyproxy/ratelimit answers an unlimited descriptor.
 func descriptorStatus(d *limiter.Decision, lim *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse_DescriptorStatus {
-	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	st := new(rlsv3.RateLimitResponse_DescriptorStatus)
+	fillStatus(st, new(durationpb.Duration), d, lim)
+	return st
+}
+
+// fillStatus sets st, a zero DescriptorStatus, as descriptorStatus
+// describes it, with dur, a zero Duration, as its duration_until_reset.
+func fillStatus(st *rlsv3.RateLimitResponse_DescriptorStatus, dur *durationpb.Duration, d *limiter.Decision, lim *rlsv3.RateLimitResponse_RateLimit) {
+	st.Code = rlsv3.RateLimitResponse_OK
 	if !d.Allowed {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
@@ -79,15 +87,33 @@ func descriptorStatus(d *limiter.Decision, lim *rlsv3.RateLimitResponse_RateLimi
 		if d.Unlimited {
 			st.LimitRemaining = math.MaxUint32
 		}
-		return st
+		return
 	}
 	if lim == nil {
 		lim = CurrentLimit(d.Rule)
 	}
 	st.CurrentLimit = lim
 	st.LimitRemaining = clampU32(d.Remaining)
-	st.DurationUntilReset = durationpb.New(max(d.ResetAfter, 0))
-	return st
+	reset := max(d.ResetAfter, 0) // as durationpb.New writes it
+	dur.Seconds, dur.Nanos = int64(reset/time.Second), int32(reset%time.Second)
+	st.DurationUntilReset = dur
+}
+
+// answer is the memory of an answer with one status, allocated at once:
+// the response, the status, its duration_until_reset and the headers.
+type answer struct {
+	resp    rlsv3.RateLimitResponse
+	st      rlsv3.RateLimitResponse_DescriptorStatus
+	dur     durationpb.Duration
+	one     [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	headers headerBlock
+}
+
+// headerBlock holds the header values addHeaders writes, and room for
+// addEnvoyHeaders' three.
+type headerBlock struct {
+	vals [len(headerNames)]corev3.HeaderValue
+	ptrs [len(headerNames) + 3]*corev3.HeaderValue
 }
 
 // headerNames are the quota headers (docs/api.md) in the order they are sent, with
@@ -109,8 +135,9 @@ var headerPool = sync.Pool{New: func() any { return make(http.Header, len(header
 // resp.ResponseHeadersToAdd: Envoy adds them to the answer, allowed or
 // not. A denial also gets the 429 of docs/api.md — Retry-After, Content-Type:
 // application/json and {"error":"rate_limit_exceeded","retry_after":N} as
-// the raw body. Nothing when no rule matched.
-func addHeaders(resp *rlsv3.RateLimitResponse, d *limiter.Decision) {
+// the raw body. Nothing when no rule matched. The header values live in
+// hb, which has room for addEnvoyHeaders' after them.
+func addHeaders(resp *rlsv3.RateLimitResponse, d *limiter.Decision, hb *headerBlock) {
 	if d.Rule == nil {
 		return
 	}
@@ -126,14 +153,8 @@ func addHeaders(resp *rlsv3.RateLimitResponse, d *limiter.Decision) {
 		headers.WriteDenied(&w, d)
 		resp.RawBody = w.body
 	}
-	n := 0
-	for _, hn := range headerNames {
-		if len(h[hn.key]) > 0 {
-			n++
-		}
-	}
-	vals := make([]corev3.HeaderValue, n)
-	resp.ResponseHeadersToAdd = make([]*corev3.HeaderValue, 0, n)
+	vals := hb.vals[:]
+	resp.ResponseHeadersToAdd = hb.ptrs[:0]
 	for _, hn := range headerNames {
 		if v := h[hn.key]; len(v) > 0 {
 			hv := &vals[len(resp.ResponseHeadersToAdd)]

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"errors"
+	"unsafe"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -58,14 +59,19 @@ var errWire = errors.New("rls: malformed RateLimitRequest")
 var submessage = proto.UnmarshalOptions{Merge: true, DiscardUnknown: true}
 
 // unmarshalRequest reads b into m (reset first) as proto.Unmarshal with
-// DiscardUnknown would, except that strings need not be UTF-8. Strings are
-// copied out of b.
+// DiscardUnknown would, except that strings need not be UTF-8. b is copied
+// once, into a string every string of m is a piece of; the entries of a
+// descriptor are one allocation.
 func unmarshalRequest(b []byte, m *rlsv3.RateLimitRequest) error {
 	m.Reset()
+	// The copy is read as bytes, never written: the strings cut from it
+	// stay as they are.
+	c := string(b)
+	b = unsafe.Slice(unsafe.StringData(c), len(c))
 	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
 		switch {
 		case num == fieldRequestDomain && typ == protowire.BytesType:
-			m.Domain = string(v)
+			m.Domain = piece(v)
 		case num == fieldRequestDescriptors && typ == protowire.BytesType:
 			d := new(ratelimitv3.RateLimitDescriptor)
 			if err := unmarshalDescriptor(v, d); err != nil {
@@ -79,17 +85,41 @@ func unmarshalRequest(b []byte, m *rlsv3.RateLimitRequest) error {
 	})
 }
 
+// piece returns v, a piece of the string unmarshalRequest copied the
+// message into, as a string without copying it.
+func piece(v []byte) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return unsafe.String(&v[0], len(v))
+}
+
+// unmarshalDescriptor reads b, a piece of unmarshalRequest's copy, into d.
 func unmarshalDescriptor(b []byte, d *ratelimitv3.RateLimitDescriptor) error {
+	n := 0 // the entries, counted first: they are allocated at once
+	if err := eachField(b, func(num protowire.Number, typ protowire.Type, _ []byte, _ uint64) error {
+		if num == fieldDescriptorEntries && typ == protowire.BytesType {
+			n++
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	var entries []ratelimitv3.RateLimitDescriptor_Entry
+	if n > 0 {
+		entries = make([]ratelimitv3.RateLimitDescriptor_Entry, n)
+		d.Entries = make([]*ratelimitv3.RateLimitDescriptor_Entry, 0, n)
+	}
 	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
 		switch {
 		case num == fieldDescriptorEntries && typ == protowire.BytesType:
-			e := new(ratelimitv3.RateLimitDescriptor_Entry)
+			e := &entries[len(d.Entries)]
 			err := eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 				switch {
 				case num == fieldEntryKey && typ == protowire.BytesType:
-					e.Key = string(v)
+					e.Key = piece(v)
 				case num == fieldEntryValue && typ == protowire.BytesType:
-					e.Value = string(v)
+					e.Value = piece(v)
 				}
 				return nil
 			})

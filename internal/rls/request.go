@@ -220,14 +220,16 @@ var ownWindows = map[typev3.RateLimitUnit]time.Duration{
 // the epoch (what envoyproxy/ratelimit counts), and its bucket: one per
 // domain, unit and entries (keys and values, in order), so that a
 // descriptor keeps its count when only requests_per_unit changes, as a
-// rule edit does, and starts anew when the unit does. nil when d has no
-// limit, or one sluice does not honour: requests_per_unit 0 or an unknown
-// unit (the configured rules then decide). A requests_per_unit above
-// rules.MaxLimit is rules.MaxLimit.
+// rule edit does, and starts anew when the unit does. requests_per_unit
+// 0 is a limit of 0, which denies every call of the descriptor (the
+// limiter's limit 0), as envoyproxy/ratelimit denies it (its count after
+// the call is over 0). nil when d has no limit, or one of a unit sluice
+// does not know (the configured rules then decide). A requests_per_unit
+// above rules.MaxLimit is rules.MaxLimit.
 func ownLimit(domain string, d *ratelimitv3.RateLimitDescriptor) (*rules.Compiled, string) {
 	l := d.GetLimit()
 	w, ok := ownWindows[l.GetUnit()]
-	if l == nil || l.GetRequestsPerUnit() == 0 || !ok {
+	if l == nil || !ok {
 		return nil, ""
 	}
 	limit := min(int64(l.GetRequestsPerUnit()), rules.MaxLimit)

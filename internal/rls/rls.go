@@ -35,7 +35,8 @@
 // capacity is OVER_LIMIT (cost_exceeds_capacity). A descriptor's own
 // limit (Envoy's dynamic limits) takes the place of the rules on its
 // entries, in a domain some rule names (see ownLimit); every other rule
-// still applies.
+// still applies. Its requests_per_unit 0 denies every call, as
+// envoyproxy/ratelimit does.
 //
 // The request's domain selects rules: rules whose match names that domain
 // (match.domain) and rules that name no domain (which also serve the HTTP
@@ -57,6 +58,11 @@
 // descriptor's decision. Beyond 32 buckets (limiter.MaxRulesPerCall) they
 // are taken in atomic steps of 32: an OVER_LIMIT answer then consumed
 // nothing in the step that denied, but keeps what the other steps took.
+// A descriptor that matches more than 32 rules itself — its own limit or
+// rules on its entries next to 32 others — is OVER_LIMIT (the limiter's
+// reason too_many_rules), logged and counted, and nothing is taken from
+// any descriptor: it fails closed, never with an error Envoy could turn
+// into "allow".
 //
 // # Answer
 //
@@ -99,6 +105,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/ratelog"
@@ -146,6 +153,7 @@ type Server struct {
 	lims  map[string]*limiter.Limiter // by domain ("": the rules with no domain), kept across rule sets
 
 	failures ratelog.Limiter // limiter errors: one line a second
+	tooMany  ratelog.Limiter // descriptors denied for too many rules: one line a second
 }
 
 // views are the limiters of one rule set: one per domain some rule names,
@@ -262,16 +270,30 @@ func ServerOptions() []grpc.ServerOption {
 	}
 }
 
+// onePool holds the call of a request with one descriptor: nothing keeps
+// a call once ShouldRateLimit returns (the limiter reads the request, the
+// answer holds none of its values).
+var onePool = sync.Pool{New: func() any { return new([1]call) }}
+
 // ShouldRateLimit implements RateLimitService: see the package doc.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	var start time.Time
 	if s.cfg.Metrics != nil || s.cfg.AccessLog != nil {
 		start = time.Now()
 	}
-	var one [1]call
-	calls := one[:]
+	var calls []call
+	var one *[1]call
 	if n := len(req.GetDescriptors()); n > 1 && n <= MaxDescriptors {
 		calls = make([]call, n)
+	} else {
+		// One descriptor, the usual request: its call (1.2 KiB, mostly the
+		// entries array) comes from a pool, not the heap.
+		one = onePool.Get().(*[1]call)
+		calls = one[:]
+		defer func() {
+			one[0] = call{} // keeps no caller's value
+			onePool.Put(one)
+		}()
 	}
 	resp, best, err := s.decide(ctx, req, calls)
 	if m := s.cfg.Metrics; m != nil {
@@ -306,9 +328,13 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			}
 		}
 	}
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(calls)),
+	a := new(answer)
+	resp := &a.resp
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
+	if len(calls) == 1 {
+		resp.Statuses = a.one[:]
+	} else {
+		resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(calls))
 	}
 	var merged call
 	if len(calls) == 1 || !vs.entries && merge(calls, &merged) {
@@ -320,14 +346,16 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		if err != nil {
 			return nil, limiter.Decision{}, s.unavailable(ctx, err)
 		}
-		st := descriptorStatus(&d, vs.limit(d.Rule))
+		s.noteTooMany(req, &d)
+		st := &a.st
+		fillStatus(st, &a.dur, &d, vs.limit(d.Rule))
 		for i := range resp.Statuses {
 			resp.Statuses[i] = st
 		}
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		addHeaders(resp, &d)
+		addHeaders(resp, &d, &a.headers)
 		if s.cfg.EnvoyHeaders {
 			addEnvoyHeaders(resp, st)
 		}
@@ -344,6 +372,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	best := 0
 	for i := range ds {
 		d := &ds[i]
+		s.noteTooMany(req, d)
 		resp.Statuses[i] = descriptorStatus(d, vs.limit(d.Rule))
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -355,7 +384,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			m.Decision(d)
 		}
 	}
-	addHeaders(resp, &ds[best])
+	addHeaders(resp, &ds[best], &a.headers)
 	if s.cfg.EnvoyHeaders {
 		addEnvoyHeaders(resp, resp.Statuses[best])
 	}
@@ -375,6 +404,19 @@ func (s *Server) decideEach(ctx context.Context, lim *limiter.Limiter, calls []c
 		return nil, s.unavailable(ctx, err)
 	}
 	return ds, nil
+}
+
+// noteTooMany logs, at most once a second, a descriptor denied because it
+// matches more rules than one decision applies (algorithm.
+// ReasonTooManyRules): a rule set that leaves no room for what the
+// descriptor brings (its own limit, rules on its entries). The metrics
+// count it as a denial without a rule.
+func (s *Server) noteTooMany(req *rlsv3.RateLimitRequest, d *limiter.Decision) {
+	if d.Reason != algorithm.ReasonTooManyRules {
+		return
+	}
+	s.tooMany.Warn(s.cfg.Logger, "rls: a descriptor matches too many rules: denied (OVER_LIMIT)",
+		"domain", req.GetDomain(), "max_rules_per_call", limiter.MaxRulesPerCall)
 }
 
 // unavailable turns a limiter error into the gRPC error Envoy gets, and

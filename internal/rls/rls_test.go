@@ -582,8 +582,8 @@ func TestEnvoyHeaders(t *testing.T) {
 // the place of the configured limit of its entries, as in
 // envoyproxy/ratelimit: a fixed window per unit, in a bucket of its own
 // per domain, unit and entries. The other rules still apply; a domain no
-// rule names has no limits; requests_per_unit 0 or an unknown unit leave
-// the configured limit in force.
+// rule names has no limits; requests_per_unit 0 denies every call (see
+// TestOwnLimitZero); an unknown unit leaves the configured limit in force.
 func TestOwnLimit(t *testing.T) {
 	e := newEnv(t, &rules.Set{Rules: []rules.Rule{
 		{ID: "per-tenant", Match: rules.Match{Domain: "d", Entries: []rules.Entry{{Key: "tenant"}}}, By: "entry:tenant",
@@ -616,9 +616,12 @@ func TestOwnLimit(t *testing.T) {
 		{own("d", 3, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, rls.OwnLimitID, 3, perMin, 0}},
 		// Another unit: a bucket of its own.
 		{own("d", 2, typev3.RateLimitUnit_HOUR, "tenant", "acme"), want{ok, rls.OwnLimitID, 2, hour, 1}},
-		// Not honoured: the configured limit decides.
-		{own("d", 0, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, "per-tenant", 5, perMin, 3}},
-		{own("d", 9, typev3.RateLimitUnit_UNKNOWN, "tenant", "acme"), want{ok, "per-tenant", 5, perMin, 2}},
+		// requests_per_unit 0 is a limit of 0, as in envoyproxy/ratelimit:
+		// every call is denied, and takes nothing from per-tenant.
+		{own("d", 0, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{over, rls.OwnLimitID, 0, perMin, 0}},
+		{own("d", 0, typev3.RateLimitUnit_HOUR, "tenant", "acme"), want{over, rls.OwnLimitID, 0, hour, 0}},
+		// An unknown unit is not honoured: the configured limit decides.
+		{own("d", 9, typev3.RateLimitUnit_UNKNOWN, "tenant", "acme"), want{ok, "per-tenant", 5, perMin, 3}},
 		// The other rules still apply: per-user allows one.
 		{own("d", 10, typev3.RateLimitUnit_MINUTE, "user", "bob"), want{ok, "per-user", 1, perMin, 0}},
 		{own("d", 10, typev3.RateLimitUnit_MINUTE, "user", "bob"), want{over, "per-user", 1, perMin, 0}},
@@ -633,5 +636,35 @@ func TestOwnLimit(t *testing.T) {
 	// A domain no rule names: no limits, its own neither.
 	if resp := e.call(t, own("zzz", 1, typev3.RateLimitUnit_MINUTE, "tenant", "acme")); resp.Statuses[0].CurrentLimit != nil || resp.OverallCode != ok {
 		t.Fatalf("unknown domain with a limit = %v, want OK without current_limit", resp)
+	}
+}
+
+// TestOwnLimitZero: a descriptor's own limit of requests_per_unit 0 denies
+// every call of that descriptor, as envoyproxy/ratelimit does (its count
+// after the call is over 0), a check with hits_addend 0 included (as a
+// limit: 0 rule answers it), and the request's other descriptors are then
+// not counted (a denied call consumes nothing).
+func TestOwnLimitZero(t *testing.T) {
+	e := newEnv(t, &rules.Set{Rules: []rules.Rule{
+		{ID: "per-tenant", Match: rules.Match{Domain: "d", Entries: []rules.Entry{{Key: "tenant"}}}, By: "entry:tenant",
+			Limit: 5, Window: minute, Algorithm: algorithm.FixedWindow},
+	}})
+	zero := desc("tenant", "blocked")
+	zero.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 0, Unit: typev3.RateLimitUnit_SECOND}
+	peek := desc("tenant", "blocked")
+	peek.Limit = zero.Limit
+	peek.HitsAddend = wrapperspb.UInt64(0)
+	for i, req := range []*rlsv3.RateLimitRequest{
+		request("d", zero), request("d", peek), request("d", desc("tenant", "acme"), zero), request("d", zero),
+	} {
+		resp := e.call(t, req)
+		last := resp.Statuses[len(resp.Statuses)-1]
+		if resp.OverallCode != over || last.Code != over || last.CurrentLimit.GetName() != rls.OwnLimitID ||
+			last.CurrentLimit.GetRequestsPerUnit() != 0 || last.LimitRemaining != 0 {
+			t.Fatalf("call %d = %v, want OVER_LIMIT by %s, requests_per_unit 0, 0 remaining", i+1, resp, rls.OwnLimitID)
+		}
+	}
+	if st := e.call(t, request("d", desc("tenant", "acme"))).Statuses[0]; st.Code != ok || st.LimitRemaining != 4 {
+		t.Fatalf("acme after the denied request = %v, want OK with 4 remaining (nothing taken)", st)
 	}
 }
