@@ -156,11 +156,11 @@ const (
 // reservations are decided, and given slots, in the order they were made.
 //
 // With a window (wait above 0), a call that would start a run opens the
-// window instead: the run goes wait later, or at once when the calls
-// queued by then fill it (maxKeys keys), and carries every call queued
-// meanwhile. The window holds one of the maxInflight slots; a call that
-// comes while a window is open joins it. A run that comes back while a
-// window is open takes the queued calls at once, as without a window.
+// window instead: calls made while it is open queue, and a run takes the
+// queued calls wait later, or at once when they fill maxKeys keys. The
+// window holds one of the maxInflight slots, and one is open at a time. A
+// run that comes back while a window is open gives up its slot and leaves
+// the queued calls to the window's run.
 //
 // A caller whose context ends while its call waits returns at once; the
 // call may still be decided (and consume) if its run was already sent, as
@@ -270,15 +270,24 @@ func (bt *batcher) close(w uint64) {
 		return
 	}
 	bt.window = 0
+	r := bt.takeLocked()
+	if len(r.calls) == 0 {
+		bt.inflight--
+		bt.mu.Unlock()
+		bt.runs.Put(r)
+		return
+	}
 	bt.mu.Unlock()
+	bt.run(r)
 	bt.next()
 }
 
-// next starts the next run if calls are queued, else gives up the slot.
+// next starts the next run if calls are queued and no window is open (the
+// window's run takes them), else gives up the slot.
 func (bt *batcher) next() {
 	for {
 		bt.mu.Lock()
-		if len(bt.queue) == 0 {
+		if len(bt.queue) == 0 || bt.window != 0 {
 			bt.inflight--
 			bt.mu.Unlock()
 			return
