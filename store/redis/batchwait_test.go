@@ -176,3 +176,39 @@ func TestBatchWaitCanceled(t *testing.T) {
 		t.Fatalf("the next call = %+v, want allowed, 9 remaining: the canceled call took nothing", res[0])
 	}
 }
+
+// TestBatchWaitReturningRun: a run that comes back while a window is open
+// leaves the queued calls to the window's run. A's run is held out by a
+// paused server while B opens a second window; A's run comes back before
+// C joins B's window, and B and C go in one run.
+func TestBatchWaitReturningRun(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	take(t, s, waitOp("user:return-warm")...)
+	const wait = time.Second
+	sredis.SetBatchWait(s, wait)
+	before := commandCalls(t, srv, "fcall")
+	var wg sync.WaitGroup
+	call := func(name string) {
+		defer wg.Done()
+		res := make([]algorithm.Result, 1)
+		if _, err := s.Take(context.Background(), waitOp("user:return-"+name), res); err != nil || !res[0].Allowed {
+			t.Errorf("call %s: %+v, %v; want allowed", name, res[0], err)
+		}
+	}
+	srv.Pause()
+	wg.Add(1)
+	go call("a")              // opens a window; its run goes at 1 s and waits for the server
+	time.Sleep(wait + wait/4) // 1.25 s: A's run is out
+	wg.Add(1)
+	go call("b") // opens the second window, until 2.25 s
+	time.Sleep(wait / 4)
+	srv.Resume() // 1.5 s: A's run comes back
+	time.Sleep(wait / 4)
+	wg.Add(1)
+	go call("c") // 1.75 s: joins B's window
+	wg.Wait()
+	if runs := commandCalls(t, srv, "fcall") - before; runs != 2 {
+		t.Fatalf("A, then B and C in one window: %d script runs, want 2", runs)
+	}
+}
