@@ -123,8 +123,8 @@ type Config struct {
 	// instead, and they go in one run, at once when they fill MaxBatch
 	// keys. Fewer runs cost Redis less per decision, at the price of up to
 	// BatchWait of latency per call. Each call stays all or nothing and the
-	// run atomic; a caller whose context ends while it waits returns at
-	// once, its call not sent. 0 (the default) to MaxBatchWait; without
+	// run atomic; a caller whose context ends while it waits for the run
+	// returns at once, its call not sent. 0 (the default) to MaxBatchWait; without
 	// batching (MaxBatch 1, a cluster) it has no effect. See docs/redis.md,
 	// "Coalescing at moderate load".
 	BatchWait time.Duration
