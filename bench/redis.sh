@@ -32,7 +32,12 @@
 #       REDIS_PIPELINE_WINDOW 0, writes every request's pipeline at once)
 #       and floor (bench/redis -mode floor: one run per decision of a script
 #       that reads TIME, GETs and SETs the key and decides nothing, the
-#       least a script run per decision costs).
+#       least a script run per decision costs); FIXED names the ones to
+#       run (default all). For each window in BATCH_WAITS (default none,
+#       e.g. '250us 500us 1ms') also sluice-wait-<window>: sluice with
+#       -batch-wait <window> (store/redis Config.BatchWait, sluice serve's
+#       --redis-batch-wait: a call that would start a script run waits up
+#       to that long for others to share it).
 #       A run that fell short of its rate (below 95 % of it, or more than
 #       1 % of calls sent over 1 ms late) is marked "not held";
 #   (c) the latency of single decisions on an idle server: 20,000 Checks
@@ -52,6 +57,8 @@
 #   HALF_RATE=30000 FLUSH_DELAY=100us bench/redis.sh
 #   PORT=31602 bench/redis.sh           # this port, not a random free one
 #   BENCH_ARGS='-batch-concurrency 2' bench/redis.sh   # more flags for sluice's runs
+#   BATCH_WAITS='250us 500us 1ms' FIXED='sluice sluice-1-in-flight incr' bench/redis.sh
+#   SATURATION=0 HALF_RATE=10000 bench/redis.sh   # fixed rates only (needs HALF_RATE)
 #
 # Needs go, redis-server, redis-cli and redis-benchmark (Debian:
 # redis-server, redis-tools). The client and the server share the machine:
@@ -79,6 +86,13 @@ ENGINE_PROCS=${ENGINE_PROCS:-1}
 # clients a second those cycles made the p99 (docs/redis.md).
 HZ=${HZ:-100}
 BENCH_ARGS=${BENCH_ARGS:-}
+FIXED=${FIXED:-sluice incr sluice-evalsha sluice-1-in-flight sluice-flush floor}
+BATCH_WAITS=${BATCH_WAITS:-}
+SATURATION=${SATURATION:-1}
+if [ "$SATURATION" = 0 ] && [ -z "$HALF_RATE" ]; then
+  echo "redis.sh: SATURATION=0 needs HALF_RATE (half load is otherwise half of the saturation rates)" >&2; exit 2
+fi
+waits=$(for w in $BATCH_WAITS; do printf 'sluice-wait-%s ' "$w"; done)
 
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -158,7 +172,8 @@ col() { awk -v l="$1" -v c="$2" -v n="$3" '$1 == l && $2 == c {print $n}' "$tmp/
 : > "$tmp/runs"
 echo "== uptime at the start: $(uptime)"
 echo "== (a) saturation: $N decisions over $KEYSPACE keys, $ROUNDS rounds"
-for round in $(seq "$ROUNDS"); do
+[ "$SATURATION" = 0 ] && echo "(skipped: SATURATION=0)"
+for round in $(seq "$([ "$SATURATION" = 0 ] && echo 0 || echo "$ROUNDS")"); do
   echo "round $round"
   textbook > "$tmp/textbook.out"
   read -r trps tcpu tsec tkeys tp50 tp99 < "$tmp/textbook.out"
@@ -170,11 +185,11 @@ for round in $(seq "$ROUNDS"); do
   result saturation sluice "$(sluice -duration 120s -requests "$N" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
   result saturation incr "$(bench -mode incr -duration 120s -requests "$N" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")"
 done
-max=$(col saturation sluice 6)
-imax=$(col saturation incr 6)
 if [ -n "$HALF_RATE" ]; then
   half=$HALF_RATE why="HALF_RATE"
 else
+  max=$(col saturation sluice 6)
+  imax=$(col saturation incr 6)
   half=$(awk -v a="$max" -v b="$imax" 'BEGIN {printf "%.0f", (a < b ? a : b) / 2}')
   why="half of the lower of sluice's median $max/s and incr's $imax/s"
 fi
@@ -184,12 +199,19 @@ for round in $(seq "$ROUNDS"); do
   echo "round $round"
   for rate in "$LOW_RATE" "$half"; do
     load=$([ "$rate" = "$LOW_RATE" ] && echo low || echo half)
-    result "$load" sluice "$(sluice -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
-    result "$load" incr "$(bench -mode incr -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
-    result "$load" sluice-evalsha "$(sluice -evalsha -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
-    result "$load" sluice-1-in-flight "$(sluice -batch-concurrency 1 -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
-    result "$load" sluice-flush "$(sluice -flush-delay "$FLUSH_DELAY" -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
-    result "$load" floor "$(bench -mode floor -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
+    for c in $FIXED $waits; do
+      case $c in
+      sluice) flags=(sluice) ;;
+      incr) flags=(bench -mode incr) ;;
+      sluice-evalsha) flags=(sluice -evalsha) ;;
+      sluice-1-in-flight) flags=(sluice -batch-concurrency 1) ;;
+      sluice-flush) flags=(sluice -flush-delay "$FLUSH_DELAY") ;;
+      floor) flags=(bench -mode floor) ;;
+      sluice-wait-*) flags=(sluice -batch-wait "${c#sluice-wait-}") ;;
+      *) echo "redis.sh: FIXED: no contender $c" >&2; exit 2 ;;
+      esac
+      result "$load" "$c" "$("${flags[@]}" -duration "$RATE_DURATION" -rate "$rate" -concurrency "$CONCURRENCY" -keyspace "$KEYSPACE")" "$rate"
+    done
   done
 done
 # Redis's own stalls during the last half-load run (LATENCY LATEST: event, time, latest ms, max ms).
@@ -204,7 +226,7 @@ echo "== medians of $ROUNDS rounds (uptime now: $(uptime))"
 held() { awk -v l="$1" -v c="$2" '$1 == l && $2 == c {n++; h += $11} END {printf "%d/%d", h, n}' "$tmp/runs"; }
 printf '%-10s %-18s %12s %10s %10s %12s %10s %10s %6s\n' load contender "CPU ms/1000" "p50 µs" "p99 µs" decisions/s "per run" "reads/1000" held
 for load in low half saturation; do
-  for c in sluice sluice-evalsha sluice-1-in-flight sluice-flush floor incr textbook; do
+  for c in sluice sluice-evalsha sluice-1-in-flight $waits sluice-flush floor incr textbook; do
     awk -v l="$load" -v c="$c" '$1 == l && $2 == c {n++} END {exit !n}' "$tmp/runs" || continue
     printf '%-10s %-18s %12.2f %10.1f %10.1f %12.0f %10.2f %10s %6s\n' "$load" "$c" "$(col "$load" "$c" 3)" "$(col "$load" "$c" 4)" \
       "$(col "$load" "$c" 5)" "$(col "$load" "$c" 6)" "$(col "$load" "$c" 8)" "$([ "$c" = textbook ] && echo - || col "$load" "$c" 10)" "$(held "$load" "$c")"
@@ -224,5 +246,13 @@ for load in low half; do
     'BEGIN {printf "%s (median of per-round ratios; rate held sluice %s, incr %s): Redis CPU per decision sluice/incr %.2f (target <= 0.8: %s), floor/incr %.2f, sluice/floor %.2f, flush delay/incr %.2f, one in flight/incr %.2f, FCALL/EVALSHA %.2f; p99 sluice/incr %.2f, flush delay/incr %.2f\n",
       l, hs, hi, s, (s <= 0.8 ? "met" : "NOT met"), fl, sf, f, o, e, ps, pf}'
 done
+for load in low half; do
+  for c in sluice-1-in-flight $waits; do
+    awk -v l="$load" -v c="$c" -v ci="$(ratio "$load" "$c" incr 3)" -v cs="$(ratio "$load" "$c" sluice 3)" \
+      -v pi="$(ratio "$load" "$c" incr 5)" -v ps="$(ratio "$load" "$c" sluice 5)" -v h="$(held "$load" "$c")" \
+      'BEGIN {if (h !~ /\/0$/) printf "%s %s (median of per-round ratios; rate held %s): Redis CPU per decision ÷ incr %s, ÷ sluice %s; p99 ÷ incr %s, ÷ sluice %s\n", l, c, h, ci, cs, pi, ps}'
+  done
+done
+[ "$SATURATION" = 0 ] && exit 0
 awk -v s="$(col saturation sluice 7)" -v t="$(col saturation textbook 7)" -v i="$(col saturation incr 3)" -v c="$(col saturation sluice 3)" \
   'BEGIN {printf "saturation: decisions per Redis CPU-second sluice/textbook %.2f (target >= 1.5: %s); Redis CPU per decision sluice/incr %.2f\n", s / t, (s / t >= 1.5 ? "met" : "NOT met"), c / i}'

@@ -76,6 +76,7 @@ func main() {
 		mode        = flag.String("mode", "sluice", "sluice: limiter.Limiter over store/redis; reserve: the same, each decision a reservation (Limiter.Reserve); incr: one INCRBY+EXPIRE pipeline per decision (the counter baseline); floor: one run per decision of a script that reads TIME, GETs and SETs the key and decides nothing (bench/redis/floor.lua)")
 		maxWait     = flag.Duration("max-wait", time.Second, "-mode reserve: the longest a reservation may wait for its slot")
 		evalsha     = flag.Bool("evalsha", false, "store/redis Config.Evalsha: run take.lua with EVALSHA, not FCALL")
+		batchWait   = flag.Duration("batch-wait", 0, "store/redis Config.BatchWait: how long a call that would start a script run waits for others to share it (0: it goes at once; up to 10ms)")
 		flushDelay  = flag.Duration("flush-delay", 0, "store/redis Config.FlushDelay: how long a connection may hold a write for more commands while a reply is out (0: write at once)")
 	)
 	flag.Parse()
@@ -91,6 +92,7 @@ func main() {
 	cfg.BatchConcurrency = *batchConc
 	cfg.Evalsha = *evalsha
 	cfg.FlushDelay = *flushDelay
+	cfg.BatchWait = *batchWait
 	if *mode != "sluice" && *mode != "incr" && *mode != "reserve" && *mode != "floor" {
 		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice, reserve, incr or floor\n", *mode)
 		os.Exit(2)
@@ -286,8 +288,8 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		fmt.Printf("sluice reservations (%s, max wait %s): %d callers, %s, keyspace %d, flush delay %s, GOMAXPROCS %d\n",
 			command, maxWait, concurrency, load, keyspace, cfg.FlushDelay, runtime.GOMAXPROCS(0))
 	} else {
-		fmt.Printf("sluice Redis path (%s): %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d, flush delay %s, GOMAXPROCS %d\n",
-			command, concurrency, load, keyspace, cfg.DenialCache, cfg.MaxBatch, cfg.BatchConcurrency, cfg.FlushDelay, runtime.GOMAXPROCS(0))
+		fmt.Printf("sluice Redis path (%s): %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d, batch wait %s, flush delay %s, GOMAXPROCS %d\n",
+			command, concurrency, load, keyspace, cfg.DenialCache, cfg.MaxBatch, cfg.BatchConcurrency, cfg.BatchWait, cfg.FlushDelay, runtime.GOMAXPROCS(0))
 	}
 	fmt.Printf("  decisions     %d (%d allowed, %d denied, %d errors) in %s\n", res.Requests, res.Allowed, res.Denied, res.Errors, res.Elapsed.Round(time.Millisecond))
 	fmt.Printf("  decisions/s   %.0f\n", perSec)

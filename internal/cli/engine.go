@@ -29,6 +29,7 @@ func addEngineFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.redisPass, "redis-password", "", "Redis password (prefer SLUICE_REDIS_PASSWORD)")
 	fl.BoolVar(&f.redisTLS, "redis-tls", false, "connect to Redis with TLS")
 	fl.StringVar(&f.redisTLSCA, "redis-tls-ca", "", "PEM file of the CA that signed the Redis server certificate (implies --redis-tls)")
+	fl.DurationVar(&f.redisWait, "redis-batch-wait", 0, "with --redis (one server): how long a call that would start a script run waits for others to share it, 0 to 10ms (0: it goes at once); fewer runs cost Redis less per decision, each call up to this much latency")
 	fl.DurationVar(&f.storeTimeout, "store-timeout", 5*time.Millisecond, "how long a call to the shared store may go unanswered before the breaker probes Redis on a connection of its own (the call keeps waiting for Redis's answer)")
 	fl.DurationVar(&f.probeTimeout, "probe-timeout", 100*time.Millisecond, "how long a probe of the shared store may go unanswered (in this process's running time) before the breaker opens")
 	fl.DurationVar(&f.probeInterval, "probe-interval", 250*time.Millisecond, "how often a failing shared store is probed (and the Retry-After of fail-closed denials meanwhile)")

@@ -74,6 +74,8 @@ func TestGatewayFlagErrors(t *testing.T) {
 		{"no memory ceiling", []string{"--upstream", "http://127.0.0.1:1", "--memory-max-buckets", "0"}, "--memory-max-buckets must be ≥ 1"},
 		{"memory ceiling below the shards", []string{"--upstream", "http://127.0.0.1:1", "--memory-max-buckets", "10"}, "--memory-max-buckets: memory: invalid config: max buckets = 10, want at least one per shard"},
 		{"admin TLS without admin listener", []string{"--upstream", "http://127.0.0.1:1", "--admin-tls-cert", "c.pem", "--admin-tls-key", "k.pem"}, "need --admin-listen"},
+		{"batch wait too long", []string{"--upstream", "http://127.0.0.1:1", "--redis-batch-wait", "11ms"}, "--redis-batch-wait 11ms: want 0 (a call goes at once) up to 10ms"},
+		{"negative batch wait", []string{"--upstream", "http://127.0.0.1:1", "--redis-batch-wait", "-1ms"}, "--redis-batch-wait -1ms: want 0"},
 		{"no body rate", []string{"--upstream", "http://127.0.0.1:1", "--min-body-rate", "0"}, "--min-body-rate must be at least 1"},
 	}
 	for _, tt := range tests {

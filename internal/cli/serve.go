@@ -33,6 +33,7 @@ type serveFlags struct {
 	redisPass     string
 	redisTLS      bool
 	redisTLSCA    string
+	redisWait     time.Duration
 	storeTimeout  time.Duration
 	probeTimeout  time.Duration
 	probeInterval time.Duration

@@ -32,6 +32,9 @@ type closingStore interface {
 // set, else the embedded in-memory store. info reports its state for
 // /readyz.
 func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]any, error) {
+	if f.redisWait < 0 || f.redisWait > sredis.MaxBatchWait {
+		return nil, nil, fmt.Errorf("--redis-batch-wait %s: want 0 (a call goes at once) up to %s", f.redisWait, sredis.MaxBatchWait)
+	}
 	if f.redis == "" {
 		cfg := memory.DefaultConfig()
 		cfg.MaxBuckets, cfg.Logger = f.memoryMax, log
@@ -54,6 +57,7 @@ func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]
 	}
 	cfg.Addrs = addrs
 	cfg.Username, cfg.Password = f.redisUser, f.redisPass
+	cfg.BatchWait = f.redisWait
 	if f.redisTLS || urlTLS || f.redisTLSCA != "" {
 		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 		if f.redisTLSCA != "" {

@@ -155,20 +155,32 @@ const (
 // run waits for the next one, ahead of every later call, so each bucket's
 // reservations are decided, and given slots, in the order they were made.
 //
+// With a window (wait above 0), a call that would start a run opens the
+// window instead: calls made while it is open queue, and a run takes the
+// queued calls wait later, or at once when they fill maxKeys keys. The
+// window holds one of the maxInflight slots, and one is open at a time. A
+// run that comes back while a window is open gives up its slot and leaves
+// the queued calls to the window's run.
+//
 // A caller whose context ends while its call waits returns at once; the
 // call may still be decided (and consume) if its run was already sent, as
-// with any request abandoned in flight.
+// with any request abandoned in flight. A call still in its window, or
+// queued, when its caller gives up is never sent.
 //
 // Safe for concurrent use.
 type batcher struct {
 	s           *Store
 	maxKeys     int
 	maxInflight int
-	reserve     bool // runs reserve.lua (reservations), not take.lua
+	reserve     bool          // runs reserve.lua (reservations), not take.lua
+	wait        time.Duration // the window; 0: none
 
 	mu       sync.Mutex
 	queue    []*callBuf // waiting calls, oldest first; under mu
-	inflight int        // runs out; under mu
+	queued   int        // keys of the calls in queue; under mu
+	inflight int        // runs out, and the open window; under mu
+	window   uint64     // the open window's number, 0 when none is open; under mu
+	windows  uint64     // windows opened so far; under mu
 
 	runs sync.Pool // *batchRun
 }
@@ -182,8 +194,8 @@ type batchRun struct {
 	has    map[string]struct{} // keys, which take.lua reads once per run
 }
 
-func newBatcher(s *Store, maxKeys, maxInflight int) *batcher {
-	bt := &batcher{s: s, maxKeys: maxKeys, maxInflight: maxInflight}
+func newBatcher(s *Store, maxKeys, maxInflight int, wait time.Duration) *batcher {
+	bt := &batcher{s: s, maxKeys: maxKeys, maxInflight: maxInflight, wait: wait}
 	bt.runs.New = func() any { return &batchRun{has: make(map[string]struct{})} }
 	return bt
 }
@@ -201,8 +213,22 @@ func (bt *batcher) do(ctx context.Context, b *callBuf) (abandoned bool, err erro
 
 	bt.mu.Lock()
 	bt.queue = append(bt.queue, b)
+	bt.queued += len(b.keys)
 	var r *batchRun
-	if bt.inflight < bt.maxInflight {
+	switch {
+	case bt.window != 0 && bt.queued >= bt.maxKeys:
+		// The window's run is full: it goes now.
+		bt.window = 0
+		r = bt.takeLocked()
+	case bt.window != 0 || bt.inflight >= bt.maxInflight:
+		// Joins the open window, or the queue the next run takes.
+	case bt.wait > 0 && bt.queued < bt.maxKeys:
+		bt.inflight++
+		bt.windows++
+		w := bt.windows
+		bt.window = w
+		time.AfterFunc(bt.wait, func() { bt.close(w) })
+	default:
 		bt.inflight++
 		r = bt.takeLocked()
 	}
@@ -235,11 +261,33 @@ func (bt *batcher) do(ctx context.Context, b *callBuf) (abandoned bool, err erro
 	}
 }
 
-// next starts the next run if calls are queued, else gives up the slot.
+// close ends window w, if it is still open: its run goes with the calls
+// queued by now, or its slot is given up if none are.
+func (bt *batcher) close(w uint64) {
+	bt.mu.Lock()
+	if bt.window != w {
+		bt.mu.Unlock() // gone already, full
+		return
+	}
+	bt.window = 0
+	r := bt.takeLocked()
+	if len(r.calls) == 0 {
+		bt.inflight--
+		bt.mu.Unlock()
+		bt.runs.Put(r)
+		return
+	}
+	bt.mu.Unlock()
+	bt.run(r)
+	bt.next()
+}
+
+// next starts the next run if calls are queued and no window is open (the
+// window's run takes them), else gives up the slot.
 func (bt *batcher) next() {
 	for {
 		bt.mu.Lock()
-		if len(bt.queue) == 0 {
+		if len(bt.queue) == 0 || bt.window != 0 {
 			bt.inflight--
 			bt.mu.Unlock()
 			return
@@ -290,6 +338,10 @@ func (bt *batcher) takeLocked() *batchRun {
 	}
 	clear(bt.queue[kept:])
 	bt.queue = bt.queue[:kept]
+	bt.queued = 0
+	for _, b := range bt.queue {
+		bt.queued += len(b.keys)
+	}
 	return r
 }
 

@@ -117,6 +117,17 @@ type Config struct {
 	// smaller batches and more runs. A call never waits when fewer runs are
 	// out, so a lightly loaded store adds no latency.
 	BatchConcurrency int
+	// BatchWait, when above 0, is a window for coalescing at moderate load
+	// on a standalone server: a call that would start a script run (fewer
+	// than BatchConcurrency runs out) waits up to BatchWait for other calls
+	// instead, and they go in one run, at once when they fill MaxBatch
+	// keys. Fewer runs cost Redis less per decision, at the price of up to
+	// BatchWait of latency per call. Each call stays all or nothing and the
+	// run atomic; a caller whose context ends while it waits for the run
+	// returns at once, its call not sent. 0 (the default) to MaxBatchWait; without
+	// batching (MaxBatch 1, a cluster) it has no effect. See docs/redis.md,
+	// "Coalescing at moderate load".
+	BatchWait time.Duration
 	// Evalsha runs take.lua with EVALSHA even where the server has Redis
 	// functions (Redis 7 and later), where it is otherwise loaded once as a
 	// function library and run with FCALL. Servers older than 7, and
@@ -132,6 +143,9 @@ type Config struct {
 	// docs/redis.md, "Redis CPU per decision by load", for what it saved).
 	FlushDelay time.Duration
 }
+
+// MaxBatchWait is the longest Config.BatchWait.
+const MaxBatchWait = 10 * time.Millisecond
 
 // DefaultConfig returns the defaults, without addresses.
 func DefaultConfig() Config {
@@ -170,6 +184,9 @@ func New(cfg Config) (*Store, error) {
 	}
 	if cfg.FlushDelay < 0 || cfg.FlushDelay > time.Second {
 		return nil, fmt.Errorf("redis: FlushDelay %s: want 0 (write at once) up to 1s; a few hundred µs at most is useful", cfg.FlushDelay)
+	}
+	if cfg.BatchWait < 0 || cfg.BatchWait > MaxBatchWait {
+		return nil, fmt.Errorf("redis: BatchWait %s: want 0 (no window) up to %s", cfg.BatchWait, MaxBatchWait)
 	}
 	opt := rueidis.ClientOption{
 		InitAddress:      slices.Clone(cfg.Addrs), // the client shuffles it in place
@@ -214,8 +231,8 @@ func New(cfg Config) (*Store, error) {
 		cfg.BatchConcurrency = 4
 	}
 	if !s.cluster && cfg.MaxBatch > 1 {
-		s.batch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency)
-		s.rbatch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency)
+		s.batch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency, cfg.BatchWait)
+		s.rbatch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency, 0) // reservations: no window
 		s.rbatch.reserve = true
 	}
 	s.cfg = cfg
