@@ -285,7 +285,10 @@ func Step(p *Params, s *State, now, cost int64, r *Result, ns *State) {
 
 // Idle returns how long from now until s is indistinguishable from a new
 // bucket, so that a store may drop it then (the expiry of a Redis key).
-func Idle(p Params, s State, now int64) int64 {
+func Idle(p Params, s State, now int64) int64 { return IdleOf(&p, &s, now) }
+
+// IdleOf is Idle(*p, *s, now), with nothing copied.
+func IdleOf(p *Params, s *State, now int64) int64 {
 	var until int64
 	switch p.Kind {
 	case TokenBucket:

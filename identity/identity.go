@@ -72,7 +72,21 @@ func Plain(v string) bool {
 	if v == "" || len(v) > MaxValue || strings.HasPrefix(v, DigestPrefix) {
 		return false
 	}
-	for i := 0; i < len(v); i++ {
+	// Eight bytes at a time while they are printable ASCII (0x20…0x7e),
+	// then byte by byte from the word that is not.
+	i := 0
+	for ; len(v)-i >= 8; i += 8 {
+		b := v[i : i+8]
+		x := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		const lo, hi = 0x0101010101010101, 0x8080808080808080
+		// A byte below 0x20, or above 0x7e (these tests are exact for the
+		// word as a whole).
+		if (x-0x20*lo)&^x&hi != 0 || ((x+lo)|x)&hi != 0 {
+			break
+		}
+	}
+	for ; i < len(v); i++ {
 		c := v[i]
 		if c < 0x20 || c == 0x7f {
 			return false

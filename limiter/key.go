@@ -139,7 +139,11 @@ func appendEndpoint(buf []byte, method, path string) []byte {
 		e = append(e, c)
 	}
 	e = append(e, ' ')
-	e = rules.AppendCleanPath(e, path)
+	if rules.IsCleanPath(path) {
+		e = append(e, path...)
+	} else {
+		e = rules.AppendCleanPath(e, path)
+	}
 	return appendValue(buf, bytesString(e))
 }
 

@@ -162,6 +162,7 @@ type scratch struct {
 	used    [MaxRulesPerCall]*rules.Compiled // the rule of each op
 	kinds   [MaxRulesPerCall]rules.By        // the identity each op is keyed by
 	at      [MaxRulesPerCall]int             // CheckMany: each op's bucket in the one take
+	in      keyInput                         // what rules keyed by more than the caller read
 }
 
 // Check decides req: every enabled rule matching the call's plan and
@@ -264,6 +265,7 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 			peek.Peek = true
 			req = &peek
 		}
+		ds[i] = Decision{}
 		ops := l.ops(req, sc, dropReplaced(matched[i], every), &ds[i])
 		n[i] = len(ops)
 		if keys == nil && len(ops) > 0 {
@@ -395,7 +397,7 @@ func dropReplaced(rs, by []*rules.Compiled) []*rules.Compiled {
 }
 
 // ops builds in sc the ops of the matched rules of req (client ids and
-// plan from match), and sets d as plan says.
+// plan from match), and sets d, a zero Decision, as plan says.
 func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *Decision) []Op {
 	user, apiKey, ip := sc.user, sc.apiKey, sc.ip
 	cost := req.Cost
@@ -406,7 +408,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		cost = 1
 	}
 	ops := sc.ops[:0]
-	var in keyInput // built for the first rule keyed by more than the caller
+	in := &sc.in // built for the first rule keyed by more than the caller
 	built := false
 	keys := sc.keys[:0] // room for every rule's id: never reallocated
 	unlimited := false
@@ -420,22 +422,25 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		var ok bool
 		if r == req.Own {
 			by, client, ok = r.By, req.OwnBucket, req.OwnBucket != ""
-		} else if len(r.Key) == 1 && r.Key[0].Caller() { // appendKey's first case, without building in
+		} else if r.KeyedByCaller() { // appendKey's first case, without building in
 			by, client = pick(r.By, user, apiKey, ip)
 			ok = client != ""
 		} else {
 			if !built {
 				built = true
-				in = keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries}
+				*in = keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries}
 			}
-			keys, by, client, ok = appendKey(keys, r, &in)
+			keys, by, client, ok = appendKey(keys, r, in)
 		}
 		if !ok {
 			continue // the call lacks a value this rule is keyed by
 		}
-		sc.kinds[len(ops)] = by
-		sc.used[len(ops)] = r
-		op := Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow,
+		n := len(ops)
+		sc.kinds[n] = by
+		sc.used[n] = r
+		ops = ops[:n+1] // sc.ops has room for every matched rule
+		op := &ops[n]
+		*op = Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow,
 			FailClosed: r.FailureMode == rules.FailClosed}
 		if r.Limit == 0 {
 			// Limit 0 admits nothing: taken as a bucket of 1 at a cost
@@ -445,9 +450,11 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 			op.Params.Limit = 1
 			op.Cost = op.Params.Capacity() + 1
 		}
-		ops = append(ops, op)
 	}
-	*d = Decision{Allowed: true, Plan: sc.plan, Matched: len(ops), Unlimited: unlimited}
+	if built {
+		*in = keyInput{} // the pooled scratch keeps no request
+	}
+	d.Allowed, d.Plan, d.Matched, d.Unlimited = true, sc.plan, len(ops), unlimited
 	if len(ops) == 0 {
 		d.Now = time.Now()
 	}

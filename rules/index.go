@@ -21,6 +21,8 @@ type Compiled struct {
 	WindowSeconds int64
 	// Key is the rule's By, parsed: what its buckets are keyed by.
 	Key []KeyPart
+	// callerKey: Key is one part naming the caller (KeyedByCaller).
+	callerKey bool
 
 	method string // the endpoint's method or method set ("GET|HEAD"), "*" for any
 	// methods are the bits of the known methods the rule fits (methodBit);
@@ -163,6 +165,7 @@ func build(s *Set) *Index {
 		c.Seq = i
 		c.Params = c.Rule.Params()
 		c.Key, _ = ParseBy(c.By) // valid: the Set was validated
+		c.callerKey = len(c.Key) == 1 && c.Key[0].Caller()
 		c.WindowSeconds = max((c.Params.Window+999_999)/1_000_000, 1)
 		c.Policy = strconv.Quote(c.ID) + ";q=" + strconv.FormatInt(c.Limit, 10) + ";w=" + strconv.FormatInt(c.WindowSeconds, 10)
 		ix.rules[i] = c
@@ -358,6 +361,11 @@ func (pi *pathIndex) add(c *Compiled, path string, prefix bool) {
 		l.exact = append(l.exact, c)
 	}
 }
+
+// KeyedByCaller reports whether the rule's buckets are keyed by one
+// identity of the caller (client, user, api_key or ip), which is most
+// rules. It is false for a Compiled that Compile did not make.
+func (c *Compiled) KeyedByCaller() bool { return c.callerKey }
 
 // Set returns the Set the index was built from. Callers must not modify it;
 // Clone it to make changes.

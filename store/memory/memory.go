@@ -91,6 +91,7 @@ type Store struct {
 type shard struct {
 	mu     sync.Mutex
 	tables map[string]*table // by rule id
+	last   *table            // the table load found last, looked at before tables; nil if dropped
 	n      int               // buckets held
 	list   []*table          // the tables of tables, in the order the eviction hand visits them
 	handT  int32             // the eviction hand: list[handT].ents[handI] is the next entry it looks at
@@ -99,7 +100,7 @@ type shard struct {
 	// reclaimed is the second (after the epoch) of the last drop of idle
 	// buckets at the ceiling; one such pass per second.
 	reclaimed int64
-	_         [56]byte // keep shards on separate cache lines (128 bytes)
+	_         [48]byte // keep shards on separate cache lines (128 bytes)
 }
 
 // slot is Take's bookkeeping for one op.
@@ -276,7 +277,10 @@ func (s *Store) warnEvicted() {
 
 // checkOp reports what is wrong with op, if anything.
 func checkOp(op *limiter.Op) error {
-	p := op.Params
+	p := &op.Params
+	if op.Cost >= 0 && p.Limit >= 1 && p.Window >= 1 && p.Kind < algorithm.SlidingLog {
+		return nil // the usual op, in a few comparisons
+	}
 	switch {
 	case op.Cost < 0:
 		return fmt.Errorf("cost %d < 0", op.Cost)
@@ -315,7 +319,13 @@ func insertSorted(a []uint32, k uint32) []uint32 {
 // its expiry, or of another algorithm. The caller holds the lock of op's
 // shard.
 func (s *Store) load(op *limiter.Op, sl *slot, sec int64, st *algorithm.State) {
-	tab := s.shards[sl.shard(s.mask)].tables[op.Rule]
+	sh := &s.shards[sl.shard(s.mask)]
+	tab := sh.last // the calls of one rule find its table without hashing
+	if tab == nil || tab.rule != op.Rule {
+		if tab = sh.tables[op.Rule]; tab != nil {
+			sh.last = tab
+		}
+	}
 	sl.tab, sl.idx, sl.l = tab, -1, nil
 	if tab == nil {
 		return
@@ -427,7 +437,7 @@ func expired(exp uint32, sec int64) bool {
 // under p, written at now, is idle: algorithm.Idle rounded up, plus one
 // second of margin; math.MaxUint32 (never) past what a uint32 holds.
 func (s *Store) expiry(p *algorithm.Params, st *algorithm.State, now int64) uint32 {
-	d := now + algorithm.Idle(*p, *st, now) - s.epoch
+	d := now + algorithm.IdleOf(p, st, now) - s.epoch
 	if d <= 0 {
 		return 1
 	}

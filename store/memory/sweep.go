@@ -42,6 +42,9 @@ func (s *Store) sweep(lo, hi int, now int64) int {
 					if t.n == 0 && sh.tables[t.rule] == t {
 						delete(sh.tables, t.rule)
 						sh.dropList(t)
+						if sh.last == t {
+							sh.last = nil
+						}
 					} else {
 						t.shrink()
 					}
