@@ -175,29 +175,27 @@ type scratch struct {
 // more than MaxRulesPerCall rules — which one atomic take cannot apply —
 // is denied and takes nothing (see tooMany): it fails closed, never with
 // an error an entry point could turn into "allow".
-func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
+func (l *Limiter) Check(ctx context.Context, req *Request) (d Decision, err error) {
 	ix := l.rules.Load()
 	if ix == nil {
 		return Decision{}, ErrNoRules
 	}
 	sc := l.scratch.Get().(*scratch)
-	defer l.scratch.Put(sc)
-	var d Decision
+	// d is built in place, the result itself.
 	ops, err := l.plan(ix, req, sc, &d)
-	if err != nil {
-		if errors.Is(err, ErrTooManyRules) {
-			return tooMany(sc), nil
+	switch {
+	case err == nil && len(ops) > 0:
+		var info TakeInfo
+		if info, err = l.store.Take(ctx, ops, sc.res[:len(ops)]); err == nil {
+			fold(&d, sc, len(ops), info)
 		}
-		return Decision{}, err
+	case errors.Is(err, ErrTooManyRules):
+		d, err = tooMany(sc), nil
 	}
-	if len(ops) == 0 {
-		return d, nil
-	}
-	info, err := l.store.Take(ctx, ops, sc.res[:len(ops)])
+	l.scratch.Put(sc)
 	if err != nil {
 		return Decision{}, err
 	}
-	fold(&d, sc, len(ops), info)
 	return d, nil
 }
 
@@ -423,7 +421,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		if r == req.Own {
 			by, client, ok = r.By, req.OwnBucket, req.OwnBucket != ""
 		} else if r.KeyedByCaller() { // appendKey's first case, without building in
-			by, client = pick(r.By, user, apiKey, ip)
+			by, client = pickKind(r.Key[0].Kind, user, apiKey, ip)
 			ok = client != ""
 		} else {
 			if !built {
@@ -441,7 +439,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		ops = ops[:n+1] // sc.ops has room for every matched rule
 		op := &ops[n]
 		*op = Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow,
-			FailClosed: r.FailureMode == rules.FailClosed}
+			FailClosed: r.FailsClosed()}
 		if r.Limit == 0 {
 			// Limit 0 admits nothing: taken as a bucket of 1 at a cost
 			// beyond its capacity, which every algorithm denies (cost
@@ -468,6 +466,33 @@ func fold(d *Decision, sc *scratch, n int, info TakeInfo) {
 	d.Now = time.UnixMicro(info.Now)
 	d.Source = info.Source
 	ops, res, used := sc.ops[:n], sc.res[:n], &sc.used
+	best := 0
+	if n == 1 && !ops[0].Shadow { // the usual call: one rule, nothing to rank
+		d.Allowed = res[0].Allowed
+	} else {
+		best = rank(d, ops, res, used)
+	}
+	r := &res[best]
+	d.Rule, d.Client = used[best], sc.kinds[best]
+	d.Limit = used[best].Limit
+	d.Remaining = r.Remaining
+	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
+	if d.Limit == 0 { // nothing remains; its window ends as a fixed window's
+		w := used[best].Params.Window
+		d.Remaining = 0
+		d.ResetAfter = time.Duration(w-info.Now%w) * time.Microsecond
+	}
+	if !d.Allowed {
+		d.Reason = r.Reason
+		d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
+	}
+}
+
+// rank sets d.Allowed and d.ShadowDenied from the results of ops and
+// returns the index of the most restrictive: of the rules that are not
+// shadows, else — only shadow rules matched, and the call is allowed — of
+// all.
+func rank(d *Decision, ops []Op, res []algorithm.Result, used *[MaxRulesPerCall]*rules.Compiled) int {
 	best := -1
 	for i := range ops {
 		r := &res[i]
@@ -492,20 +517,7 @@ func fold(d *Decision, sc *scratch, n int, info TakeInfo) {
 		}
 		d.Allowed = true
 	}
-	r := &res[best]
-	d.Rule, d.Client = used[best], sc.kinds[best]
-	d.Limit = used[best].Limit
-	d.Remaining = r.Remaining
-	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
-	if d.Limit == 0 { // nothing remains; its window ends as a fixed window's
-		w := used[best].Params.Window
-		d.Remaining = 0
-		d.ResetAfter = time.Duration(w-info.Now%w) * time.Microsecond
-	}
-	if !d.Allowed {
-		d.Reason = r.Reason
-		d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
-	}
+	return best
 }
 
 // MoreRestrictive reports whether decision a constrains its caller more
@@ -569,6 +581,20 @@ func pick(by rules.By, user, apiKey, ip string) (rules.By, string) {
 		return rules.ByAPIKey, apiKey
 	}
 	return rules.ByIP, ip
+}
+
+// pickKind is pick for a key part of kind k (rules.KeyPart.Caller), read
+// without comparing strings.
+func pickKind(k rules.KeyKind, user, apiKey, ip string) (rules.By, string) {
+	switch k {
+	case rules.KeyUser:
+		return rules.ByUser, user
+	case rules.KeyAPIKey:
+		return rules.ByAPIKey, apiKey
+	case rules.KeyIP:
+		return rules.ByIP, ip
+	}
+	return pick("", user, apiKey, ip)
 }
 
 // AppendClientID appends to dst the client id a decision's rule keyed req

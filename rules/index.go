@@ -23,6 +23,9 @@ type Compiled struct {
 	Key []KeyPart
 	// callerKey: Key is one part naming the caller (KeyedByCaller).
 	callerKey bool
+	// failClosed is FailureMode == FailClosed, set by Compile; failSet
+	// says it is (FailsClosed).
+	failClosed, failSet bool
 
 	method string // the endpoint's method or method set ("GET|HEAD"), "*" for any
 	// methods are the bits of the known methods the rule fits (methodBit);
@@ -166,6 +169,7 @@ func build(s *Set) *Index {
 		c.Params = c.Rule.Params()
 		c.Key, _ = ParseBy(c.By) // valid: the Set was validated
 		c.callerKey = len(c.Key) == 1 && c.Key[0].Caller()
+		c.failClosed, c.failSet = c.FailureMode == FailClosed, true
 		c.WindowSeconds = max((c.Params.Window+999_999)/1_000_000, 1)
 		c.Policy = strconv.Quote(c.ID) + ";q=" + strconv.FormatInt(c.Limit, 10) + ";w=" + strconv.FormatInt(c.WindowSeconds, 10)
 		ix.rules[i] = c
@@ -366,6 +370,14 @@ func (pi *pathIndex) add(c *Compiled, path string, prefix bool) {
 // identity of the caller (client, user, api_key or ip), which is most
 // rules. It is false for a Compiled that Compile did not make.
 func (c *Compiled) KeyedByCaller() bool { return c.callerKey }
+
+// FailsClosed reports whether the rule's FailureMode is FailClosed.
+func (c *Compiled) FailsClosed() bool {
+	if c.failSet {
+		return c.failClosed
+	}
+	return c.FailureMode == FailClosed
+}
 
 // Set returns the Set the index was built from. Callers must not modify it;
 // Clone it to make changes.
