@@ -183,12 +183,16 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 		}
 		h := maphash.String(s.seed, op.Client)
 		slots[i].hash = h
-		for j := range i {
-			if slots[j].hash == h && ops[j].Rule == op.Rule && ops[j].Client == op.Client {
-				return limiter.TakeInfo{}, fmt.Errorf("%w: ops %d and %d (client %q, rule %q)", ErrDuplicateOp, j, i, op.Client, op.Rule)
+		var dup bool
+		if locks, dup = insertSorted(locks, uint32(h&s.mask)); dup {
+			// Another op is in this shard: two ops of one bucket have one
+			// client, so one shard.
+			for j := range i {
+				if slots[j].hash == h && ops[j].Rule == op.Rule && ops[j].Client == op.Client {
+					return limiter.TakeInfo{}, fmt.Errorf("%w: ops %d and %d (client %q, rule %q)", ErrDuplicateOp, j, i, op.Client, op.Rule)
+				}
 			}
 		}
-		locks = insertSorted(locks, uint32(h&s.mask))
 	}
 
 	for _, k := range locks {
@@ -299,19 +303,22 @@ func checkOp(op *limiter.Op) error {
 	return nil
 }
 
-// insertSorted adds k to the ascending, duplicate-free list a.
-func insertSorted(a []uint32, k uint32) []uint32 {
+// insertSorted adds k to the ascending, duplicate-free list a, which has
+// room for it, and reports whether k was there already.
+func insertSorted(a []uint32, k uint32) (_ []uint32, had bool) {
 	i := len(a)
 	for i > 0 && a[i-1] > k {
 		i--
 	}
 	if i > 0 && a[i-1] == k {
-		return a
+		return a, true
 	}
-	a = append(a, 0)
-	copy(a[i+1:], a[i:])
+	a = a[:len(a)+1]
+	for j := len(a) - 1; j > i; j-- { // a few entries: no call to memmove
+		a[j] = a[j-1]
+	}
 	a[i] = k
-	return a
+	return a, false
 }
 
 // load finds op's bucket, records it in sl and writes its state to *st

@@ -55,7 +55,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 				return limiter.TakeInfo{}, 0, fmt.Errorf("%w: ops %d and %d (client %q, rule %q)", ErrDuplicateOp, j, i, op.Client, op.Rule)
 			}
 		}
-		locks = insertSorted(locks, uint32(h&s.mask))
+		locks, _ = insertSorted(locks, uint32(h&s.mask))
 	}
 
 	for _, k := range locks {
