@@ -320,7 +320,10 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 	if err != nil {
 		return nil, err
 	}
-	return l.ops(req, sc, dropReplaced(matched, matched), d), nil
+	if ix.Replaces() || req.Own != nil && len(req.Own.Replaces) > 0 {
+		matched = dropReplaced(matched, matched)
+	}
+	return l.ops(req, sc, matched, d), nil
 }
 
 // match builds in sc the client ids and the effective plan of req and
