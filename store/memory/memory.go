@@ -91,7 +91,8 @@ type Store struct {
 type shard struct {
 	mu     sync.Mutex
 	tables map[string]*table // by rule id
-	last   *table            // the table load found last, looked at before tables; nil if dropped
+	last   [2]*table         // the tables load found last (a call's rules on one client), looked at before tables; nil if dropped
+	lastAt uint8             // the entry of last the next table found replaces
 	n      int               // buckets held
 	list   []*table          // the tables of tables, in the order the eviction hand visits them
 	handT  int32             // the eviction hand: list[handT].ents[handI] is the next entry it looks at
@@ -100,7 +101,7 @@ type shard struct {
 	// reclaimed is the second (after the epoch) of the last drop of idle
 	// buckets at the ceiling; one such pass per second.
 	reclaimed int64
-	_         [48]byte // keep shards on separate cache lines (128 bytes)
+	_         [32]byte // keep shards on separate cache lines (128 bytes)
 }
 
 // slot is Take's bookkeeping for one op.
@@ -327,10 +328,15 @@ func insertSorted(a []uint32, k uint32) (_ []uint32, had bool) {
 // shard.
 func (s *Store) load(op *limiter.Op, sl *slot, sec int64, st *algorithm.State) {
 	sh := &s.shards[sl.shard(s.mask)]
-	tab := sh.last // the calls of one rule find its table without hashing
+	// The calls of one or two rules on a client find their tables
+	// without hashing.
+	tab := sh.last[0]
 	if tab == nil || tab.rule != op.Rule {
-		if tab = sh.tables[op.Rule]; tab != nil {
-			sh.last = tab
+		if tab = sh.last[1]; tab == nil || tab.rule != op.Rule {
+			if tab = sh.tables[op.Rule]; tab != nil {
+				sh.last[sh.lastAt] = tab
+				sh.lastAt ^= 1
+			}
 		}
 	}
 	sl.tab, sl.idx, sl.l = tab, -1, nil

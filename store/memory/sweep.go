@@ -42,8 +42,10 @@ func (s *Store) sweep(lo, hi int, now int64) int {
 					if t.n == 0 && sh.tables[t.rule] == t {
 						delete(sh.tables, t.rule)
 						sh.dropList(t)
-						if sh.last == t {
-							sh.last = nil
+						for i, l := range sh.last {
+							if l == t {
+								sh.last[i] = nil
+							}
 						}
 					} else {
 						t.shrink()
