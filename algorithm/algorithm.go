@@ -265,13 +265,30 @@ func Apply(p Params, s State, now, cost int64) (Result, State) {
 	case SlidingLog:
 		return slidingLog(p, s, now, cost)
 	default:
-		return tokenBucket(p, s, now, cost)
+		var r Result
+		var ns State
+		tokenBucket(&p, &s, now, cost, &r, &ns)
+		return r, ns
 	}
+}
+
+// Step is Apply for a store's hot path, with nothing passed by value: it
+// reads *p and *s, which it never changes, and writes Apply(*p, *s, now,
+// cost) to *r and *ns. ns must not be s.
+func Step(p *Params, s *State, now, cost int64, r *Result, ns *State) {
+	if p.Kind == TokenBucket {
+		tokenBucket(p, s, now, cost, r, ns)
+		return
+	}
+	*r, *ns = Apply(*p, *s, now, cost)
 }
 
 // Idle returns how long from now until s is indistinguishable from a new
 // bucket, so that a store may drop it then (the expiry of a Redis key).
-func Idle(p Params, s State, now int64) int64 {
+func Idle(p Params, s State, now int64) int64 { return IdleOf(&p, &s, now) }
+
+// IdleOf is Idle(*p, *s, now), with nothing copied.
+func IdleOf(p *Params, s *State, now int64) int64 {
 	var until int64
 	switch p.Kind {
 	case TokenBucket:

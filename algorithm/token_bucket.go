@@ -94,25 +94,32 @@ func tbOwed(p Params, q, r int64) int64 {
 	return int64(k)
 }
 
-func tokenBucket(p Params, s State, now, cost int64) (Result, State) {
+// tokenBucket writes the result of a call to *res and the new state to
+// *ns (which is not s).
+func tokenBucket(p *Params, s *State, now, cost int64, res *Result, ns *State) {
 	capacity := p.Capacity()
 	// One token is window/limit µs = wq + wr/limit: the one division of the
 	// call besides tbOwed's; every other product below reuses it.
-	tok := tokenOf(p)
-	tq, tr := tok.times(capacity) // an empty bucket's debt
-	q, r, base := tbDebt(p, s, now)
+	tok := tokenOf(*p)
+	tq, tr := p.Window, int64(0) // an empty bucket's debt, capacity·window/limit
+	if capacity != p.Limit {
+		tq, tr = tok.times(capacity)
+	}
+	q, r, base := tbDebt(*p, *s, now)
 	clamped := false
 	if !lePair(q, r, tq, tr) {
 		q, r, clamped = tq, tr, true
-		base = tbState(p, now, q, r)
+		base = tbState(*p, now, q, r)
 	}
 	reset := q
 	if r > 0 {
 		reset++
 	}
 	if cost > capacity {
-		return Result{Reason: ReasonCostExceedsCapacity, Remaining: tbRemaining(p, q, r, capacity),
-			ResetAfter: reset, Changed: clamped}, base
+		*res = Result{Reason: ReasonCostExceedsCapacity, Remaining: tbRemaining(*p, q, r, capacity),
+			ResetAfter: reset, Changed: clamped}
+		*ns = base
+		return
 	}
 	cq, cr := tok.times(cost)
 	// The most debt the call may find, (capacity − cost)·window/limit, is
@@ -122,20 +129,30 @@ func tokenBucket(p Params, s State, now, cost int64) (Result, State) {
 		aq, ar = aq-1, ar+p.Limit
 	}
 	if lePair(q, r, aq, ar) {
-		q, r = q+cq, r+cr
-		if r >= p.Limit {
-			q, r = q+1, r-p.Limit
+		// A full bucket owes exactly cost tokens after the call (its debt
+		// is cost·window/limit): no division needed.
+		remaining := capacity - cost
+		if q != 0 || r != 0 {
+			q, r = q+cq, r+cr
+			if r >= p.Limit {
+				q, r = q+1, r-p.Limit
+			}
+			remaining = tbRemaining(*p, q, r, capacity)
+		} else {
+			q, r = cq, cr
 		}
 		reset = q
 		if r > 0 {
 			reset++
 		}
-		return Result{
+		*res = Result{
 			Allowed:    true,
-			Remaining:  tbRemaining(p, q, r, capacity),
+			Remaining:  remaining,
 			ResetAfter: reset,
 			Changed:    true,
-		}, tbState(p, now, q, r)
+		}
+		*ns = tbState(*p, now, q, r)
+		return
 	}
 	// Denied: the first whole µs t at which the debt F − t ≤ (aq, ar):
 	// t = T − aq when the remainder fits, else one µs later.
@@ -143,6 +160,7 @@ func tokenBucket(p Params, s State, now, cost int64) (Result, State) {
 	if int64(base.A) > ar {
 		t++
 	}
-	return Result{Reason: ReasonLimited, Remaining: tbRemaining(p, q, r, capacity),
-		ResetAfter: reset, RetryAfter: t - now, Changed: clamped}, base
+	*res = Result{Reason: ReasonLimited, Remaining: tbRemaining(*p, q, r, capacity),
+		ResetAfter: reset, RetryAfter: t - now, Changed: clamped}
+	*ns = base
 }

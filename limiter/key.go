@@ -128,7 +128,7 @@ func appendValue(buf []byte, v string) []byte {
 func appendEndpoint(buf []byte, method, path string) []byte {
 	var tmp [maxKeyValue + 64]byte
 	e := tmp[:0]
-	if len(method) == 4 && strings.EqualFold(method, "HEAD") {
+	if len(method) == 4 && method[0]|0x20 == 'h' && strings.EqualFold(method, "HEAD") {
 		method = "GET"
 	}
 	for i := 0; i < len(method); i++ {
@@ -139,7 +139,11 @@ func appendEndpoint(buf []byte, method, path string) []byte {
 		e = append(e, c)
 	}
 	e = append(e, ' ')
-	e = rules.AppendCleanPath(e, path)
+	if rules.IsCleanPath(path) {
+		e = append(e, path...)
+	} else {
+		e = rules.AppendCleanPath(e, path)
+	}
 	return appendValue(buf, bytesString(e))
 }
 

@@ -162,6 +162,7 @@ type scratch struct {
 	used    [MaxRulesPerCall]*rules.Compiled // the rule of each op
 	kinds   [MaxRulesPerCall]rules.By        // the identity each op is keyed by
 	at      [MaxRulesPerCall]int             // CheckMany: each op's bucket in the one take
+	in      keyInput                         // what rules keyed by more than the caller read
 }
 
 // Check decides req: every enabled rule matching the call's plan and
@@ -174,29 +175,27 @@ type scratch struct {
 // more than MaxRulesPerCall rules — which one atomic take cannot apply —
 // is denied and takes nothing (see tooMany): it fails closed, never with
 // an error an entry point could turn into "allow".
-func (l *Limiter) Check(ctx context.Context, req *Request) (Decision, error) {
+func (l *Limiter) Check(ctx context.Context, req *Request) (d Decision, err error) {
 	ix := l.rules.Load()
 	if ix == nil {
 		return Decision{}, ErrNoRules
 	}
 	sc := l.scratch.Get().(*scratch)
-	defer l.scratch.Put(sc)
-	var d Decision
+	// d is built in place, the result itself.
 	ops, err := l.plan(ix, req, sc, &d)
-	if err != nil {
-		if errors.Is(err, ErrTooManyRules) {
-			return tooMany(sc), nil
+	switch {
+	case err == nil && len(ops) > 0:
+		var info TakeInfo
+		if info, err = l.store.Take(ctx, ops, sc.res[:len(ops)]); err == nil {
+			fold(&d, sc, len(ops), info)
 		}
-		return Decision{}, err
+	case errors.Is(err, ErrTooManyRules):
+		d, err = tooMany(sc), nil
 	}
-	if len(ops) == 0 {
-		return d, nil
-	}
-	info, err := l.store.Take(ctx, ops, sc.res[:len(ops)])
+	l.scratch.Put(sc)
 	if err != nil {
 		return Decision{}, err
 	}
-	fold(&d, sc, len(ops), info)
 	return d, nil
 }
 
@@ -264,6 +263,7 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 			peek.Peek = true
 			req = &peek
 		}
+		ds[i] = Decision{}
 		ops := l.ops(req, sc, dropReplaced(matched[i], every), &ds[i])
 		n[i] = len(ops)
 		if keys == nil && len(ops) > 0 {
@@ -320,7 +320,10 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 	if err != nil {
 		return nil, err
 	}
-	return l.ops(req, sc, dropReplaced(matched, matched), d), nil
+	if ix.Replaces() || req.Own != nil && len(req.Own.Replaces) > 0 {
+		matched = dropReplaced(matched, matched)
+	}
+	return l.ops(req, sc, matched, d), nil
 }
 
 // match builds in sc the client ids and the effective plan of req and
@@ -395,7 +398,7 @@ func dropReplaced(rs, by []*rules.Compiled) []*rules.Compiled {
 }
 
 // ops builds in sc the ops of the matched rules of req (client ids and
-// plan from match), and sets d as plan says.
+// plan from match), and sets d, a zero Decision, as plan says.
 func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *Decision) []Op {
 	user, apiKey, ip := sc.user, sc.apiKey, sc.ip
 	cost := req.Cost
@@ -406,7 +409,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		cost = 1
 	}
 	ops := sc.ops[:0]
-	var in keyInput // built for the first rule keyed by more than the caller
+	in := &sc.in // built for the first rule keyed by more than the caller
 	built := false
 	keys := sc.keys[:0] // room for every rule's id: never reallocated
 	unlimited := false
@@ -420,23 +423,26 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		var ok bool
 		if r == req.Own {
 			by, client, ok = r.By, req.OwnBucket, req.OwnBucket != ""
-		} else if len(r.Key) == 1 && r.Key[0].Caller() { // appendKey's first case, without building in
-			by, client = pick(r.By, user, apiKey, ip)
+		} else if r.KeyedByCaller() { // appendKey's first case, without building in
+			by, client = pickKind(r.Key[0].Kind, user, apiKey, ip)
 			ok = client != ""
 		} else {
 			if !built {
 				built = true
-				in = keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries}
+				*in = keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries}
 			}
-			keys, by, client, ok = appendKey(keys, r, &in)
+			keys, by, client, ok = appendKey(keys, r, in)
 		}
 		if !ok {
 			continue // the call lacks a value this rule is keyed by
 		}
-		sc.kinds[len(ops)] = by
-		sc.used[len(ops)] = r
-		op := Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow,
-			FailClosed: r.FailureMode == rules.FailClosed}
+		n := len(ops)
+		sc.kinds[n] = by
+		sc.used[n] = r
+		ops = ops[:n+1] // sc.ops has room for every matched rule
+		op := &ops[n]
+		*op = Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow,
+			FailClosed: r.FailsClosed()}
 		if r.Limit == 0 {
 			// Limit 0 admits nothing: taken as a bucket of 1 at a cost
 			// beyond its capacity, which every algorithm denies (cost
@@ -445,9 +451,11 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 			op.Params.Limit = 1
 			op.Cost = op.Params.Capacity() + 1
 		}
-		ops = append(ops, op)
 	}
-	*d = Decision{Allowed: true, Plan: sc.plan, Matched: len(ops), Unlimited: unlimited}
+	if built {
+		*in = keyInput{} // the pooled scratch keeps no request
+	}
+	d.Allowed, d.Plan, d.Matched, d.Unlimited = true, sc.plan, len(ops), unlimited
 	if len(ops) == 0 {
 		d.Now = time.Now()
 	}
@@ -461,6 +469,33 @@ func fold(d *Decision, sc *scratch, n int, info TakeInfo) {
 	d.Now = time.UnixMicro(info.Now)
 	d.Source = info.Source
 	ops, res, used := sc.ops[:n], sc.res[:n], &sc.used
+	best := 0
+	if n == 1 && !ops[0].Shadow { // the usual call: one rule, nothing to rank
+		d.Allowed = res[0].Allowed
+	} else {
+		best = rank(d, ops, res, used)
+	}
+	r := &res[best]
+	d.Rule, d.Client = used[best], sc.kinds[best]
+	d.Limit = used[best].Limit
+	d.Remaining = r.Remaining
+	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
+	if d.Limit == 0 { // nothing remains; its window ends as a fixed window's
+		w := used[best].Params.Window
+		d.Remaining = 0
+		d.ResetAfter = time.Duration(w-info.Now%w) * time.Microsecond
+	}
+	if !d.Allowed {
+		d.Reason = r.Reason
+		d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
+	}
+}
+
+// rank sets d.Allowed and d.ShadowDenied from the results of ops and
+// returns the index of the most restrictive: of the rules that are not
+// shadows, else — only shadow rules matched, and the call is allowed — of
+// all.
+func rank(d *Decision, ops []Op, res []algorithm.Result, used *[MaxRulesPerCall]*rules.Compiled) int {
 	best := -1
 	for i := range ops {
 		r := &res[i]
@@ -485,20 +520,7 @@ func fold(d *Decision, sc *scratch, n int, info TakeInfo) {
 		}
 		d.Allowed = true
 	}
-	r := &res[best]
-	d.Rule, d.Client = used[best], sc.kinds[best]
-	d.Limit = used[best].Limit
-	d.Remaining = r.Remaining
-	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
-	if d.Limit == 0 { // nothing remains; its window ends as a fixed window's
-		w := used[best].Params.Window
-		d.Remaining = 0
-		d.ResetAfter = time.Duration(w-info.Now%w) * time.Microsecond
-	}
-	if !d.Allowed {
-		d.Reason = r.Reason
-		d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
-	}
+	return best
 }
 
 // MoreRestrictive reports whether decision a constrains its caller more
@@ -562,6 +584,20 @@ func pick(by rules.By, user, apiKey, ip string) (rules.By, string) {
 		return rules.ByAPIKey, apiKey
 	}
 	return rules.ByIP, ip
+}
+
+// pickKind is pick for a key part of kind k (rules.KeyPart.Caller), read
+// without comparing strings.
+func pickKind(k rules.KeyKind, user, apiKey, ip string) (rules.By, string) {
+	switch k {
+	case rules.KeyUser:
+		return rules.ByUser, user
+	case rules.KeyAPIKey:
+		return rules.ByAPIKey, apiKey
+	case rules.KeyIP:
+		return rules.ByIP, ip
+	}
+	return pick("", user, apiKey, ip)
 }
 
 // AppendClientID appends to dst the client id a decision's rule keyed req

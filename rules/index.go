@@ -21,6 +21,11 @@ type Compiled struct {
 	WindowSeconds int64
 	// Key is the rule's By, parsed: what its buckets are keyed by.
 	Key []KeyPart
+	// callerKey: Key is one part naming the caller (KeyedByCaller).
+	callerKey bool
+	// failClosed is FailureMode == FailClosed, set by Compile; failSet
+	// says it is (FailsClosed).
+	failClosed, failSet bool
 
 	method string // the endpoint's method or method set ("GET|HEAD"), "*" for any
 	// methods are the bits of the known methods the rule fits (methodBit);
@@ -78,6 +83,8 @@ type Index struct {
 	entries *entryNode // rules with match.entries (Envoy descriptors), see MatchEntries
 	// needPath: some rule of the view has an endpoint with a path.
 	needPath bool
+	// replaces: some rule of the Set replaces others (Rule.Replaces).
+	replaces bool
 }
 
 // matcher holds rules by plan and path (an Index's, and under each header
@@ -163,6 +170,9 @@ func build(s *Set) *Index {
 		c.Seq = i
 		c.Params = c.Rule.Params()
 		c.Key, _ = ParseBy(c.By) // valid: the Set was validated
+		c.callerKey = len(c.Key) == 1 && c.Key[0].Caller()
+		c.failClosed, c.failSet = c.FailureMode == FailClosed, true
+		ix.replaces = ix.replaces || len(c.Replaces) > 0
 		c.WindowSeconds = max((c.Params.Window+999_999)/1_000_000, 1)
 		c.Policy = strconv.Quote(c.ID) + ";q=" + strconv.FormatInt(c.Limit, 10) + ";w=" + strconv.FormatInt(c.WindowSeconds, 10)
 		ix.rules[i] = c
@@ -181,7 +191,7 @@ func build(s *Set) *Index {
 	}
 	ix.finish()
 	for d := range ix.domains {
-		v := &Index{set: ix.set, rules: ix.rules, byID: ix.byID, root: ix, plans: ix.plans}
+		v := &Index{set: ix.set, rules: ix.rules, byID: ix.byID, root: ix, plans: ix.plans, replaces: ix.replaces}
 		for _, c := range ix.rules {
 			if c.IsEnabled() && (c.Match.Domain == "" || c.Match.Domain == d) {
 				v.add(c)
@@ -357,6 +367,24 @@ func (pi *pathIndex) add(c *Compiled, path string, prefix bool) {
 	} else {
 		l.exact = append(l.exact, c)
 	}
+}
+
+// Replaces reports whether some rule of the Set, enabled or not, names
+// others in Rule.Replaces: when none does, a call's matching rules all
+// apply.
+func (ix *Index) Replaces() bool { return ix != nil && ix.replaces }
+
+// KeyedByCaller reports whether the rule's buckets are keyed by one
+// identity of the caller (client, user, api_key or ip), which is most
+// rules. It is false for a Compiled that Compile did not make.
+func (c *Compiled) KeyedByCaller() bool { return c.callerKey }
+
+// FailsClosed reports whether the rule's FailureMode is FailClosed.
+func (c *Compiled) FailsClosed() bool {
+	if c.failSet {
+		return c.failClosed
+	}
+	return c.FailureMode == FailClosed
 }
 
 // Set returns the Set the index was built from. Callers must not modify it;

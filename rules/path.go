@@ -44,6 +44,12 @@ func IsCleanPath(p string) bool {
 	if p[len(p)-1] == '/' {
 		return false
 	}
+	return wordsClean(p) || bytesClean(p)
+}
+
+// bytesClean is IsCleanPath for p, which starts with "/", is longer than
+// that and does not end with "/".
+func bytesClean(p string) bool {
 	// One table lookup per byte; the work is at a "/" and at bytes that
 	// are never clean.
 	seg := 1 // start of the current segment
@@ -61,6 +67,49 @@ func IsCleanPath(p string) bool {
 		}
 	}
 	return cleanSegment(p, seg, len(p))
+}
+
+// wordsClean reports, eight bytes at a time, that p — which starts with
+// "/" and does not end with one — is clean because it holds none of
+// "?#%;." and no "//": with no ".", no segment is "." or "..", and with no
+// "//", none is empty. false says nothing: IsCleanPath then looks byte by
+// byte. A path shorter than eight bytes is left to it.
+func wordsClean(p string) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	// zero has bit 7 set in some byte when some byte of x is zero (exact
+	// for the word as a whole, not byte by byte).
+	zero := func(x uint64) uint64 { return (x - lo) &^ x }
+	prev := uint64(0) // bit 63: the byte before x is "/"
+	for i := 0; i < len(p); i += 8 {
+		var x uint64
+		if len(p)-i >= 8 {
+			x = load64(p[i : i+8])
+		} else if i >= 8 {
+			// The last bytes: the word that ends the path, less the bytes
+			// already read; the zero bytes above them match nothing.
+			x = load64(p[len(p)-8:]) >> (8 * (8 - (len(p) - i)))
+		} else {
+			return false
+		}
+		if (zero(x^'?'*lo)|zero(x^'#'*lo)|zero(x^'%'*lo)|zero(x^';'*lo)|zero(x^'.'*lo))&hi != 0 {
+			return false
+		}
+		// Bit 7 of each byte that is "/", exactly.
+		v := x ^ '/'*lo
+		m := ^((v&^hi + ^uint64(hi)) | v | ^uint64(hi))
+		if m&(m<<8|prev>>56) != 0 {
+			return false
+		}
+		prev = m
+	}
+	return true
+}
+
+// load64 is the eight bytes of b, little endian.
+func load64(b string) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
 // pathByte marks the bytes IsCleanPath looks at: 1 for "/", 2 for those a
@@ -86,8 +135,11 @@ func AppendCleanPath(dst []byte, p string) []byte {
 	if p == "" {
 		return dst
 	}
-	if i := strings.IndexAny(p, "?#"); i >= 0 {
-		p = p[:i]
+	for i := 0; i < len(p); i++ { // not strings.IndexAny, a call per byte on a short path
+		if p[i] == '?' || p[i] == '#' {
+			p = p[:i]
+			break
+		}
 	}
 	base := len(dst)
 	seg := len(dst) // where the current segment's "/" is

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -140,6 +141,34 @@ func TestMethodBit(t *testing.T) {
 	for _, m := range []string{"", "GETX", "PROPFIND", "GET|POST"} {
 		if got := methodBit(m); got != methodOther {
 			t.Errorf("methodBit(%q) = %#x, want methodOther", m, got)
+		}
+	}
+}
+
+// TestWordsClean: the eight-bytes-at-a-time test of IsCleanPath says
+// clean only of paths the byte-by-byte one says are clean, and says it of
+// every clean path of eight bytes or more without "." (so that it, not the
+// byte loop, decides the usual call), over random paths of the bytes that matter, across every
+// word boundary.
+func TestWordsClean(t *testing.T) {
+	const alphabet = "//////..?#%;az09-\x00\x80\xff"
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 0, 40)
+	for range 300_000 {
+		buf = append(buf[:0], '/')
+		for n := rng.IntN(38); n > 0; n-- {
+			buf = append(buf, alphabet[rng.IntN(len(alphabet))])
+		}
+		if buf[len(buf)-1] == '/' {
+			buf = append(buf, 'x')
+		}
+		p := string(buf)
+		words, bytes := wordsClean(p), bytesClean(p)
+		if words && !bytes {
+			t.Fatalf("wordsClean(%q) = true, bytesClean = false", p)
+		}
+		if bytes && len(p) >= 8 && !strings.Contains(p, ".") && !words {
+			t.Fatalf("wordsClean(%q) = false for a clean path without \".\"", p)
 		}
 	}
 }

@@ -91,6 +91,8 @@ type Store struct {
 type shard struct {
 	mu     sync.Mutex
 	tables map[string]*table // by rule id
+	last   [2]*table         // the tables load found last (a call's rules on one client), looked at before tables; nil if dropped
+	lastAt uint8             // the entry of last the next table found replaces
 	n      int               // buckets held
 	list   []*table          // the tables of tables, in the order the eviction hand visits them
 	handT  int32             // the eviction hand: list[handT].ents[handI] is the next entry it looks at
@@ -99,7 +101,7 @@ type shard struct {
 	// reclaimed is the second (after the epoch) of the last drop of idle
 	// buckets at the ceiling; one such pass per second.
 	reclaimed int64
-	_         [56]byte // keep shards on separate cache lines (128 bytes)
+	_         [32]byte // keep shards on separate cache lines (128 bytes)
 }
 
 // slot is Take's bookkeeping for one op.
@@ -159,8 +161,11 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	if len(res) < n {
 		return limiter.TakeInfo{}, fmt.Errorf("memory: len(res) = %d, want at least len(ops) = %d", len(res), n)
 	}
-	if n == 0 {
+	switch n {
+	case 0:
 		return limiter.TakeInfo{Now: s.clock()}, nil
+	case 1:
+		return s.take1(&ops[0], &res[0])
 	}
 
 	var slotBuf [stackOps]slot
@@ -179,12 +184,16 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 		}
 		h := maphash.String(s.seed, op.Client)
 		slots[i].hash = h
-		for j := range i {
-			if slots[j].hash == h && ops[j].Rule == op.Rule && ops[j].Client == op.Client {
-				return limiter.TakeInfo{}, fmt.Errorf("%w: ops %d and %d (client %q, rule %q)", ErrDuplicateOp, j, i, op.Client, op.Rule)
+		var dup bool
+		if locks, dup = insertSorted(locks, uint32(h&s.mask)); dup {
+			// Another op is in this shard: two ops of one bucket have one
+			// client, so one shard.
+			for j := range i {
+				if slots[j].hash == h && ops[j].Rule == op.Rule && ops[j].Client == op.Client {
+					return limiter.TakeInfo{}, fmt.Errorf("%w: ops %d and %d (client %q, rule %q)", ErrDuplicateOp, j, i, op.Client, op.Rule)
+				}
 			}
 		}
-		locks = insertSorted(locks, uint32(h&s.mask))
 	}
 
 	for _, k := range locks {
@@ -198,8 +207,9 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	denied := false
 	for i := range ops {
 		op, sl := &ops[i], &slots[i]
-		in := s.load(op, sl, sec)
-		res[i], sl.st = algorithm.Apply(op.Params, in, now, op.Cost)
+		var in algorithm.State
+		s.load(op, sl, sec, &in)
+		algorithm.Step(&op.Params, &in, now, op.Cost, &res[i], &sl.st)
 		if !res[i].Allowed && !op.Shadow {
 			denied = true
 		}
@@ -208,7 +218,6 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	evicted := false
 	for i := range ops {
 		op, sl, r := &ops[i], &slots[i], &res[i]
-		st := sl.st
 		switch {
 		case r.Allowed && !denied && op.Cost > 0:
 			// Consumed. An op of cost 0 reads its bucket and writes
@@ -220,7 +229,7 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 			// which it may have appended to beyond its length).
 			continue
 		}
-		if s.store(op, sl, st, now, sec, slots) {
+		if s.store(op, sl, &sl.st, now, sec, slots) {
 			evicted = true
 		}
 	}
@@ -228,16 +237,55 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	for _, k := range locks {
 		s.shards[k].mu.Unlock()
 	}
-	if evicted && !s.warned.Load() && s.warned.CompareAndSwap(false, true) {
-		s.log.Warn("memory: the store reached its ceiling of buckets; evicting those closest to full (counted in sluice_store_evictions_total)",
-			"max_buckets", s.maxBuckets)
+	if evicted {
+		s.warnEvicted()
 	}
 	return limiter.TakeInfo{Now: now}, nil
 }
 
+// take1 is Take for a call of one op, the most common: one lock and no
+// bookkeeping beyond the op's slot.
+func (s *Store) take1(op *limiter.Op, r *algorithm.Result) (limiter.TakeInfo, error) {
+	if err := checkOp(op); err != nil {
+		return limiter.TakeInfo{}, fmt.Errorf("%w: op 0 (client %q, rule %q): %v", ErrInvalidOp, op.Client, op.Rule, err)
+	}
+	var slots [1]slot
+	sl := &slots[0]
+	sl.hash = maphash.String(s.seed, op.Client)
+	sh := &s.shards[sl.shard(s.mask)]
+	sh.mu.Lock()
+	now := s.clock() // under the lock, as Take reads it
+	sec := s.seconds(now)
+	var in algorithm.State
+	s.load(op, sl, sec, &in)
+	algorithm.Step(&op.Params, &in, now, op.Cost, r, &sl.st)
+	evicted := false
+	// What Take writes for a call of one op: the consumed state of an
+	// allowed op of cost > 0, the rebased state of a denied one.
+	if r.Allowed && op.Cost > 0 || !r.Allowed && r.Changed {
+		evicted = s.store(op, sl, &sl.st, now, sec, slots[:])
+	}
+	sh.mu.Unlock()
+	if evicted {
+		s.warnEvicted()
+	}
+	return limiter.TakeInfo{Now: now}, nil
+}
+
+// warnEvicted logs the first eviction.
+func (s *Store) warnEvicted() {
+	if !s.warned.Load() && s.warned.CompareAndSwap(false, true) {
+		s.log.Warn("memory: the store reached its ceiling of buckets; evicting those closest to full (counted in sluice_store_evictions_total)",
+			"max_buckets", s.maxBuckets)
+	}
+}
+
 // checkOp reports what is wrong with op, if anything.
 func checkOp(op *limiter.Op) error {
-	p := op.Params
+	p := &op.Params
+	if op.Cost >= 0 && p.Limit >= 1 && p.Window >= 1 && p.Kind < algorithm.SlidingLog {
+		return nil // the usual op, in a few comparisons
+	}
 	switch {
 	case op.Cost < 0:
 		return fmt.Errorf("cost %d < 0", op.Cost)
@@ -256,38 +304,53 @@ func checkOp(op *limiter.Op) error {
 	return nil
 }
 
-// insertSorted adds k to the ascending, duplicate-free list a.
-func insertSorted(a []uint32, k uint32) []uint32 {
+// insertSorted adds k to the ascending, duplicate-free list a, which has
+// room for it, and reports whether k was there already.
+func insertSorted(a []uint32, k uint32) (_ []uint32, had bool) {
 	i := len(a)
 	for i > 0 && a[i-1] > k {
 		i--
 	}
 	if i > 0 && a[i-1] == k {
-		return a
+		return a, true
 	}
-	a = append(a, 0)
-	copy(a[i+1:], a[i:])
+	a = a[:len(a)+1]
+	for j := len(a) - 1; j > i; j-- { // a few entries: no call to memmove
+		a[j] = a[j-1]
+	}
 	a[i] = k
-	return a
+	return a, false
 }
 
-// load finds op's bucket, records it in sl and returns its state: the zero
-// State for a bucket that is absent, idle past its expiry, or of another
-// algorithm. The caller holds the lock of op's shard.
-func (s *Store) load(op *limiter.Op, sl *slot, sec int64) algorithm.State {
-	tab := s.shards[sl.shard(s.mask)].tables[op.Rule]
+// load finds op's bucket, records it in sl and writes its state to *st
+// (which is zero): the zero State for a bucket that is absent, idle past
+// its expiry, or of another algorithm. The caller holds the lock of op's
+// shard.
+func (s *Store) load(op *limiter.Op, sl *slot, sec int64, st *algorithm.State) {
+	sh := &s.shards[sl.shard(s.mask)]
+	// The calls of one or two rules on a client find their tables
+	// without hashing.
+	tab := sh.last[0]
+	if tab == nil || tab.rule != op.Rule {
+		if tab = sh.last[1]; tab == nil || tab.rule != op.Rule {
+			if tab = sh.tables[op.Rule]; tab != nil {
+				sh.last[sh.lastAt] = tab
+				sh.lastAt ^= 1
+			}
+		}
+	}
 	sl.tab, sl.idx, sl.l = tab, -1, nil
 	if tab == nil {
-		return algorithm.State{}
+		return
 	}
 	idx := tab.find(sl.h(), op.Client)
 	if idx < 0 {
-		return algorithm.State{}
+		return
 	}
 	sl.idx = idx
 	e := &tab.ents[idx]
 	if e.kind != op.Params.Kind {
-		return algorithm.State{}
+		return
 	}
 	if e.kind == algorithm.SlidingLog {
 		l := tab.logs[uint32(idx)]
@@ -299,20 +362,20 @@ func (s *Store) load(op *limiter.Op, sl *slot, sec int64) algorithm.State {
 			// Appending would outgrow the array; move the log to its start.
 			l.log = l.buf[:copy(l.buf, l.log)]
 		}
-		return algorithm.State{Log: l.log}
+		st.Log = l.log
+		return
 	}
-	if expired(e.exp, sec) {
-		return algorithm.State{}
+	if !expired(e.exp, sec) {
+		st.T, st.A, st.B = e.t, e.a, e.b
 	}
-	return algorithm.State{T: e.t, A: e.a, B: e.b}
 }
 
 // store writes st as the state of op's bucket, creating the bucket if load
 // found none, after evicting one if the shard is at its ceiling (which it
 // reports). sec is now in epoch seconds; slots are the call's, whose
 // buckets are not evicted. The caller holds the lock of op's shard.
-func (s *Store) store(op *limiter.Op, sl *slot, st algorithm.State, now, sec int64, slots []slot) (evicted bool) {
-	exp := s.expiry(op.Params, st, now)
+func (s *Store) store(op *limiter.Op, sl *slot, st *algorithm.State, now, sec int64, slots []slot) (evicted bool) {
+	exp := s.expiry(&op.Params, st, now)
 	tab, idx := sl.tab, sl.idx
 	if idx < 0 {
 		k := sl.shard(s.mask)
@@ -386,8 +449,8 @@ func expired(exp uint32, sec int64) bool {
 // expiry is the first second after the epoch at which a bucket in state st
 // under p, written at now, is idle: algorithm.Idle rounded up, plus one
 // second of margin; math.MaxUint32 (never) past what a uint32 holds.
-func (s *Store) expiry(p algorithm.Params, st algorithm.State, now int64) uint32 {
-	d := now + algorithm.Idle(p, st, now) - s.epoch
+func (s *Store) expiry(p *algorithm.Params, st *algorithm.State, now int64) uint32 {
+	d := now + algorithm.IdleOf(p, st, now) - s.epoch
 	if d <= 0 {
 		return 1
 	}

@@ -665,3 +665,27 @@ func TestPeekWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestTableDroppedBySweep: a bucket taken after a sweep dropped its rule's
+// emptied table lands in a table the store holds (and counts, sweeps and
+// evicts), not in the one the sweep dropped, which the shard looked at
+// first before.
+func TestTableDroppedBySweep(t *testing.T) {
+	clock := newClock(conformance.Base)
+	s := newStore(t, clock)
+	p := params(algorithm.FixedWindow, 10, second, 0)
+	take(t, s, op("user:a", "r", p, 1))
+	take(t, s, op("user:a", "r", p, 1)) // finds the table
+	clock.Set(conformance.Base + 3*second)
+	if got := s.Sweep(conformance.Base + 3*second); got != 1 {
+		t.Fatalf("Sweep = %d, want 1", got)
+	}
+	take(t, s, op("user:a", "r", p, 1))
+	if got := s.Len(); got != 1 {
+		t.Errorf("Len = %d, want 1", got)
+	}
+	clock.Set(conformance.Base + 6*second)
+	if got := s.Sweep(conformance.Base + 6*second); got != 1 {
+		t.Errorf("second Sweep = %d, want 1 (the bucket taken after the first)", got)
+	}
+}

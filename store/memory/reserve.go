@@ -55,7 +55,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 				return limiter.TakeInfo{}, 0, fmt.Errorf("%w: ops %d and %d (client %q, rule %q)", ErrDuplicateOp, j, i, op.Client, op.Rule)
 			}
 		}
-		locks = insertSorted(locks, uint32(h&s.mask))
+		locks, _ = insertSorted(locks, uint32(h&s.mask))
 	}
 
 	for _, k := range locks {
@@ -74,7 +74,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	never := false
 	for i := range ops {
 		op := &ops[i]
-		states[i] = s.load(op, &slots[i], sec)
+		s.load(op, &slots[i], sec, &states[i])
 		at, ok, err := algorithm.FirstAllowed(op.Params, states[i], now, op.Cost)
 		if err != nil {
 			return limiter.TakeInfo{}, 0, fmt.Errorf("memory: op %d (client %q, rule %q): %w", i, op.Client, op.Rule, err)
@@ -121,13 +121,12 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 		if !r.Allowed { // a shadow op that does not admit the call then: not taken
 			continue
 		}
-		if s.store(op, sl, st, now, sec, slots) {
+		if s.store(op, sl, &st, now, sec, slots) {
 			evicted = true
 		}
 	}
-	if evicted && !s.warned.Load() && s.warned.CompareAndSwap(false, true) {
-		s.log.Warn("memory: the store reached its ceiling of buckets; evicting those closest to full (counted in sluice_store_evictions_total)",
-			"max_buckets", s.maxBuckets)
+	if evicted {
+		s.warnEvicted()
 	}
 	return limiter.TakeInfo{Now: now}, wait, nil
 }

@@ -42,6 +42,11 @@ func (s *Store) sweep(lo, hi int, now int64) int {
 					if t.n == 0 && sh.tables[t.rule] == t {
 						delete(sh.tables, t.rule)
 						sh.dropList(t)
+						for i, l := range sh.last {
+							if l == t {
+								sh.last[i] = nil
+							}
+						}
 					} else {
 						t.shrink()
 					}
