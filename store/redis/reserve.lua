@@ -47,28 +47,33 @@ local function st_eval(kind, limit, window, burst, cost, f1, f2, f3, at)
   return leaky_bucket(limit, window, burst, cost, f1)
 end
 
+-- the instant algorithm.FirstAllowed's search starts: now0, or where the
+-- stored debt is back within an empty bucket's (outstanding reservations:
+-- Apply would clamp it before).
+local function search_start(kind, limit, window, burst, f1, f2, now0)
+  -- the instant the state is new again (algorithm.Idle's until)
+  local idle = f1 - now0
+  if kind == 1 and f2 > 0 then idle = idle + 1 end
+  if idle <= 0 then return now0 end
+  local cap, e = capacity(kind, limit, burst)
+  if kind == 1 then
+    e = cap * window / limit
+  else
+    e = cap * floor((window + limit - 1) / limit)
+  end
+  if e >= 4611686018427387904 then e = 4611686018427387904 end
+  local c = now0 + idle - floor(e)
+  if c > now0 then return c end
+  return now0
+end
+
 -- algorithm.FirstAllowed: the first instant t >= now0 at which the bucket
 -- admits the call, then the evaluation at t (reason, remaining, reset,
 -- retry, s1, s2); nil when it never can (cost above capacity), false when
 -- the search did not converge.
 local function first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0)
-  local cap = capacity(kind, limit, burst)
-  if cost > cap then return nil end
-  local t = now0
-  -- the instant the state is new again (algorithm.Idle's until)
-  local idle = f1 - now0
-  if kind == 1 and f2 > 0 then idle = idle + 1 end
-  if idle > 0 then
-    local e
-    if kind == 1 then
-      e = cap * window / limit
-    else
-      e = cap * floor((window + limit - 1) / limit)
-    end
-    if e >= 4611686018427387904 then e = 4611686018427387904 end
-    local c = now0 + idle - floor(e)
-    if c > t then t = c end
-  end
+  if cost > capacity(kind, limit, burst) then return nil end
+  local t = search_start(kind, limit, window, burst, f1, f2, now0)
   for _ = 1, 64 do
     local a, reason, remaining, reset, retry, _, s1, s2 = st_eval(kind, limit, window, burst, cost, f1, f2, f3, t)
     if a == 1 then
@@ -166,6 +171,34 @@ local function answer(keys, params, first, last, wait, maxwait, now0, o)
   return o + last - first + 2
 end
 
+-- lone decides a run of one reservation of one bucket, the common case,
+-- when the bucket admits the call now (wait 0), as take.lua decides a lone
+-- call: v is the key's state as read, waits ARGV[3]. It writes what plan
+-- and answer would and returns their reply; nil, having written nothing,
+-- in every other case (a wait, a denial, an error), which they decide.
+local function lone(key, params, v, waits, now0)
+  -- a max wait below 0 (sign bit set): even a wait of 0 does not fit
+  if byte(waits, 8) >= 128 then return nil end
+  local kind, _, limit, window, burst, cost = sunpack('<BBdddd', params, 1)
+  if kind ~= 1 and kind ~= 2 then return nil end
+  local f1, f2, f3 = decode(v, kind)
+  if not f1 then f1, f2, f3 = NEW, 0, 0 end
+  -- first_allowed's search would start later than now0
+  if f1 + 1 > now0 and search_start(kind, limit, window, burst, f1, f2, now0) > now0 then return nil end
+  local a, reason, remaining, reset, retry, changed, s1, s2
+  if kind == 1 then
+    a, reason, remaining, reset, retry, changed, s1, s2 = token_bucket(limit, window, burst, cost, f1, f2, f3)
+    if a ~= 1 then return nil end
+    v = encode(1, s1, s2, limit)
+  else
+    a, reason, remaining, reset, retry, changed, s1 = leaky_bucket(limit, window, burst, cost, f1)
+    if a ~= 1 then return nil end
+    v = encode(2, s1)
+  end
+  call('SET', key, v, 'PX', fmt('%d', ceil(reset / 1000) + 1000))
+  return pack('<ddBBddd', now0, 0, 1, reason, remaining, reset, retry)
+end
+
 -- reserve decides one run: every reservation is planned before any is
 -- written, so that a run that fails writes nothing.
 local function reserve(keys, args)
@@ -174,7 +207,14 @@ local function reserve(keys, args)
   local now0 = now
   local n = #keys
   -- Every state in one read: no key appears twice in a run.
-  local cur = call('MGET', unpk(keys))
+  local cur
+  if n == 1 then
+    cur = call('MGET', keys[1])
+    local r = lone(keys[1], params, cur[1], waits, now0)
+    if r then return r end
+  else
+    cur = call('MGET', unpk(keys))
+  end
   local c = 0
   for i = 1, n do
     if i == 1 or sunpack('<B', params, 34 * i - 32) >= 2 then -- a reservation starts
