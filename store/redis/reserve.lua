@@ -67,14 +67,14 @@ local function search_start(kind, limit, window, burst, f1, f2, now0)
   return now0
 end
 
--- algorithm.FirstAllowed: the first instant t >= now0 at which the bucket
--- admits the call, then the evaluation at t (reason, remaining, reset,
--- retry, s1, s2); nil when it never can (cost above capacity), false when
--- the search did not converge.
-local function first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0)
-  if cost > capacity(kind, limit, burst) then return nil end
-  local t = search_start(kind, limit, window, burst, f1, f2, now0)
-  for _ = 1, 64 do
+-- algorithm.FirstAllowed from step k of its search, at t: the first
+-- instant t >= now0 at which the bucket admits the call, then the
+-- evaluation at t (reason, remaining, reset, retry, s1, s2); nil when it
+-- never can (cost above capacity), false when the search did not
+-- converge. The search starts at search_start's instant; when that is
+-- now0, plan takes the first step itself.
+local function first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0, t, k)
+  for _ = k, 64 do
     local a, reason, remaining, reset, retry, _, s1, s2 = st_eval(kind, limit, window, burst, cost, f1, f2, f3, t)
     if a == 1 then
       for _ = 1, 16 do
@@ -92,11 +92,12 @@ local function first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0)
   return false
 end
 
--- Per key i of the run: its state F[3i-2..3i], its first admitting
--- instant A[i] (nil: never), and the evaluation there E[6i-5..6i] (reason,
--- remaining, reset, retry, s1, s2); per reservation c, its first key B[c]
--- and its wait W[c] (-1: denied). Made once.
-local F, A, E, B, W, out = {}, {}, {}, {}, {}, {}
+-- Per key i of the run: its kind and limit P[2i-1], P[2i], its state
+-- F[3i-2..3i], its first admitting instant A[i] (nil: never), and the
+-- evaluation there E[6i-5..6i] (reason, remaining, reset, retry, s1, s2);
+-- per reservation c, its first key B[c], its max wait M[c] and its wait
+-- W[c] (-1: denied). Made once.
+local P, F, A, E, B, M, W, out = {}, {}, {}, {}, {}, {}, {}, {}
 
 -- plan finds the wait of the reservation of keys first..last, all read in
 -- cur: the wait, or -1 when it does not fit maxwait; nil and a message on
@@ -110,8 +111,24 @@ local function plan(params, cur, first, last, maxwait, now0)
     end
     local f1, f2, f3 = decode(cur[i], kind)
     if not f1 then f1, f2, f3 = NEW, 0, 0 end
+    P[2 * i - 1], P[2 * i] = kind, limit
     F[3 * i - 2], F[3 * i - 1], F[3 * i] = f1, f2, f3
-    local t, reason, remaining, reset, retry, s1, s2 = first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0)
+    -- the search (first_allowed), its first step at now0 taken here
+    local t, a, reason, remaining, reset, retry, changed, s1, s2 = now0
+    if f1 + 1 > now0 then t = search_start(kind, limit, window, burst, f1, f2, now0) end
+    if t ~= now0 then
+      t, reason, remaining, reset, retry, s1, s2 = first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0, t, 1)
+    else
+      a, reason, remaining, reset, retry, changed, s1, s2 = st_eval(kind, limit, window, burst, cost, f1, f2, f3, now0)
+      if a ~= 1 then
+        if reason == 2 then
+          t = nil
+        else
+          if retry < 1 then retry = 1 end
+          t, reason, remaining, reset, retry, s1, s2 = first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0, now0 + retry, 2)
+        end
+      end
+    end
     if t == false then
       return nil, 'sluice reserve: the first admitting instant was not found'
     end
@@ -152,13 +169,14 @@ local function answer(keys, params, first, last, wait, maxwait, now0, o)
   local at = now0 + wait
   out[o] = pack('<d', wait)
   for i = first, last do
-    local kind, _, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
+    local kind, limit = P[2 * i - 1], P[2 * i]
     local a, reason, remaining, reset, retry, s1, s2
     if A[i] == at then
       -- first_allowed evaluated the bucket at this instant already.
       local e = 6 * i
       a, reason, remaining, reset, retry, s1, s2 = 1, E[e - 5], E[e - 4], E[e - 3], E[e - 2], E[e - 1], E[e]
     else
+      local _, _, _, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
       a, reason, remaining, reset, retry, _, s1, s2 = st_eval(kind, limit, window, burst, cost, F[3 * i - 2], F[3 * i - 1], F[3 * i], at)
     end
     if a == 1 then
@@ -217,17 +235,17 @@ local function reserve(keys, args)
   end
   local c = 0
   for i = 1, n do
-    if i == 1 or sunpack('<B', params, 34 * i - 32) >= 2 then -- a reservation starts
+    if i == 1 or byte(params, 34 * i - 32) >= 2 then -- a reservation starts
       if c > 0 then
-        local w, err = plan(params, cur, B[c], i - 1, sunpack('<d', waits, 8 * c - 7), now0)
+        local w, err = plan(params, cur, B[c], i - 1, M[c], now0)
         if not w then return redis.error_reply(err) end
         W[c] = w
       end
       c = c + 1
-      B[c] = i
+      B[c], M[c] = i, sunpack('<d', waits, 8 * c - 7)
     end
   end
-  local w, err = plan(params, cur, B[c], n, sunpack('<d', waits, 8 * c - 7), now0)
+  local w, err = plan(params, cur, B[c], n, M[c], now0)
   if not w then return redis.error_reply(err) end
   W[c] = w
   out[1] = pack('<d', now0)
@@ -235,7 +253,7 @@ local function reserve(keys, args)
   for k = 1, c do
     local last = n
     if k < c then last = B[k + 1] - 1 end
-    o = answer(keys, params, B[k], last, W[k], sunpack('<d', waits, 8 * k - 7), now0, o)
+    o = answer(keys, params, B[k], last, W[k], M[k], now0, o)
   end
   return concat(out, '', 1, o - 1)
 end
