@@ -21,7 +21,11 @@
 --
 -- No table is made per key or per evaluation: the per-key values live in
 -- tables made once (once per library load under FCALL) and indexed by
--- position, and an evaluation's results stay in locals.
+-- position, and an evaluation's results stay in locals. The common case,
+-- a bucket with room now, costs what take.lua's evaluation does: the
+-- search for a later instant starts only when the bucket denies now, and
+-- a run of one reservation of one bucket with room (lone) is answered as
+-- take.lua answers a lone call, without the tables.
 --
 -- reserve(keys, args) runs one run: KEYS and ARGV as follows.
 --
