@@ -21,7 +21,11 @@
 --
 -- No table is made per key or per evaluation: the per-key values live in
 -- tables made once (once per library load under FCALL) and indexed by
--- position, and an evaluation's results stay in locals.
+-- position, and an evaluation's results stay in locals. The common case,
+-- a bucket with room now, costs what take.lua's evaluation does: the
+-- search for a later instant starts only when the bucket denies now, and
+-- a run of one reservation of one bucket with room (lone) is answered as
+-- take.lua answers a lone call, without the tables.
 --
 -- reserve(keys, args) runs one run: KEYS and ARGV as follows.
 --
@@ -47,29 +51,34 @@ local function st_eval(kind, limit, window, burst, cost, f1, f2, f3, at)
   return leaky_bucket(limit, window, burst, cost, f1)
 end
 
--- algorithm.FirstAllowed: the first instant t >= now0 at which the bucket
--- admits the call, then the evaluation at t (reason, remaining, reset,
--- retry, s1, s2); nil when it never can (cost above capacity), false when
--- the search did not converge.
-local function first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0)
-  local cap = capacity(kind, limit, burst)
-  if cost > cap then return nil end
-  local t = now0
+-- the instant algorithm.FirstAllowed's search starts: now0, or where the
+-- stored debt is back within an empty bucket's (outstanding reservations:
+-- Apply would clamp it before).
+local function search_start(kind, limit, window, burst, f1, f2, now0)
   -- the instant the state is new again (algorithm.Idle's until)
   local idle = f1 - now0
   if kind == 1 and f2 > 0 then idle = idle + 1 end
-  if idle > 0 then
-    local e
-    if kind == 1 then
-      e = cap * window / limit
-    else
-      e = cap * floor((window + limit - 1) / limit)
-    end
-    if e >= 4611686018427387904 then e = 4611686018427387904 end
-    local c = now0 + idle - floor(e)
-    if c > t then t = c end
+  if idle <= 0 then return now0 end
+  local cap, e = capacity(kind, limit, burst)
+  if kind == 1 then
+    e = cap * window / limit
+  else
+    e = cap * floor((window + limit - 1) / limit)
   end
-  for _ = 1, 64 do
+  if e >= 4611686018427387904 then e = 4611686018427387904 end
+  local c = now0 + idle - floor(e)
+  if c > now0 then return c end
+  return now0
+end
+
+-- algorithm.FirstAllowed from step k of its search, at t: the first
+-- instant t >= now0 at which the bucket admits the call, then the
+-- evaluation at t (reason, remaining, reset, retry, s1, s2); nil when it
+-- never can (cost above capacity), false when the search did not
+-- converge. The search starts at search_start's instant; when that is
+-- now0, plan takes the first step itself.
+local function first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0, t, k)
+  for _ = k, 64 do
     local a, reason, remaining, reset, retry, _, s1, s2 = st_eval(kind, limit, window, burst, cost, f1, f2, f3, t)
     if a == 1 then
       for _ = 1, 16 do
@@ -87,11 +96,12 @@ local function first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0)
   return false
 end
 
--- Per key i of the run: its state F[3i-2..3i], its first admitting
--- instant A[i] (nil: never), and the evaluation there E[6i-5..6i] (reason,
--- remaining, reset, retry, s1, s2); per reservation c, its first key B[c]
--- and its wait W[c] (-1: denied). Made once.
-local F, A, E, B, W, out = {}, {}, {}, {}, {}, {}
+-- Per key i of the run: its kind and limit P[2i-1], P[2i], its state
+-- F[3i-2..3i], its first admitting instant A[i] (nil: never), and the
+-- evaluation there E[6i-5..6i] (reason, remaining, reset, retry, s1, s2);
+-- per reservation c, its first key B[c], its max wait M[c] and its wait
+-- W[c] (-1: denied). Made once.
+local P, F, A, E, B, M, W, out = {}, {}, {}, {}, {}, {}, {}, {}
 
 -- plan finds the wait of the reservation of keys first..last, all read in
 -- cur: the wait, or -1 when it does not fit maxwait; nil and a message on
@@ -105,8 +115,24 @@ local function plan(params, cur, first, last, maxwait, now0)
     end
     local f1, f2, f3 = decode(cur[i], kind)
     if not f1 then f1, f2, f3 = NEW, 0, 0 end
+    P[2 * i - 1], P[2 * i] = kind, limit
     F[3 * i - 2], F[3 * i - 1], F[3 * i] = f1, f2, f3
-    local t, reason, remaining, reset, retry, s1, s2 = first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0)
+    -- the search (first_allowed), its first step at now0 taken here
+    local t, a, reason, remaining, reset, retry, changed, s1, s2 = now0
+    if f1 + 1 > now0 then t = search_start(kind, limit, window, burst, f1, f2, now0) end
+    if t ~= now0 then
+      t, reason, remaining, reset, retry, s1, s2 = first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0, t, 1)
+    else
+      a, reason, remaining, reset, retry, changed, s1, s2 = st_eval(kind, limit, window, burst, cost, f1, f2, f3, now0)
+      if a ~= 1 then
+        if reason == 2 then
+          t = nil
+        else
+          if retry < 1 then retry = 1 end
+          t, reason, remaining, reset, retry, s1, s2 = first_allowed(kind, limit, window, burst, cost, f1, f2, f3, now0, now0 + retry, 2)
+        end
+      end
+    end
     if t == false then
       return nil, 'sluice reserve: the first admitting instant was not found'
     end
@@ -147,13 +173,14 @@ local function answer(keys, params, first, last, wait, maxwait, now0, o)
   local at = now0 + wait
   out[o] = pack('<d', wait)
   for i = first, last do
-    local kind, _, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
+    local kind, limit = P[2 * i - 1], P[2 * i]
     local a, reason, remaining, reset, retry, s1, s2
     if A[i] == at then
       -- first_allowed evaluated the bucket at this instant already.
       local e = 6 * i
       a, reason, remaining, reset, retry, s1, s2 = 1, E[e - 5], E[e - 4], E[e - 3], E[e - 2], E[e - 1], E[e]
     else
+      local _, _, _, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
       a, reason, remaining, reset, retry, _, s1, s2 = st_eval(kind, limit, window, burst, cost, F[3 * i - 2], F[3 * i - 1], F[3 * i], at)
     end
     if a == 1 then
@@ -166,6 +193,34 @@ local function answer(keys, params, first, last, wait, maxwait, now0, o)
   return o + last - first + 2
 end
 
+-- lone decides a run of one reservation of one bucket, the common case,
+-- when the bucket admits the call now (wait 0), as take.lua decides a lone
+-- call: v is the key's state as read, waits ARGV[3]. It writes what plan
+-- and answer would and returns their reply; nil, having written nothing,
+-- in every other case (a wait, a denial, an error), which they decide.
+local function lone(key, params, v, waits, now0)
+  -- a max wait below 0 (sign bit set): even a wait of 0 does not fit
+  if byte(waits, 8) >= 128 then return nil end
+  local kind, _, limit, window, burst, cost = sunpack('<BBdddd', params, 1)
+  if kind ~= 1 and kind ~= 2 then return nil end
+  local f1, f2, f3 = decode(v, kind)
+  if not f1 then f1, f2, f3 = NEW, 0, 0 end
+  -- first_allowed's search would start later than now0
+  if f1 + 1 > now0 and search_start(kind, limit, window, burst, f1, f2, now0) > now0 then return nil end
+  local a, reason, remaining, reset, retry, changed, s1, s2
+  if kind == 1 then
+    a, reason, remaining, reset, retry, changed, s1, s2 = token_bucket(limit, window, burst, cost, f1, f2, f3)
+    if a ~= 1 then return nil end
+    v = encode(1, s1, s2, limit)
+  else
+    a, reason, remaining, reset, retry, changed, s1 = leaky_bucket(limit, window, burst, cost, f1)
+    if a ~= 1 then return nil end
+    v = encode(2, s1)
+  end
+  call('SET', key, v, 'PX', fmt('%d', ceil(reset / 1000) + 1000))
+  return pack('<ddBBddd', now0, 0, 1, reason, remaining, reset, retry)
+end
+
 -- reserve decides one run: every reservation is planned before any is
 -- written, so that a run that fails writes nothing.
 local function reserve(keys, args)
@@ -174,20 +229,27 @@ local function reserve(keys, args)
   local now0 = now
   local n = #keys
   -- Every state in one read: no key appears twice in a run.
-  local cur = call('MGET', unpk(keys))
+  local cur
+  if n == 1 then
+    cur = call('MGET', keys[1])
+    local r = lone(keys[1], params, cur[1], waits, now0)
+    if r then return r end
+  else
+    cur = call('MGET', unpk(keys))
+  end
   local c = 0
   for i = 1, n do
-    if i == 1 or sunpack('<B', params, 34 * i - 32) >= 2 then -- a reservation starts
+    if i == 1 or byte(params, 34 * i - 32) >= 2 then -- a reservation starts
       if c > 0 then
-        local w, err = plan(params, cur, B[c], i - 1, sunpack('<d', waits, 8 * c - 7), now0)
+        local w, err = plan(params, cur, B[c], i - 1, M[c], now0)
         if not w then return redis.error_reply(err) end
         W[c] = w
       end
       c = c + 1
-      B[c] = i
+      B[c], M[c] = i, sunpack('<d', waits, 8 * c - 7)
     end
   end
-  local w, err = plan(params, cur, B[c], n, sunpack('<d', waits, 8 * c - 7), now0)
+  local w, err = plan(params, cur, B[c], n, M[c], now0)
   if not w then return redis.error_reply(err) end
   W[c] = w
   out[1] = pack('<d', now0)
@@ -195,7 +257,7 @@ local function reserve(keys, args)
   for k = 1, c do
     local last = n
     if k < c then last = B[k + 1] - 1 end
-    o = answer(keys, params, B[k], last, W[k], sunpack('<d', waits, 8 * k - 7), now0, o)
+    o = answer(keys, params, B[k], last, W[k], M[k], now0, o)
   end
   return concat(out, '', 1, o - 1)
 end
