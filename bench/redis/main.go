@@ -46,9 +46,8 @@ import (
 
 	_ "embed"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/bench/redis/redisinfo"
 	"github.com/sluicehq/sluice/internal/gctune"
 	"github.com/sluicehq/sluice/internal/loadgen"
 	"github.com/sluicehq/sluice/limiter"
@@ -215,15 +214,15 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		}
 	}
 
-	cpu0, err := redisCPU(ctx, store.Client())
+	cpu0, err := redisinfo.CPU(ctx, store.Client())
 	if err != nil {
 		return err
 	}
-	io0, err := redisIO(ctx, store.Client())
+	reads0, writes0, err := redisinfo.IO(ctx, store.Client())
 	if err != nil {
 		return err
 	}
-	cmd0, err := commandStats(ctx, store.Client(), command)
+	cmd0, err := redisinfo.Commands(ctx, store.Client(), command)
 	if err != nil {
 		return err
 	}
@@ -245,11 +244,11 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if err != nil {
 		return err
 	}
-	cpu1, err := redisCPU(ctx, store.Client())
+	cpu1, err := redisinfo.CPU(ctx, store.Client())
 	if err != nil {
 		return err
 	}
-	io1, err := redisIO(ctx, store.Client())
+	reads1, writes1, err := redisinfo.IO(ctx, store.Client())
 	if err != nil {
 		return err
 	}
@@ -257,9 +256,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	// calls' own that fall between the two readings: the reads of INFO
 	// commandstats, INFO cpu and the last INFO stats, the replies of the
 	// first INFO stats, INFO commandstats and INFO cpu.
-	readsPer := perThousandN(io1.reads-io0.reads-3, res.Requests)
-	writesPer := perThousandN(io1.writes-io0.writes-3, res.Requests)
-	cmd1, err := commandStats(ctx, store.Client(), command)
+	readsPer := perThousandN(reads1-reads0-3, res.Requests)
+	writesPer := perThousandN(writes1-writes0-3, res.Requests)
+	cmd1, err := redisinfo.Commands(ctx, store.Client(), command)
 	if err != nil {
 		return err
 	}
@@ -271,8 +270,8 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		perCPU = float64(res.Requests) / cpu
 	}
 	usecPerCall := 0.0
-	if n := cmd1.calls - cmd0.calls; n > 0 {
-		usecPerCall = (cmd1.usec - cmd0.usec) / float64(n)
+	if n := cmd1[0].Calls - cmd0[0].Calls; n > 0 {
+		usecPerCall = (cmd1[0].Usec - cmd0[0].Usec) / float64(n)
 	}
 	load := "closed loop"
 	if rate > 0 {
@@ -298,7 +297,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	fmt.Printf("  redis CPU     %.3f s (used_cpu_user+used_cpu_sys) → %.0f decisions per Redis CPU-second\n", cpu, perCPU)
 	fmt.Printf("  redis CPU per 1,000 decisions  %.2f ms\n", perThousand(cpu, res.Requests))
 	fmt.Printf("  redis socket  %.0f reads and %.0f writes per 1,000 decisions\n", readsPer, writesPer)
-	fmt.Printf("  %-13s %d calls, %.2f µs per call inside Redis\n", strings.ToLower(command), cmd1.calls-cmd0.calls, usecPerCall)
+	fmt.Printf("  %-13s %d calls, %.2f µs per call inside Redis\n", strings.ToLower(command), cmd1[0].Calls-cmd0[0].Calls, usecPerCall)
 	if res.Late > 0 || res.Missed > 0 {
 		fmt.Printf("  schedule      %d calls late, %d missed (the generator fell behind)\n", res.Late, res.Missed)
 	}
@@ -307,7 +306,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	}
 	fmt.Printf("RESULT mode=%s command=%s decisions=%d errors=%d decisions_per_s=%.0f p50_us=%.1f p99_us=%.1f redis_cpu_s=%.3f decisions_per_cpu_s=%.0f cpu_ms_per_1000=%.2f usec_per_call=%.2f calls=%d late=%d reads_per_1000=%.0f writes_per_1000=%.0f\n",
 		mode, strings.ToLower(command), res.Requests, res.Errors, perSec, micros(res.Latency.Quantile(0.5)), micros(res.Latency.Quantile(0.99)), cpu, perCPU,
-		perThousand(cpu, res.Requests), usecPerCall, cmd1.calls-cmd0.calls, res.Late, readsPer, writesPer)
+		perThousand(cpu, res.Requests), usecPerCall, cmd1[0].Calls-cmd0[0].Calls, res.Late, readsPer, writesPer)
 	if res.Errors > 0 {
 		return fmt.Errorf("%d calls failed", res.Errors)
 	}
@@ -333,73 +332,3 @@ func perThousandN(n, decisions int64) float64 {
 func us(d time.Duration) string { return strconv.FormatFloat(micros(d), 'f', 1, 64) + "µs" }
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-
-// info returns the fields of one INFO section.
-func info(ctx context.Context, c rueidis.Client, section string) (map[string]string, error) {
-	s, err := c.Do(ctx, c.B().Info().Section(section).Build()).ToString()
-	if err != nil {
-		return nil, fmt.Errorf("INFO %s: %w", section, err)
-	}
-	m := make(map[string]string)
-	for _, line := range strings.Split(s, "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			m[k] = v
-		}
-	}
-	return m, nil
-}
-
-// redisCPU returns the server's used_cpu_user + used_cpu_sys in seconds.
-func redisCPU(ctx context.Context, c rueidis.Client) (float64, error) {
-	m, err := info(ctx, c, "cpu")
-	if err != nil {
-		return 0, err
-	}
-	u, err1 := strconv.ParseFloat(m["used_cpu_user"], 64)
-	s, err2 := strconv.ParseFloat(m["used_cpu_sys"], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("INFO cpu: unreadable used_cpu_user %q / used_cpu_sys %q", m["used_cpu_user"], m["used_cpu_sys"])
-	}
-	return u + s, nil
-}
-
-type ioStat struct{ reads, writes int64 }
-
-// redisIO returns the server's total_reads_processed and
-// total_writes_processed (INFO stats): socket reads and writes.
-func redisIO(ctx context.Context, c rueidis.Client) (ioStat, error) {
-	m, err := info(ctx, c, "stats")
-	if err != nil {
-		return ioStat{}, err
-	}
-	r, err1 := strconv.ParseInt(m["total_reads_processed"], 10, 64)
-	w, err2 := strconv.ParseInt(m["total_writes_processed"], 10, 64)
-	if err1 != nil || err2 != nil {
-		return ioStat{}, fmt.Errorf("INFO stats: unreadable total_reads_processed %q / total_writes_processed %q", m["total_reads_processed"], m["total_writes_processed"])
-	}
-	return ioStat{r, w}, nil
-}
-
-type cmdStat struct {
-	calls int64
-	usec  float64
-}
-
-// commandStats returns the calls and total µs of command (cmdstat_<command>).
-func commandStats(ctx context.Context, c rueidis.Client, command string) (cmdStat, error) {
-	m, err := info(ctx, c, "commandstats")
-	if err != nil {
-		return cmdStat{}, err
-	}
-	var st cmdStat
-	for _, f := range strings.Split(m["cmdstat_"+strings.ToLower(command)], ",") {
-		k, v, _ := strings.Cut(f, "=")
-		switch k {
-		case "calls":
-			st.calls, _ = strconv.ParseInt(v, 10, 64)
-		case "usec":
-			st.usec, _ = strconv.ParseFloat(v, 64)
-		}
-	}
-	return st, nil
-}

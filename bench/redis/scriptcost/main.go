@@ -39,6 +39,8 @@ import (
 	"strings"
 
 	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/bench/redis/redisinfo"
 )
 
 const probes = `#!lua name=scriptcost_probes
@@ -155,7 +157,7 @@ func run(addr string, n, rounds, loop int, files []string) error {
 			if err := c.Do(ctx, c.B().ConfigResetstat().Build()).Error(); err != nil {
 				return err
 			}
-			c0, err := usedCPU(ctx, c)
+			c0, err := redisinfo.CPU(ctx, c)
 			if err != nil {
 				return err
 			}
@@ -164,13 +166,19 @@ func run(addr string, n, rounds, loop int, files []string) error {
 					return fmt.Errorf("%s: %w", ct.name, err)
 				}
 			}
-			c1, err := usedCPU(ctx, c)
+			c1, err := redisinfo.CPU(ctx, c)
 			if err != nil {
 				return err
 			}
-			us, err := commandMicros(ctx, c, strings.Split(ct.command, "+"))
+			// Only the outer commands are counted, not those a script
+			// makes inside.
+			st, err := redisinfo.Commands(ctx, c, strings.Split(ct.command, "+")...)
 			if err != nil {
 				return err
+			}
+			us := 0.0
+			for _, x := range st {
+				us += x.Usec
 			}
 			inside[i] = append(inside[i], us/per)
 			cpu[i] = append(cpu[i], (c1-c0)*1e6/per)
@@ -201,56 +209,4 @@ func run(addr string, n, rounds, loop int, files []string) error {
 		fmt.Printf("%-16s %9.2f (%6.2f) %9.2f (%6.2f)   %.2f\n", ct.name, inside[i][len(inside[i])/2], inside[i][0], cpu[i][len(cpu[i])/2], cpu[i][0], ratios[i][len(ratios[i])/2])
 	}
 	return nil
-}
-
-// info returns the fields of one INFO section.
-func info(ctx context.Context, c rueidis.Client, section string) (map[string]string, error) {
-	s, err := c.Do(ctx, c.B().Info().Section(section).Build()).ToString()
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[string]string)
-	for _, line := range strings.Split(s, "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			m[k] = v
-		}
-	}
-	return m, nil
-}
-
-// usedCPU is the server's used_cpu_user + used_cpu_sys, in seconds.
-func usedCPU(ctx context.Context, c rueidis.Client) (float64, error) {
-	m, err := info(ctx, c, "cpu")
-	if err != nil {
-		return 0, err
-	}
-	u, err1 := strconv.ParseFloat(m["used_cpu_user"], 64)
-	s, err2 := strconv.ParseFloat(m["used_cpu_sys"], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("INFO cpu: unreadable used_cpu_user %q / used_cpu_sys %q", m["used_cpu_user"], m["used_cpu_sys"])
-	}
-	return u + s, nil
-}
-
-// commandMicros is the total µs INFO commandstats gives the commands (their
-// own calls, not those made from inside a script: only the outer command
-// is counted).
-func commandMicros(ctx context.Context, c rueidis.Client, commands []string) (float64, error) {
-	m, err := info(ctx, c, "commandstats")
-	if err != nil {
-		return 0, err
-	}
-	var total float64
-	for _, cmd := range commands {
-		for _, f := range strings.Split(m["cmdstat_"+cmd], ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				x, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return 0, fmt.Errorf("INFO commandstats %s: %q", cmd, v)
-				}
-				total += x
-			}
-		}
-	}
-	return total, nil
 }
