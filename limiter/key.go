@@ -51,7 +51,7 @@ type keyInput struct {
 // key needs: the rule does not count the call.
 func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.By, id string, ok bool) {
 	if len(r.Key) == 1 && r.Key[0].Caller() {
-		by, id = pick(r.By, in.user, in.apiKey, in.ip)
+		by, id = pick(r.Key[0].Kind, in.user, in.apiKey, in.ip)
 		return buf, by, id, id != ""
 	}
 	start := len(buf)
@@ -96,7 +96,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 			buf = append(buf, '=')
 			buf = appendValue(buf, v)
 		default:
-			_, c := pick(rules.By(callerBy[p.Kind]), in.user, in.apiKey, in.ip)
+			_, c := pick(p.Kind, in.user, in.apiKey, in.ip)
 			if c == "" {
 				return buf[:start], "", "", false
 			}
@@ -109,8 +109,6 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 	}
 	return buf, r.By, bytesString(buf[start:]), true
 }
-
-var callerBy = [...]string{rules.KeyClient: "client", rules.KeyUser: "user", rules.KeyAPIKey: "api_key", rules.KeyIP: "ip"}
 
 // appendValue appends v as it is when identity.Plain (printable, at most
 // identity.MaxValue bytes, not itself a digest), else its digest, as the

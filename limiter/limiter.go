@@ -424,7 +424,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		if r == req.Own {
 			by, client, ok = r.By, req.OwnBucket, req.OwnBucket != ""
 		} else if r.KeyedByCaller() { // appendKey's first case, without building in
-			by, client = pickKind(r.Key[0].Kind, user, apiKey, ip)
+			by, client = pick(r.Key[0].Kind, user, apiKey, ip)
 			ok = client != ""
 		} else {
 			if !built {
@@ -567,14 +567,16 @@ func moreRestrictive(a, b *algorithm.Result) bool {
 	return a.ResetAfter > b.ResetAfter
 }
 
-// pick returns the identity a rule keyed by by uses, and its client id.
-func pick(by rules.By, user, apiKey, ip string) (rules.By, string) {
-	switch by {
-	case rules.ByUser:
+// pick returns the identity a key part of kind k (rules.KeyPart.Caller)
+// uses, and its client id: for KeyClient the user, else the API key, else
+// the IP.
+func pick(k rules.KeyKind, user, apiKey, ip string) (rules.By, string) {
+	switch k {
+	case rules.KeyUser:
 		return rules.ByUser, user
-	case rules.ByAPIKey:
+	case rules.KeyAPIKey:
 		return rules.ByAPIKey, apiKey
-	case rules.ByIP:
+	case rules.KeyIP:
 		return rules.ByIP, ip
 	}
 	switch {
@@ -584,20 +586,6 @@ func pick(by rules.By, user, apiKey, ip string) (rules.By, string) {
 		return rules.ByAPIKey, apiKey
 	}
 	return rules.ByIP, ip
-}
-
-// pickKind is pick for a key part of kind k (rules.KeyPart.Caller), read
-// without comparing strings.
-func pickKind(k rules.KeyKind, user, apiKey, ip string) (rules.By, string) {
-	switch k {
-	case rules.KeyUser:
-		return rules.ByUser, user
-	case rules.KeyAPIKey:
-		return rules.ByAPIKey, apiKey
-	case rules.KeyIP:
-		return rules.ByIP, ip
-	}
-	return pick("", user, apiKey, ip)
 }
 
 // AppendClientID appends to dst the client id a decision's rule keyed req
