@@ -755,12 +755,7 @@ func (w *respWriter) writeFields(trailer bool) {
 		if !validFieldName(k) {
 			continue
 		}
-		for _, v := range vv {
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			writeFieldValue(bw, v)
-			bw.WriteString("\r\n")
-		}
+		writeField(bw, k, vv)
 	}
 }
 
@@ -774,6 +769,16 @@ func validFieldName(k string) bool {
 		}
 	}
 	return true
+}
+
+// writeField writes one header line name: v for each of vv.
+func writeField(bw *bufio.Writer, name string, vv []string) {
+	for _, v := range vv {
+		bw.WriteString(name)
+		bw.WriteString(": ")
+		writeFieldValue(bw, v)
+		bw.WriteString("\r\n")
+	}
 }
 
 func writeFieldValue(bw *bufio.Writer, v string) {
@@ -849,12 +854,7 @@ func (w *respWriter) writeTrailers() {
 			if !validFieldName(name) {
 				continue
 			}
-			for _, v := range vv {
-				bw.WriteString(name)
-				bw.WriteString(": ")
-				writeFieldValue(bw, v)
-				bw.WriteString("\r\n")
-			}
+			writeField(bw, name, vv)
 		}
 	}
 }
