@@ -43,25 +43,23 @@ func benchServer(b *testing.B) (*rls.Server, []*rlsv3.RateLimitRequest) {
 	return srv, reqs
 }
 
+// handlerCalls gives each goroutine of benchRequests srv's handler to call
+// directly, without gRPC.
+func handlerCalls(srv *rls.Server) func() func(context.Context, *rlsv3.RateLimitRequest) error {
+	return func() func(context.Context, *rlsv3.RateLimitRequest) error {
+		return func(ctx context.Context, req *rlsv3.RateLimitRequest) error {
+			_, err := srv.ShouldRateLimit(ctx, req)
+			return err
+		}
+	}
+}
+
 // BenchmarkShouldRateLimit calls the handler directly: the decision and
 // the answer, without gRPC.
 func BenchmarkShouldRateLimit(b *testing.B) {
 	srv, reqs := benchServer(b)
-	var next atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		ctx := context.Background()
-		for pb.Next() {
-			i := next.Add(7919) % int64(len(reqs))
-			if _, err := srv.ShouldRateLimit(ctx, reqs[i]); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+	took := benchRequests(b, reqs, handlerCalls(srv))
+	b.ReportMetric(float64(b.N)/took.Seconds(), "decisions/s")
 }
 
 // BenchmarkShouldRateLimitGRPC calls over gRPC on loopback from 64
@@ -86,23 +84,16 @@ func BenchmarkShouldRateLimitGRPC(b *testing.B) {
 		b.Cleanup(func() { cc.Close() })
 		clients[i] = rlsv3.NewRateLimitServiceClient(cc)
 	}
-	var next, worker atomic.Int64
+	var worker atomic.Int64
 	b.SetParallelism(32) // 64 callers on 2 cores
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
+	took := benchRequests(b, reqs, func() func(context.Context, *rlsv3.RateLimitRequest) error {
 		c := clients[worker.Add(1)%conns]
-		ctx := context.Background()
-		for pb.Next() {
-			i := next.Add(7919) % int64(len(reqs))
-			if _, err := c.ShouldRateLimit(ctx, reqs[i]); err != nil {
-				b.Error(err)
-				return
-			}
+		return func(ctx context.Context, req *rlsv3.RateLimitRequest) error {
+			_, err := c.ShouldRateLimit(ctx, req)
+			return err
 		}
 	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+	b.ReportMetric(float64(b.N)/took.Seconds(), "decisions/s")
 }
 
 // BenchmarkShouldRateLimitEach is a request of three descriptors that
@@ -117,17 +108,5 @@ func BenchmarkShouldRateLimitEach(b *testing.B) {
 			desc("user", "u"+strconv.Itoa(3*i+1), "method", "GET", "path", "/api/orders"),
 			desc("user", "u"+strconv.Itoa(3*i+2), "method", "GET", "path", "/api/orders"))
 	}
-	var next atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		ctx := context.Background()
-		for pb.Next() {
-			i := next.Add(7919) % int64(len(reqs))
-			if _, err := srv.ShouldRateLimit(ctx, reqs[i]); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	benchRequests(b, reqs, handlerCalls(srv))
 }

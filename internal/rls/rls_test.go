@@ -94,16 +94,7 @@ func newEnvWith(t *testing.T, set *rules.Set, edit func(*rls.Config)) *env {
 
 func (e *env) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := e.client.ShouldRateLimit(ctx, req)
-	if err != nil {
-		t.Fatalf("ShouldRateLimit(%v) = %v", req, err)
-	}
-	if len(resp.Statuses) != len(req.Descriptors) {
-		t.Fatalf("ShouldRateLimit(%v): %d statuses, want one per descriptor (%d)", req, len(resp.Statuses), len(req.Descriptors))
-	}
-	return resp
+	return shouldRateLimit(t, e.client, req)
 }
 
 // desc builds a descriptor from key, value pairs.
