@@ -2,15 +2,12 @@ package rls_test
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rls"
@@ -66,23 +63,11 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 // concurrent callers on 4 connections, client and server in one process.
 func BenchmarkShouldRateLimitGRPC(b *testing.B) {
 	srv, reqs := benchServer(b)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	g := grpc.NewServer(rls.ServerOptions()...)
-	srv.Register(g)
-	go g.Serve(ln)
-	b.Cleanup(g.Stop)
+	addr := serveGRPC(b, srv)
 	const conns = 4
 	clients := make([]rlsv3.RateLimitServiceClient, conns)
 	for i := range clients {
-		cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { cc.Close() })
-		clients[i] = rlsv3.NewRateLimitServiceClient(cc)
+		clients[i] = rlsv3.NewRateLimitServiceClient(dial(b, addr))
 	}
 	var worker atomic.Int64
 	b.SetParallelism(32) // 64 callers on 2 cores

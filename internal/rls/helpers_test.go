@@ -2,11 +2,16 @@ package rls_test
 
 import (
 	"context"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/rls"
 )
 
 // shouldRateLimit calls client with req and fails the test on an error or
@@ -46,4 +51,30 @@ func benchRequests(b *testing.B, reqs []*rlsv3.RateLimitRequest, newCall func() 
 		}
 	})
 	return time.Since(start)
+}
+
+// serveGRPC serves srv on a loopback gRPC listener until the test ends and
+// returns its address.
+func serveGRPC(t testing.TB, srv *rls.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(rls.ServerOptions()...)
+	srv.Register(g)
+	go g.Serve(ln)
+	t.Cleanup(g.Stop)
+	return ln.Addr().String()
+}
+
+// dial is a gRPC connection to addr, closed when the test ends.
+func dial(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }

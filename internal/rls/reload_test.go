@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,8 +14,6 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/rls"
@@ -61,19 +58,7 @@ func frozenStore(t *testing.T) *memory.Store {
 func startRLS(t *testing.T, st limiter.Store) *reloadEnv {
 	t.Helper()
 	e := &reloadEnv{srv: rls.New(st, rls.Config{})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(rls.ServerOptions()...)
-	e.srv.Register(g)
-	go g.Serve(ln)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := dial(t, serveGRPC(t, e.srv))
 	e.client = rlsv3.NewRateLimitServiceClient(conn)
 	return e
 }
