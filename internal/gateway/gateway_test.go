@@ -82,6 +82,13 @@ func (u *upstream) lastHeader() http.Header {
 
 func newGateway(t testing.TB, l *limiter.Limiter, target string, mod func(*gateway.Config)) *httptest.Server {
 	t.Helper()
+	return serveLoop(t, buildGateway(t, l, target, mod))
+}
+
+// buildGateway is a Gateway over l to target, its Config changed by mod,
+// closed when the test ends.
+func buildGateway(t testing.TB, l *limiter.Limiter, target string, mod func(*gateway.Config)) *gateway.Gateway {
+	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +102,7 @@ func newGateway(t testing.TB, l *limiter.Limiter, target string, mod func(*gatew
 		t.Fatal(err)
 	}
 	t.Cleanup(gw.Close)
-	return serveLoop(t, gw)
+	return gw
 }
 
 // serveLoop serves h as the gateway's plain-HTTP proxy port does: the

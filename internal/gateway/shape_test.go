@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"slices"
 	"sync"
 	"testing"
@@ -50,15 +49,9 @@ rules:
 		io.WriteString(w, "ok")
 	}))
 	defer up.Close()
-	u, err := url.Parse(up.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gateway.New(l, gateway.Config{Upstream: u, Middleware: []middleware.Option{middleware.WithShaping(2 * time.Second)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := buildGateway(t, l, up.URL, func(c *gateway.Config) {
+		c.Middleware = []middleware.Option{middleware.WithShaping(2 * time.Second)}
+	})
 	var gmu sync.Mutex
 	var received []time.Time         // when each /api call reached the gateway
 	var slowestLimited time.Duration // the longest the gateway took to answer a 429
@@ -231,15 +224,9 @@ rules:
 		io.WriteString(w, "ok")
 	}))
 	defer up.Close()
-	u, err := url.Parse(up.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gateway.New(l, gateway.Config{Upstream: u, Middleware: []middleware.Option{middleware.WithShaping(5 * time.Second)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := buildGateway(t, l, up.URL, func(c *gateway.Config) {
+		c.Middleware = []middleware.Option{middleware.WithShaping(5 * time.Second)}
+	})
 	front := httptest.NewServer(g)
 	defer front.Close()
 

@@ -2,15 +2,12 @@ package rls_test
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rls"
@@ -43,66 +40,45 @@ func benchServer(b *testing.B) (*rls.Server, []*rlsv3.RateLimitRequest) {
 	return srv, reqs
 }
 
+// handlerCalls gives each goroutine of benchRequests srv's handler to call
+// directly, without gRPC.
+func handlerCalls(srv *rls.Server) func() func(context.Context, *rlsv3.RateLimitRequest) error {
+	return func() func(context.Context, *rlsv3.RateLimitRequest) error {
+		return func(ctx context.Context, req *rlsv3.RateLimitRequest) error {
+			_, err := srv.ShouldRateLimit(ctx, req)
+			return err
+		}
+	}
+}
+
 // BenchmarkShouldRateLimit calls the handler directly: the decision and
 // the answer, without gRPC.
 func BenchmarkShouldRateLimit(b *testing.B) {
 	srv, reqs := benchServer(b)
-	var next atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		ctx := context.Background()
-		for pb.Next() {
-			i := next.Add(7919) % int64(len(reqs))
-			if _, err := srv.ShouldRateLimit(ctx, reqs[i]); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+	took := benchRequests(b, reqs, handlerCalls(srv))
+	b.ReportMetric(float64(b.N)/took.Seconds(), "decisions/s")
 }
 
 // BenchmarkShouldRateLimitGRPC calls over gRPC on loopback from 64
 // concurrent callers on 4 connections, client and server in one process.
 func BenchmarkShouldRateLimitGRPC(b *testing.B) {
 	srv, reqs := benchServer(b)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	g := grpc.NewServer(rls.ServerOptions()...)
-	srv.Register(g)
-	go g.Serve(ln)
-	b.Cleanup(g.Stop)
+	addr := serveGRPC(b, srv)
 	const conns = 4
 	clients := make([]rlsv3.RateLimitServiceClient, conns)
 	for i := range clients {
-		cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { cc.Close() })
-		clients[i] = rlsv3.NewRateLimitServiceClient(cc)
+		clients[i] = rlsv3.NewRateLimitServiceClient(dial(b, addr))
 	}
-	var next, worker atomic.Int64
+	var worker atomic.Int64
 	b.SetParallelism(32) // 64 callers on 2 cores
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
+	took := benchRequests(b, reqs, func() func(context.Context, *rlsv3.RateLimitRequest) error {
 		c := clients[worker.Add(1)%conns]
-		ctx := context.Background()
-		for pb.Next() {
-			i := next.Add(7919) % int64(len(reqs))
-			if _, err := c.ShouldRateLimit(ctx, reqs[i]); err != nil {
-				b.Error(err)
-				return
-			}
+		return func(ctx context.Context, req *rlsv3.RateLimitRequest) error {
+			_, err := c.ShouldRateLimit(ctx, req)
+			return err
 		}
 	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+	b.ReportMetric(float64(b.N)/took.Seconds(), "decisions/s")
 }
 
 // BenchmarkShouldRateLimitEach is a request of three descriptors that
@@ -117,17 +93,5 @@ func BenchmarkShouldRateLimitEach(b *testing.B) {
 			desc("user", "u"+strconv.Itoa(3*i+1), "method", "GET", "path", "/api/orders"),
 			desc("user", "u"+strconv.Itoa(3*i+2), "method", "GET", "path", "/api/orders"))
 	}
-	var next atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		ctx := context.Background()
-		for pb.Next() {
-			i := next.Add(7919) % int64(len(reqs))
-			if _, err := srv.ShouldRateLimit(ctx, reqs[i]); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	benchRequests(b, reqs, handlerCalls(srv))
 }

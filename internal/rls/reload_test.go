@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,8 +14,6 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/rls"
@@ -61,19 +58,7 @@ func frozenStore(t *testing.T) *memory.Store {
 func startRLS(t *testing.T, st limiter.Store) *reloadEnv {
 	t.Helper()
 	e := &reloadEnv{srv: rls.New(st, rls.Config{})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(rls.ServerOptions()...)
-	e.srv.Register(g)
-	go g.Serve(ln)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := dial(t, serveGRPC(t, e.srv))
 	e.client = rlsv3.NewRateLimitServiceClient(conn)
 	return e
 }
@@ -89,16 +74,16 @@ func (e *reloadEnv) setRules(t *testing.T, set *rules.Set) {
 
 func (e *reloadEnv) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := e.client.ShouldRateLimit(ctx, req)
-	if err != nil {
-		t.Fatalf("ShouldRateLimit(%v) = %v", req, err)
+	return shouldRateLimit(t, e.client, req)
+}
+
+// wantAllowed makes n calls of req and fails the test, naming what, unless
+// want were OK.
+func (e *reloadEnv) wantAllowed(t *testing.T, req *rlsv3.RateLimitRequest, n, want int, what string) {
+	t.Helper()
+	if got := e.allowed(t, req, n); got != want {
+		t.Fatalf("%s: %d of %d OK, want %d", what, got, n, want)
 	}
-	if len(resp.Statuses) != len(req.Descriptors) {
-		t.Fatalf("ShouldRateLimit(%v): %d statuses, want %d", req, len(resp.Statuses), len(req.Descriptors))
-	}
-	return resp
 }
 
 // allowed makes n calls of req and reports how many were OK.
@@ -130,24 +115,18 @@ func TestRuleChangesApplyToShouldRateLimit(t *testing.T) {
 
 	t.Run("raised", func(t *testing.T) {
 		e := newReloadEnv(t, &rules.Set{Revision: 1, Rules: []rules.Rule{fixedWindow("r", "", "", 2)}})
-		if got := e.allowed(t, req, 3); got != 2 {
-			t.Fatalf("under limit 2: %d of 3 OK, want 2", got)
-		}
+		e.wantAllowed(t, req, 3, 2, "under limit 2")
 		e.setRules(t, &rules.Set{Revision: 2, Rules: []rules.Rule{fixedWindow("r", "", "", 5)}})
 		resp := e.call(t, req)
 		st := resp.Statuses[0]
 		if resp.OverallCode != ok || st.LimitRemaining != 2 || st.CurrentLimit.GetRequestsPerUnit() != 5 {
 			t.Fatalf("raised to 5 after 2 calls = %v, want OK, 2 remaining, current_limit 5 per hour", resp)
 		}
-		if got := e.allowed(t, req, 3); got != 2 {
-			t.Fatalf("then %d of 3 OK, want 2", got)
-		}
+		e.wantAllowed(t, req, 3, 2, "then, under the raised limit")
 	})
 	t.Run("lowered", func(t *testing.T) {
 		e := newReloadEnv(t, &rules.Set{Revision: 1, Rules: []rules.Rule{fixedWindow("r", "", "", 5)}})
-		if got := e.allowed(t, req, 2); got != 2 {
-			t.Fatalf("under limit 5: %d of 2 OK, want 2", got)
-		}
+		e.wantAllowed(t, req, 2, 2, "under limit 5")
 		e.setRules(t, &rules.Set{Revision: 2, Rules: []rules.Rule{fixedWindow("r", "", "", 2)}})
 		resp := e.call(t, req)
 		if resp.OverallCode != over || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 2 {
@@ -156,9 +135,7 @@ func TestRuleChangesApplyToShouldRateLimit(t *testing.T) {
 	})
 	t.Run("removed", func(t *testing.T) {
 		e := newReloadEnv(t, &rules.Set{Revision: 1, Rules: []rules.Rule{fixedWindow("r", "", "", 1)}})
-		if got := e.allowed(t, req, 2); got != 1 {
-			t.Fatalf("under limit 1: %d of 2 OK, want 1", got)
-		}
+		e.wantAllowed(t, req, 2, 1, "under limit 1")
 		e.setRules(t, &rules.Set{Revision: 2})
 		resp := e.call(t, req)
 		if resp.OverallCode != ok || resp.Statuses[0].CurrentLimit != nil || len(resp.ResponseHeadersToAdd) != 0 {
@@ -167,13 +144,9 @@ func TestRuleChangesApplyToShouldRateLimit(t *testing.T) {
 	})
 	t.Run("added", func(t *testing.T) {
 		e := newReloadEnv(t, &rules.Set{Revision: 1})
-		if got := e.allowed(t, req, 3); got != 3 {
-			t.Fatalf("with no rules: %d of 3 OK, want 3", got)
-		}
+		e.wantAllowed(t, req, 3, 3, "with no rules")
 		e.setRules(t, &rules.Set{Revision: 2, Rules: []rules.Rule{fixedWindow("orders", "", "GET /api/orders", 1)}})
-		if got := e.allowed(t, req, 3); got != 1 {
-			t.Fatalf("after adding orders (limit 1): %d of 3 OK, want 1", got)
-		}
+		e.wantAllowed(t, req, 3, 1, "after adding orders (limit 1)")
 		if resp := e.call(t, req); resp.OverallCode != over || resp.Statuses[0].CurrentLimit.GetName() != "orders" {
 			t.Fatalf("next call = %v, want OVER_LIMIT under orders", resp)
 		}
@@ -192,12 +165,8 @@ func TestRuleChangesReachEveryDomain(t *testing.T) {
 		fixedWindow("edge-orders", "edge", "", 2),
 		fixedWindow("root", "", "", 100),
 	}})
-	if got := e.allowed(t, request("edge", alice), 3); got != 2 {
-		t.Fatalf("edge under edge-orders (limit 2): %d of 3 OK, want 2", got)
-	}
-	if got := e.allowed(t, request("internal", alice), 2); got != 2 {
-		t.Fatalf("internal under root (limit 100): %d of 2 OK, want 2", got)
-	}
+	e.wantAllowed(t, request("edge", alice), 3, 2, "edge under edge-orders (limit 2)")
+	e.wantAllowed(t, request("internal", alice), 2, 2, "internal under root (limit 100)")
 
 	// Revision 2: edge-orders raised to 4, a new domain "internal" with a
 	// limit of 3, which already has 2 calls counted against root but none
@@ -211,9 +180,7 @@ func TestRuleChangesReachEveryDomain(t *testing.T) {
 	if st := resp.Statuses[0]; resp.OverallCode != ok || st.CurrentLimit.GetName() != "edge-orders" || st.CurrentLimit.GetRequestsPerUnit() != 4 || st.LimitRemaining != 1 {
 		t.Fatalf("edge after raising edge-orders to 4 = %v, want OK under edge-orders, 4 per hour, 1 remaining", resp)
 	}
-	if got := e.allowed(t, request("internal", alice), 4); got != 3 {
-		t.Fatalf("internal under its new internal-orders (limit 3): %d of 4 OK, want 3", got)
-	}
+	e.wantAllowed(t, request("internal", alice), 4, 3, "internal under its new internal-orders (limit 3)")
 	resp = e.call(t, request("internal", alice))
 	if st := resp.Statuses[0]; resp.OverallCode != over || st.CurrentLimit.GetName() != "internal-orders" || st.CurrentLimit.GetRequestsPerUnit() != 3 {
 		t.Fatalf("internal, next call = %v, want OVER_LIMIT under internal-orders, 3 per hour", resp)

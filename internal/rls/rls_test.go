@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -22,7 +21,6 @@ import (
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -73,19 +71,7 @@ func newEnvWith(t *testing.T, set *rules.Set, edit func(*rls.Config)) *env {
 	srv.SetRules(ix)
 	m.SetRules(ix)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(rls.ServerOptions()...)
-	srv.Register(g)
-	go g.Serve(ln)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := dial(t, serveGRPC(t, srv))
 	hs := httptest.NewServer(m.Handler())
 	t.Cleanup(hs.Close)
 	return &env{srv: srv, client: rlsv3.NewRateLimitServiceClient(conn), conn: conn, health: healthpb.NewHealthClient(conn),
@@ -94,16 +80,7 @@ func newEnvWith(t *testing.T, set *rules.Set, edit func(*rls.Config)) *env {
 
 func (e *env) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := e.client.ShouldRateLimit(ctx, req)
-	if err != nil {
-		t.Fatalf("ShouldRateLimit(%v) = %v", req, err)
-	}
-	if len(resp.Statuses) != len(req.Descriptors) {
-		t.Fatalf("ShouldRateLimit(%v): %d statuses, want one per descriptor (%d)", req, len(resp.Statuses), len(req.Descriptors))
-	}
-	return resp
+	return shouldRateLimit(t, e.client, req)
 }
 
 // desc builds a descriptor from key, value pairs.

@@ -110,32 +110,8 @@ func TestExactUnderConcurrency(t *testing.T) {
 					{Client: "ip:" + ip + "-" + k.String(), Rule: "per-ip", Params: ipP, Cost: 1},
 				}
 			}
-			var allowed atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, 64)
-			for g := range 64 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					o := ops([]string{"a", "b"}[g%2])
-					res := make([]algorithm.Result, 2)
-					for range 30 {
-						if _, err := s.Take(context.Background(), o, res); err != nil {
-							errs <- err
-							return
-						}
-						if res[0].Allowed && res[1].Allowed {
-							allowed.Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			if got := allowed.Load(); got != 40 {
+			got := takeConcurrently(t, s, 64, 30, func(g int) []limiter.Op { return ops([]string{"a", "b"}[g%2]) })
+			if got != 40 {
 				t.Fatalf("allowed %d calls, want 40 (two ips × 20)", got)
 			}
 			res, _ := take(t, s, ops("c")...)

@@ -112,35 +112,13 @@ func TestBatchWaitExact(t *testing.T) {
 			clock.Store(conformance.Base + 30*conformance.Minute)
 			s := openStore(t, func(c *sredis.Config) { c.Clock = clock.Load; c.DenialCache = false; c.BatchWait = wait }, srv.Addr())
 			user := "user:wait-exact-" + wait.String()
-			var allowed atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, 64)
-			for g := range 64 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					ops := []limiter.Op{
-						{Client: user, Rule: "per-user", Params: paramsOf(algorithm.TokenBucket, 50, conformance.Hour), Cost: 1},
-						{Client: fmt.Sprintf("ip:%d-%s", g%2, wait), Rule: "per-ip", Params: paramsOf(algorithm.TokenBucket, 20, conformance.Hour), Cost: 1},
-					}
-					res := make([]algorithm.Result, 2)
-					for range 10 {
-						if _, err := s.Take(context.Background(), ops, res); err != nil {
-							errs <- err
-							return
-						}
-						if res[0].Allowed && res[1].Allowed {
-							allowed.Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			if got := allowed.Load(); got != 40 {
+			got := takeConcurrently(t, s, 64, 10, func(g int) []limiter.Op {
+				return []limiter.Op{
+					{Client: user, Rule: "per-user", Params: paramsOf(algorithm.TokenBucket, 50, conformance.Hour), Cost: 1},
+					{Client: fmt.Sprintf("ip:%d-%s", g%2, wait), Rule: "per-ip", Params: paramsOf(algorithm.TokenBucket, 20, conformance.Hour), Cost: 1},
+				}
+			})
+			if got != 40 {
 				t.Fatalf("allowed %d calls, want 40 (two ips × 20)", got)
 			}
 			res, _ := take(t, s, limiter.Op{Client: user, Rule: "per-user", Params: paramsOf(algorithm.TokenBucket, 50, conformance.Hour), Cost: 1})

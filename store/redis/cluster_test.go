@@ -1,12 +1,10 @@
 package redis_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -74,15 +72,7 @@ func TestNoFunction(t *testing.T) {
 						t.Fatalf("call %d after FUNCTION FLUSH = %+v, want allowed, remaining %d", calls, res[0], 100-calls)
 					}
 				}
-				if got := do(t, srv, "function", "list"); !strings.Contains(got, "sluice_take_") {
-					t.Fatalf("FUNCTION LIST after the calls = %q, want the library loaded again", got)
-				}
-				if n := commandCalls(t, srv, "fcall") - fcall0; n != 3 {
-					t.Fatalf("FCALL commands after FUNCTION FLUSH = %d, want 3 (one answered \"Function not found\", the retry, the next call)", n)
-				}
-				if n := commandCalls(t, srv, "eval") - eval0; n != 0 {
-					t.Fatalf("EVAL calls after FUNCTION FLUSH = %d, want 0", n)
-				}
+				checkReloaded(t, srv, "sluice_take_", fcall0, eval0, 3, "one answered \"Function not found\", the retry, the next call")
 			}
 			// Concurrent calls right after a flush: every one reloads the
 			// library or finds the one another loaded.
@@ -342,31 +332,12 @@ func TestNoFunctions(t *testing.T) {
 // allowed, none failed.
 func take64(t *testing.T, s *sredis.Store, op limiter.Op, prefix, what string) {
 	t.Helper()
-	var wg sync.WaitGroup
-	var allowed atomic.Int64
-	errs := make(chan error, 64)
-	for g := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			op := op
-			op.Client = fmt.Sprintf("user:%s-%d", prefix, g)
-			res := make([]algorithm.Result, 1)
-			if _, err := s.Take(context.Background(), []limiter.Op{op}, res); err != nil {
-				errs <- err
-				return
-			}
-			if res[0].Allowed {
-				allowed.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("Take after %s: %v", what, err)
-	}
-	if got := allowed.Load(); got != 64 {
+	got := takeConcurrently(t, s, 64, 1, func(g int) []limiter.Op {
+		op := op
+		op.Client = fmt.Sprintf("user:%s-%d", prefix, g)
+		return []limiter.Op{op}
+	})
+	if got != 64 {
 		t.Fatalf("allowed after %s = %d, want 64", what, got)
 	}
 }

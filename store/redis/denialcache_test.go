@@ -170,31 +170,8 @@ func abuse(t testing.TB, srv *redistest.Server, s *sredis.Store, client string, 
 	t.Helper()
 	op := []limiter.Op{{Client: client, Rule: "r", Params: paramsOf(algorithm.TokenBucket, 10, conformance.Minute), Cost: 1}}
 	sha0, eval0 := scriptCalls(t, srv)
-	var wg sync.WaitGroup
-	var allowed atomic.Int64
-	errs := make(chan error, goroutines)
-	for range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := make([]algorithm.Result, 1)
-			for range calls {
-				if _, err := s.Take(context.Background(), op, res); err != nil {
-					errs <- err
-					return
-				}
-				if res[0].Allowed {
-					allowed.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if got := allowed.Load(); got < 10 || got > 11 { // one token may refill during the run
+	got := takeConcurrently(t, s, goroutines, calls, func(int) []limiter.Op { return op })
+	if got < 10 || got > 11 { // one token may refill during the run
 		t.Fatalf("abusive client got %d calls through, want 10 (11 if a token refilled)", got)
 	}
 	sha1, eval1 := scriptCalls(t, srv)

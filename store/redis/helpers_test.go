@@ -4,9 +4,12 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/algorithm/conformance"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/limiter"
 	sredis "github.com/sluicehq/sluice/store/redis"
@@ -105,4 +108,99 @@ func infoField(t testing.TB, srv *redistest.Server, section, field string) strin
 // paramsOf returns the params of a rule of kind with limit calls per window.
 func paramsOf(k algorithm.Kind, limit, window int64) algorithm.Params {
 	return algorithm.Params{Kind: k, Limit: limit, Window: window}
+}
+
+// takeConcurrently runs goroutines goroutines at once, goroutine g making
+// rounds calls of ops(g), fails the test on any error and returns how many
+// calls had every result allowed.
+func takeConcurrently(t testing.TB, s *sredis.Store, goroutines, rounds int, ops func(g int) []limiter.Op) int64 {
+	t.Helper()
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := ops(g)
+			res := make([]algorithm.Result, len(o))
+			for range rounds {
+				if _, err := s.Take(context.Background(), o, res); err != nil {
+					errs <- err
+					return
+				}
+				all := true
+				for _, r := range res {
+					all = all && r.Allowed
+				}
+				if all {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return allowed.Load()
+}
+
+// startPathStore starts a redis-server and connects a Store with a test
+// clock to it, with Config.Evalsha set to evalsha, and fails the test unless
+// the store runs take.lua with command.
+func startPathStore(t testing.TB, evalsha bool, command string) (*atomic.Int64, *sredis.Store) {
+	t.Helper()
+	srv := redistest.Start(t)
+	clock := new(atomic.Int64)
+	s := newStorePath(t, clock, evalsha, srv.Addr())
+	checkPath(t, s, command)
+	return clock, s
+}
+
+// benchCalls runs call b.N times, the clock moving 7 ms before each from
+// conformance.Base, and reports the mean time the server spent in command
+// per call.
+func benchCalls(b *testing.B, srv *redistest.Server, clock *atomic.Int64, command string, call func() error) {
+	b.Helper()
+	now := conformance.Base
+	do(b, srv, "config", "resetstat")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		now += 7 * conformance.Millisecond
+		clock.Store(now)
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(scriptMicros(b, srv, command), "redis-µs/call")
+}
+
+// checkReloaded fails the test unless, after a FUNCTION FLUSH, srv lists a
+// library named prefix… again and has run fcalls FCALL commands since it
+// counted fcall0 (why says which) and no EVAL since eval0.
+func checkReloaded(t testing.TB, srv *redistest.Server, prefix string, fcall0, eval0, fcalls int64, why string) {
+	t.Helper()
+	if got := do(t, srv, "function", "list"); !strings.Contains(got, prefix) {
+		t.Fatalf("FUNCTION LIST after the calls = %q, want the library %s… loaded again", got, prefix)
+	}
+	if n := commandCalls(t, srv, "fcall") - fcall0; n != fcalls {
+		t.Fatalf("FCALL commands after FUNCTION FLUSH = %d, want %d (%s)", n, fcalls, why)
+	}
+	if n := commandCalls(t, srv, "eval") - eval0; n != 0 {
+		t.Fatalf("EVAL calls after FUNCTION FLUSH = %d, want 0", n)
+	}
+}
+
+// startStore starts a redis-server and connects a Store to it whose test
+// clock stands still at conformance.Base.
+func startStore(t testing.TB) (*redistest.Server, *sredis.Store) {
+	t.Helper()
+	srv := redistest.Start(t)
+	clock := new(atomic.Int64)
+	clock.Store(conformance.Base)
+	return srv, newStore(t, clock, srv.Addr())
 }

@@ -45,10 +45,7 @@ func newStorePath(t testing.TB, clock *atomic.Int64, evalsha bool, addrs ...stri
 func TestConformance(t *testing.T) {
 	for _, path := range scriptPaths {
 		t.Run(path.command, func(t *testing.T) {
-			srv := redistest.Start(t)
-			var clock atomic.Int64
-			s := newStorePath(t, &clock, path.evalsha, srv.Addr())
-			checkPath(t, s, path.command)
+			clock, s := startPathStore(t, path.evalsha, path.command)
 			n := 0
 			conformance.Run(t, func(t *testing.T) conformance.Bucket {
 				n++
@@ -77,10 +74,7 @@ func TestConformance(t *testing.T) {
 func TestDifferential(t *testing.T) {
 	for _, path := range scriptPaths {
 		t.Run(path.command, func(t *testing.T) {
-			srv := redistest.Start(t)
-			var clock atomic.Int64
-			s := newStorePath(t, &clock, path.evalsha, srv.Addr())
-			checkPath(t, s, path.command)
+			clock, s := startPathStore(t, path.evalsha, path.command)
 			r := rand.New(rand.NewPCG(7, 11))
 			windows := []int64{conformance.Millisecond, 7 * conformance.Millisecond, conformance.Second,
 				3 * conformance.Second, conformance.Minute, conformance.Hour, conformance.Day, 366 * conformance.Day}
@@ -119,7 +113,7 @@ func TestDifferential(t *testing.T) {
 					if cost > 50 && k == algorithm.SlidingLog {
 						cost = 1 + r.Int64N(5)
 					}
-					st = compareDecision(t, s, &clock, client, p, st, now, cost, fmt.Sprintf("seq %d step %d", seq, step))
+					st = compareDecision(t, s, clock, client, p, st, now, cost, fmt.Sprintf("seq %d step %d", seq, step))
 					compared++
 				}
 			}
@@ -187,10 +181,7 @@ func extremeParams(r *rand.Rand, k algorithm.Kind) algorithm.Params {
 func TestDifferentialExtremes(t *testing.T) {
 	for _, path := range scriptPaths {
 		t.Run(path.command, func(t *testing.T) {
-			srv := redistest.Start(t)
-			var clock atomic.Int64
-			s := newStorePath(t, &clock, path.evalsha, srv.Addr())
-			checkPath(t, s, path.command)
+			clock, s := startPathStore(t, path.evalsha, path.command)
 			const last = math.MaxInt64 / 1000 // 2262-04-11T23:47:16.854775Z, in µs
 			year := 366 * conformance.Day
 			r := rand.New(rand.NewPCG(13, 17))
@@ -240,7 +231,7 @@ func TestDifferentialExtremes(t *testing.T) {
 					if r.IntN(8) == 0 {
 						cost = p.Capacity() + r.Int64N(2)
 					}
-					st = compareDecision(t, s, &clock, client, p, st, now, cost, fmt.Sprintf("seq %d step %d", seq, step))
+					st = compareDecision(t, s, clock, client, p, st, now, cost, fmt.Sprintf("seq %d step %d", seq, step))
 					compared++
 					c := s.Client()
 					if v, err := c.Do(context.Background(), c.B().Get().Key(s.Key(client, "r")).Build()).ToString(); err == nil && len(v) > 0 && v[0] >= 17 && v[0] <= 20 {

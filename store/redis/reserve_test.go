@@ -130,10 +130,7 @@ func reserveMatchesMemory(t *testing.T, rs *sredis.Store, clock *atomic.Int64) i
 // without persistence) gets it again from the first reservation, as from
 // the first check: one FCALL answered "Function not found", the retry.
 func TestReserveNoFunction(t *testing.T) {
-	srv := redistest.Start(t)
-	var clock atomic.Int64
-	clock.Store(conformance.Base)
-	s := newStore(t, &clock, srv.Addr())
+	srv, s := startStore(t)
 	checkReservePath(t, s, "FCALL")
 	ops := []limiter.Op{{Client: "user:nofunction", Rule: "r", Params: paramsOf(algorithm.LeakyBucket, 10, conformance.Second), Cost: 1}}
 	do(t, srv, "function", "flush")
@@ -150,15 +147,7 @@ func TestReserveNoFunction(t *testing.T) {
 	if want := []int64{0, 0, 100_000}; !slices.Equal(waits, want) {
 		t.Fatalf("waits %v, want %v", waits, want)
 	}
-	if got := do(t, srv, "function", "list"); !strings.Contains(got, "sluice_reserve_") {
-		t.Fatalf("FUNCTION LIST after the reservations = %q, want the library loaded again", got)
-	}
-	if n := commandCalls(t, srv, "fcall") - fcall0; n != 4 {
-		t.Fatalf("FCALL commands after FUNCTION FLUSH = %d, want 4 (one answered \"Function not found\", the retry, two more)", n)
-	}
-	if n := commandCalls(t, srv, "eval") - eval0; n != 0 {
-		t.Fatalf("EVAL calls after FUNCTION FLUSH = %d, want 0", n)
-	}
+	checkReloaded(t, srv, "sluice_reserve_", fcall0, eval0, 4, "one answered \"Function not found\", the retry, two more")
 }
 
 func equalResults(a, b []algorithm.Result) bool {
@@ -262,19 +251,10 @@ func BenchmarkReserve(b *testing.B) {
 			b.Run(k.String()+"/"+mode.name, func(b *testing.B) {
 				ops := []limiter.Op{{Client: "user:bench-" + mode.name, Rule: fmt.Sprint(k), Params: algorithm.Params{Kind: k, Limit: 100, Window: conformance.Second}, Cost: 1}}
 				res := make([]algorithm.Result, 1)
-				now := conformance.Base
-				do(b, srv, "config", "resetstat")
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					now += 7 * conformance.Millisecond
-					clock.Store(now)
-					if _, _, err := s.Reserve(context.Background(), ops, res, mode.maxWait); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				b.ReportMetric(scriptMicros(b, srv, s.ReserveCommand()), "redis-µs/call")
+				benchCalls(b, srv, &clock, s.ReserveCommand(), func() error {
+					_, _, err := s.Reserve(context.Background(), ops, res, mode.maxWait)
+					return err
+				})
 			})
 		}
 	}
@@ -286,10 +266,7 @@ func BenchmarkReserve(b *testing.B) {
 // runs the calls fell into; a call with a second (shadow) rule gets both
 // answers; a reservation that does not fit takes nothing.
 func TestReserveBatched(t *testing.T) {
-	srv := redistest.Start(t)
-	var clock atomic.Int64
-	clock.Store(conformance.Base)
-	s := newStore(t, &clock, srv.Addr())
+	srv, s := startStore(t)
 	p := algorithm.Params{Kind: algorithm.LeakyBucket, Limit: 50, Window: conformance.Second}
 	ctx := context.Background()
 	full := []limiter.Op{{Client: "user:full", Rule: "egress", Params: p, Cost: 1}}

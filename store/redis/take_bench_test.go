@@ -47,19 +47,10 @@ func BenchmarkTake(b *testing.B) {
 			b.Run(path.command+"/"+k.String(), func(b *testing.B) {
 				ops := []limiter.Op{{Client: "user:bench", Rule: fmt.Sprint(k), Params: algorithm.Params{Kind: k, Limit: 100, Window: conformance.Second}, Cost: 1}}
 				res := make([]algorithm.Result, 1)
-				now := conformance.Base
-				do(b, srv, "config", "resetstat")
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					now += 7 * conformance.Millisecond
-					clock.Store(now)
-					if _, err := s.Take(context.Background(), ops, res); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				b.ReportMetric(scriptMicros(b, srv, path.command), "redis-µs/call")
+				benchCalls(b, srv, &clock, path.command, func() error {
+					_, err := s.Take(context.Background(), ops, res)
+					return err
+				})
 			})
 		}
 	}
