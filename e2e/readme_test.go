@@ -210,7 +210,7 @@ var volatile = []struct {
 	min, max func(doc int64, now time.Time) int64
 }{
 	{`"reset_after_ms":`, zero, func(int64, time.Time) int64 { return 60000 }},
-	{`"retry_after_ms":`, func(doc int64, _ time.Time) int64 { return min(doc, 1) }, func(doc int64, _ time.Time) int64 { return min(doc, 6000) }},
+	{`"retry_after_ms":`, func(doc int64, _ time.Time) int64 { return min(doc, 1) }, func(int64, time.Time) int64 { return 6000 }},
 	{`;t=`, zero, func(int64, time.Time) int64 { return 60 }},
 	{`Retry-After: `, func(int64, time.Time) int64 { return 1 }, func(int64, time.Time) int64 { return 6 }},
 	{`X-Ratelimit-Reset: `, func(_ int64, now time.Time) int64 { return now.Unix() - 1 }, func(_ int64, now time.Time) int64 { return now.Unix() + 61 }},
