@@ -12,6 +12,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -459,9 +460,9 @@ func parsePlain(block []byte, req *http.Request) bool {
 			switch {
 			case h[key] != nil:
 				return false
-			case asciiEqualFold(v, "close"):
+			case strings.EqualFold(v, "close"):
 				closing = true
-			case asciiEqualFold(v, "keep-alive"):
+			case strings.EqualFold(v, "keep-alive"):
 			default:
 				return false
 			}
@@ -544,22 +545,6 @@ func isTokenByte(b byte) bool {
 		return true
 	}
 	return false
-}
-
-func asciiEqualFold(s, t string) bool {
-	if len(s) != len(t) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		a, b := s[i], t[i]
-		if 'A' <= a && a <= 'Z' {
-			a += 'a' - 'A'
-		}
-		if a != b {
-			return false
-		}
-	}
-	return true
 }
 
 // respWriter is the http.ResponseWriter of a request served by the loop.
