@@ -37,6 +37,7 @@ type benchFlags struct {
 	domain      string // with grpc: the request's domain
 	conns       int    // with grpc: HTTP/2 connections
 	health      bool   // with grpc: grpc.health.v1 Check instead of ShouldRateLimit
+	grpcClient  string // with grpc: loadgen.LeanClient or loadgen.GoClient
 	token       string // --data-token
 	ca          string // --data-ca
 	clientCert  string // --data-client-cert
@@ -119,6 +120,7 @@ service it takes capacity from real callers.`,
 	fl.StringVar(&f.domain, "domain", "sluice", "with --grpc: the domain of the requests")
 	fl.IntVar(&f.conns, "grpc-conns", 4, "with --grpc: HTTP/2 connections the workers share (at most --concurrency)")
 	fl.BoolVar(&f.health, "grpc-health", false, "with --grpc: call grpc.health.v1.Health/Check instead, the floor of a gRPC call on the same server")
+	fl.StringVar(&f.grpcClient, "grpc-client", string(loadgen.LeanClient), "with --grpc: the client, "+string(loadgen.LeanClient)+" (sluice's own HTTP/2 client, a few µs of CPU per call) or "+string(loadgen.GoClient))
 	fl.StringVar(&f.token, "data-token", "", "bearer token sent with every call: one of sluice serve --data-token's")
 	fl.StringVar(&f.ca, "data-ca", "", "PEM CA certificate(s) the server's TLS certificate is checked against; with --grpc, also turns TLS on (HTTP: an https:// --target)")
 	fl.StringVar(&f.clientCert, "data-client-cert", "", "PEM client certificate, for a server with --tls-client-ca (with --grpc, also turns TLS on)")
@@ -142,6 +144,8 @@ func (f *benchFlags) validate() error {
 		return fmt.Errorf("bench: --grpc-health needs --grpc")
 	case f.grpc && (f.conns < 1 || f.conns > 1000):
 		return fmt.Errorf("bench: --grpc-conns must be 1 to 1000, got %d", f.conns)
+	case f.grpcClient != string(loadgen.LeanClient) && f.grpcClient != string(loadgen.GoClient):
+		return fmt.Errorf("bench: --grpc-client must be %s or %s, got %q", loadgen.LeanClient, loadgen.GoClient, f.grpcClient)
 	}
 	return nil
 }
