@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,10 +59,10 @@ type leanConn struct {
 	recvWindow uint32 // the window advertised for streams and the connection
 
 	// Reader-only state.
-	dec      *hpack.Decoder
-	cur      *leanStream // the stream of the header block being decoded, nil if gone
-	curEnd   bool        // the header block ends its stream
-	unacked  uint32      // connection DATA received and not yet given back
+	dec     *hpack.Decoder
+	cur     *leanStream // the stream of the header block being decoded, nil if gone
+	curEnd  bool        // the header block ends its stream
+	unacked uint32      // connection DATA received and not yet given back
 
 	mu       sync.Mutex
 	wake     sync.Cond // a send window grew, or the connection failed
@@ -147,7 +148,7 @@ func dialLean(ctx context.Context, addr string, cfg *tls.Config, recvWindow uint
 	if recvWindow > 65535 {
 		c.fr.WriteWindowUpdate(0, recvWindow-65535)
 	}
-	c.flushLocked()
+	c.flushLocked(false)
 	err = c.err
 	c.mu.Unlock()
 	if err != nil {
@@ -169,12 +170,20 @@ func (w leanWriter) Write(p []byte) (int, error) {
 
 // flushLocked writes the buffered frames out unless another caller is
 // already doing so (it will take them). mu is held, and released during the
-// write.
-func (c *leanConn) flushLocked() {
+// write. With batch, the caller yields before it writes.
+func (c *leanConn) flushLocked(batch bool) {
 	if c.flushing {
 		return
 	}
 	c.flushing = true
+	if batch {
+		// Let the workers that are ready to run append their frames
+		// first: one system call then carries several calls (on a busy
+		// 2-core machine, a fifth less CPU per call).
+		c.mu.Unlock()
+		runtime.Gosched()
+		c.mu.Lock()
+	}
 	for len(c.wbuf) > 0 && c.err == nil {
 		buf := c.wbuf
 		c.wbuf = c.spare[:0]
@@ -259,7 +268,7 @@ func (c *leanConn) send(st *leanStream, hdr, body []byte) error {
 	for first := true; first || len(body) > 0; first = false {
 		n := min(int64(len(body)), c.sendWin, st.sendWin, int64(c.maxFrame))
 		for n <= 0 && len(body) > 0 {
-			c.flushLocked()
+			c.flushLocked(false)
 			if c.streams[st.id] != st {
 				return nil // the stream has ended; its caller hears why
 			}
@@ -282,7 +291,7 @@ func (c *leanConn) send(st *leanStream, hdr, body []byte) error {
 		c.sendWin -= n
 		st.sendWin -= n
 	}
-	c.flushLocked()
+	c.flushLocked(true)
 	return nil
 }
 
@@ -298,7 +307,7 @@ func (c *leanConn) cancel(st *leanStream) {
 	delete(c.streams, st.id)
 	if c.err == nil {
 		c.fr.WriteRSTStream(st.id, http2.ErrCodeCancel)
-		c.flushLocked()
+		c.flushLocked(false)
 	}
 }
 
@@ -335,7 +344,7 @@ func (c *leanConn) read() {
 			c.failLocked(err)
 		}
 		if len(c.wbuf) > 0 {
-			c.flushLocked()
+			c.flushLocked(false)
 		}
 		c.mu.Unlock()
 		if err != nil {
@@ -593,7 +602,17 @@ func (lc *leanCall) do(ctx context.Context, body []byte) ([]byte, error) {
 		return nil, err
 	}
 	if err := c.send(&lc.st, lc.hdr, body); err != nil {
-		return nil, err
+		if !errors.Is(err, errLeanGoAway) {
+			return nil, err
+		}
+		// GOAWAY came between choosing the connection and sending: the
+		// call was not sent, and goes on a new connection.
+		if c, err = lc.cl.conn(ctx); err != nil {
+			return nil, err
+		}
+		if err := c.send(&lc.st, lc.hdr, body); err != nil {
+			return nil, err
+		}
 	}
 	if lc.cl.timeout > 0 {
 		lc.timer.Reset(lc.cl.timeout)
