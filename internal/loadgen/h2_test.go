@@ -175,7 +175,7 @@ func TestLeanServerCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc := g.lean[0].c
-	cc.nc.Close() // as if the server had hung up
+	cc.nc.Close()                             // as if the server had hung up
 	_, _ = g.NewCall(0)(context.Background()) // may fail: the reader may not have seen the close yet
 	if allowed, err := g.NewCall(0)(context.Background()); !allowed || err != nil {
 		t.Errorf("call after the connection broke = %v, %v; want allowed on a new connection", allowed, err)
