@@ -87,7 +87,11 @@ path, in --domain. gRPC multiplexes calls, so the --concurrency workers
 share --grpc-conns HTTP/2 connections; each still has one call in flight.
 With --grpc --grpc-health the calls are the standard grpc.health.v1 Check
 of the same server instead: the floor of a gRPC call on that machine, to
-compare ShouldRateLimit with (bench/grpc.sh alternates the two).
+compare ShouldRateLimit with (bench/grpc.sh alternates the two). Every
+answer's gRPC status and overall_code are checked. The calls go through
+sluice's own lean HTTP/2 client, which takes a fraction of grpc-go's CPU
+per call from the machine the service runs on; --grpc-client grpc-go
+calls through grpc-go instead.
 
 Run it against a sluice on the same machine or your own test network
 (loopback is the norm): it is a load test, and on a shared or production
