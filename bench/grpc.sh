@@ -14,6 +14,7 @@
 #
 #   bench/grpc.sh                         # 3 rounds of 10 s
 #   ROUNDS=5 RATE=5000 bench/grpc.sh
+#   CLIENT=grpc-go bench/grpc.sh          # the load through grpc-go
 #
 # Needs go and curl. Uses ports 28080, 28081 (gRPC) and 29090 on
 # 127.0.0.1. Kills only the processes it started.
@@ -24,6 +25,7 @@ DURATION=${DURATION:-10s}
 RATE=${RATE:-10000}
 RATE_CONCURRENCY=${RATE_CONCURRENCY:-32}
 CONNS=${CONNS:-1}
+CLIENT=${CLIENT:-lean}
 DATA=127.0.0.1:28080
 GRPC=127.0.0.1:28081
 ADMIN=127.0.0.1:29090
@@ -46,10 +48,10 @@ pids+=($!)
 wait_up "http://$DATA/readyz"
 
 
-echo "== throughput: sluice bench --grpc --concurrency 64 --grpc-conns 4 --duration $DURATION, $ROUNDS rounds"
+echo "== throughput: sluice bench --grpc --grpc-client $CLIENT --concurrency 64 --grpc-conns 4 --duration $DURATION, $ROUNDS rounds"
 tp=()
 for round in $(seq "$ROUNDS"); do
-  "$tmp/sluice" bench --grpc --target "$GRPC" --concurrency 64 --grpc-conns 4 --duration "$DURATION" --json > "$tmp/tp-$round.json"
+  "$tmp/sluice" bench --grpc --grpc-client "$CLIENT" --target "$GRPC" --concurrency 64 --grpc-conns 4 --duration "$DURATION" --json > "$tmp/tp-$round.json"
   read -r rps p50 p90 p99 p999 late <<< "$(fields "$tmp/tp-$round.json")"
   tp+=("$rps")
   printf 'round %d: %s decisions/s  p50 %s ms  p99 %s ms\n' "$round" "$rps" "$p50" "$p99"
@@ -59,8 +61,8 @@ printf 'median: %s decisions/s (target ≥ 22,000)\n' "$(printf '%s\n' "${tp[@]}
 echo "== fixed rate $RATE/s, --concurrency $RATE_CONCURRENCY --grpc-conns $CONNS, $DURATION, $ROUNDS rounds: ShouldRateLimit then Health/Check (ms, from the scheduled send time)"
 r99=() h99=()
 for round in $(seq "$ROUNDS"); do
-  "$tmp/sluice" bench --grpc --target "$GRPC" --rate "$RATE" --concurrency "$RATE_CONCURRENCY" --grpc-conns "$CONNS" --duration "$DURATION" --json > "$tmp/rls-$round.json"
-  "$tmp/sluice" bench --grpc --grpc-health --target "$GRPC" --rate "$RATE" --concurrency "$RATE_CONCURRENCY" --grpc-conns "$CONNS" --duration "$DURATION" --json > "$tmp/health-$round.json"
+  "$tmp/sluice" bench --grpc --grpc-client "$CLIENT" --target "$GRPC" --rate "$RATE" --concurrency "$RATE_CONCURRENCY" --grpc-conns "$CONNS" --duration "$DURATION" --json > "$tmp/rls-$round.json"
+  "$tmp/sluice" bench --grpc --grpc-client "$CLIENT" --grpc-health --target "$GRPC" --rate "$RATE" --concurrency "$RATE_CONCURRENCY" --grpc-conns "$CONNS" --duration "$DURATION" --json > "$tmp/health-$round.json"
   read -r _ rp50 rp90 rp99 rp999 rlate <<< "$(fields "$tmp/rls-$round.json")"
   read -r _ hp50 hp90 hp99 hp999 hlate <<< "$(fields "$tmp/health-$round.json")"
   r99+=("$rp99") h99+=("$hp99")

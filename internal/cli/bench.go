@@ -37,6 +37,7 @@ type benchFlags struct {
 	domain      string // with grpc: the request's domain
 	conns       int    // with grpc: HTTP/2 connections
 	health      bool   // with grpc: grpc.health.v1 Check instead of ShouldRateLimit
+	grpcClient  string // with grpc: loadgen.LeanClient or loadgen.GoClient
 	token       string // --data-token
 	ca          string // --data-ca
 	clientCert  string // --data-client-cert
@@ -86,7 +87,11 @@ path, in --domain. gRPC multiplexes calls, so the --concurrency workers
 share --grpc-conns HTTP/2 connections; each still has one call in flight.
 With --grpc --grpc-health the calls are the standard grpc.health.v1 Check
 of the same server instead: the floor of a gRPC call on that machine, to
-compare ShouldRateLimit with (bench/grpc.sh alternates the two).
+compare ShouldRateLimit with (bench/grpc.sh alternates the two). Every
+answer's gRPC status and overall_code are checked. The calls go through
+sluice's own lean HTTP/2 client, which takes a fraction of grpc-go's CPU
+per call from the machine the service runs on; --grpc-client grpc-go
+calls through grpc-go instead.
 
 Run it against a sluice on the same machine or your own test network
 (loopback is the norm): it is a load test, and on a shared or production
@@ -119,6 +124,7 @@ service it takes capacity from real callers.`,
 	fl.StringVar(&f.domain, "domain", "sluice", "with --grpc: the domain of the requests")
 	fl.IntVar(&f.conns, "grpc-conns", 4, "with --grpc: HTTP/2 connections the workers share (at most --concurrency)")
 	fl.BoolVar(&f.health, "grpc-health", false, "with --grpc: call grpc.health.v1.Health/Check instead, the floor of a gRPC call on the same server")
+	fl.StringVar(&f.grpcClient, "grpc-client", string(loadgen.LeanClient), "with --grpc: the client, "+string(loadgen.LeanClient)+" (sluice's own HTTP/2 client, a few µs of CPU per call) or "+string(loadgen.GoClient))
 	fl.StringVar(&f.token, "data-token", "", "bearer token sent with every call: one of sluice serve --data-token's")
 	fl.StringVar(&f.ca, "data-ca", "", "PEM CA certificate(s) the server's TLS certificate is checked against; with --grpc, also turns TLS on (HTTP: an https:// --target)")
 	fl.StringVar(&f.clientCert, "data-client-cert", "", "PEM client certificate, for a server with --tls-client-ca (with --grpc, also turns TLS on)")
@@ -142,6 +148,8 @@ func (f *benchFlags) validate() error {
 		return fmt.Errorf("bench: --grpc-health needs --grpc")
 	case f.grpc && (f.conns < 1 || f.conns > 1000):
 		return fmt.Errorf("bench: --grpc-conns must be 1 to 1000, got %d", f.conns)
+	case f.grpcClient != string(loadgen.LeanClient) && f.grpcClient != string(loadgen.GoClient):
+		return fmt.Errorf("bench: --grpc-client must be %s or %s, got %q", loadgen.LeanClient, loadgen.GoClient, f.grpcClient)
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ func runBenchGRPC(ctx context.Context, f benchFlags, mode string, stdout, stderr
 		what string
 	)
 	if f.health {
-		h, err := loadgen.NewGRPCHealth(f.target, conns, f.timeout, auth)
+		h, err := loadgen.NewGRPCHealth(f.target, conns, f.timeout, auth, loadgen.GRPCClient(f.grpcClient))
 		if err != nil {
 			return fmt.Errorf("bench: --target: %w", err)
 		}
@@ -51,7 +51,7 @@ func runBenchGRPC(ctx context.Context, f benchFlags, mode string, stdout, stderr
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
-		c, err := loadgen.NewGRPCCheck(f.target, conns, f.timeout, load, auth)
+		c, err := loadgen.NewGRPCCheck(f.target, conns, f.timeout, load, auth, loadgen.GRPCClient(f.grpcClient))
 		if err != nil {
 			return fmt.Errorf("bench: --target: %w", err)
 		}

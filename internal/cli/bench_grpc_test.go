@@ -37,6 +37,19 @@ func TestBenchGRPC(t *testing.T) {
 		t.Errorf("target = %v, want %s", rep["target"], addr)
 	}
 
+	// grpc-go, on other users of the same server.
+	code, out, errOut = sluice(t, "", "bench", "--grpc", "--grpc-client", "grpc-go", "--target", addr, "--requests", "100", "--duration", "1m",
+		"--clients", "10", "--concurrency", "4", "--grpc-conns", "2", "--domain", "other", "--endpoint", "GET /y", "--json")
+	rep = nil
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("bench --grpc --grpc-client grpc-go: exit %d: %s%s", code, out, errOut)
+	}
+	for k, want := range map[string]float64{"requests": 100, "errors": 0} {
+		if got := rep[k]; got != want {
+			t.Errorf("grpc-go: %s = %v, want %v", k, got, want)
+		}
+	}
+
 	code, out, errOut = sluice(t, "", "bench", "--grpc", "--target", addr, "--requests", "10", "--clients", "10", "--concurrency", "2", "--domain", "edge")
 	if code != 0 || !strings.Contains(out, "ShouldRateLimit "+addr+" (domain edge): 2 callers on 2 connections") ||
 		!strings.Contains(out, "decisions   10 in") {
@@ -59,6 +72,7 @@ func TestBenchGRPC(t *testing.T) {
 		{[]string{"--grpc-conns", "0"}, "--grpc-conns must be 1 to 1000"},
 		{[]string{"--target", "http://127.0.0.1:1"}, "target must be host:port"},
 		{[]string{"--domain", ""}, "domain must not be empty"},
+		{[]string{"--grpc-client", "grpc"}, "--grpc-client must be lean or grpc-go"},
 		{[]string{"--target", s0()}, "does not answer ShouldRateLimit"},
 	} {
 		code, _, errOut := sluice(t, "", append([]string{"bench", "--grpc", "--duration", "1m", "--timeout", "2s"}, tt.args...)...)

@@ -499,6 +499,7 @@ func TestBenchReachesAProtectedServe(t *testing.T) {
 	}{
 		{"http", []string{"--target", "https://" + data}},
 		{"grpc", []string{"--grpc", "--target", grpcAddr}},
+		{"grpc-go", []string{"--grpc", "--grpc-client", "grpc-go", "--target", grpcAddr}},
 	} {
 		args := append([]string{"bench", "--requests", "50", "--concurrency", "2", "--duration", "10s", "--json"}, tt.args...)
 		args = append(args, creds...)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // RLSLoad describes the requests of a ShouldRateLimit load, as CheckBodies
@@ -78,22 +79,127 @@ func (l *RLSLoad) Request(i int) *rlsv3.RateLimitRequest {
 	}}}
 }
 
+// AppendRequest appends to b the gRPC message of client i's request (the
+// 5-byte length prefix, then the protobuf encoding of Request(i)), built
+// without a proto message: the lean client's calls allocate nothing.
+func (l *RLSLoad) AppendRequest(b []byte, i int) []byte {
+	entry := func(k, v string) int {
+		return protowire.SizeTag(1) + protowire.SizeBytes(len(k)) + protowire.SizeTag(2) + protowire.SizeBytes(len(v))
+	}
+	e1, e2, e3 := entry(l.Key, l.Values[i]), entry("method", l.Method), entry("path", l.Path)
+	desc := protowire.SizeTag(1)*3 + protowire.SizeBytes(e1) + protowire.SizeBytes(e2) + protowire.SizeBytes(e3)
+	n := protowire.SizeTag(2) + protowire.SizeBytes(desc)
+	if l.Domain != "" {
+		n += protowire.SizeTag(1) + protowire.SizeBytes(len(l.Domain))
+	}
+	b = append(b, 0, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	if l.Domain != "" {
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, l.Domain)
+	}
+	b = protowire.AppendTag(b, 2, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(desc))
+	for _, e := range [3]struct {
+		size int
+		k, v string
+	}{{e1, l.Key, l.Values[i]}, {e2, "method", l.Method}, {e3, "path", l.Path}} {
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(e.size))
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, e.k)
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendString(b, e.v)
+	}
+	return b
+}
+
+// enumField returns the last value of varint field num of the protobuf
+// message m (0 when absent, as proto3 reads it), checking that all of m
+// parses.
+func enumField(m []byte, num protowire.Number) (uint64, error) {
+	var v uint64
+	for len(m) > 0 {
+		n, typ, k := protowire.ConsumeTag(m)
+		if k < 0 {
+			return 0, fmt.Errorf("loadgen: malformed reply: %w", protowire.ParseError(k))
+		}
+		m = m[k:]
+		if n == num && typ == protowire.VarintType {
+			x, k := protowire.ConsumeVarint(m)
+			if k < 0 {
+				return 0, fmt.Errorf("loadgen: malformed reply: %w", protowire.ParseError(k))
+			}
+			v, m = x, m[k:]
+			continue
+		}
+		k = protowire.ConsumeFieldValue(n, typ, m)
+		if k < 0 {
+			return 0, fmt.Errorf("loadgen: malformed reply: %w", protowire.ParseError(k))
+		}
+		m = m[k:]
+	}
+	return v, nil
+}
+
+// overallCode reads a RateLimitResponse: allowed for OK, denied for
+// OVER_LIMIT, an error for anything else.
+func overallCode(m []byte) (bool, error) {
+	c, err := enumField(m, 1)
+	if err != nil {
+		return false, err
+	}
+	switch rlsv3.RateLimitResponse_Code(c) {
+	case rlsv3.RateLimitResponse_OK:
+		return true, nil
+	case rlsv3.RateLimitResponse_OVER_LIMIT:
+		return false, nil
+	}
+	return false, fmt.Errorf("loadgen: answer with overall_code %s", rlsv3.RateLimitResponse_Code(c))
+}
+
+// GRPCClient is the client a gRPC load is sent with.
+type GRPCClient string
+
+const (
+	// LeanClient is loadgen's own HTTP/2 client (h2.go): requests encoded
+	// once, replies decoded as far as the answer, no allocation per
+	// call. The default: the generator takes the least CPU from the
+	// service it measures on the same machine.
+	LeanClient GRPCClient = "lean"
+	// GoClient is grpc-go with its proto codec, as gRPC services' own
+	// clients call.
+	GoClient GRPCClient = "grpc-go"
+)
+
 // grpcConns are the HTTP/2 connections a gRPC load shares: each worker
 // uses connection worker modulo their number.
 type grpcConns struct {
 	target  string
-	conns   []*grpc.ClientConn
+	conns   []*grpc.ClientConn // GoClient
+	lean    []*leanClient      // LeanClient
 	timeout time.Duration
 }
 
 // dialGRPC opens conns connections to target ("host:port" or
-// "grpc://host:port"), each call bounded by timeout.
-func dialGRPC(target string, conns int, timeout time.Duration, auth Auth) (*grpcConns, error) {
+// "grpc://host:port") with client, each call bounded by timeout. The lean
+// client dials on first use.
+func dialGRPC(target string, conns int, timeout time.Duration, auth Auth, client GRPCClient) (*grpcConns, error) {
 	addr := strings.TrimPrefix(target, "grpc://")
 	if _, _, err := net.SplitHostPort(addr); err != nil || strings.Contains(addr, "/") {
 		return nil, fmt.Errorf("loadgen: target must be host:port or grpc://host:port, got %q", target)
 	}
 	g := &grpcConns{target: addr, timeout: timeout}
+	switch client {
+	case LeanClient:
+		for range max(conns, 1) {
+			g.lean = append(g.lean, &leanClient{addr: addr, tls: auth.TLS, timeout: timeout,
+				recvWindow: leanDefaultWindow, token: auth.Token})
+		}
+		return g, nil
+	case GoClient:
+	default:
+		return nil, fmt.Errorf("loadgen: gRPC client must be %s or %s, got %q", LeanClient, GoClient, client)
+	}
 	for range max(conns, 1) {
 		// Each connection its own: without an authority of its own, gRPC
 		// would still open one TCP connection per ClientConn.
@@ -111,13 +217,21 @@ func dialGRPC(target string, conns int, timeout time.Duration, auth Auth) (*grpc
 func (g *grpcConns) Target() string { return g.target }
 
 // Conns returns the number of connections.
-func (g *grpcConns) Conns() int { return len(g.conns) }
+func (g *grpcConns) Conns() int { return len(g.conns) + len(g.lean) }
 
 // Close closes the connections.
 func (g *grpcConns) Close() {
 	for _, cc := range g.conns {
 		cc.Close()
 	}
+	for _, l := range g.lean {
+		l.close()
+	}
+}
+
+// leanCall returns worker's lean call of method path.
+func (g *grpcConns) leanCall(worker int, path string) *leanCall {
+	return newLeanCall(g.lean[worker%len(g.lean)], path)
 }
 
 // conn returns worker's connection.
@@ -134,12 +248,13 @@ type GRPCCheck struct {
 }
 
 // NewGRPCCheck returns a GRPCCheck of load against target ("host:port",
-// or "grpc://host:port") with conns connections and a per-call timeout.
-func NewGRPCCheck(target string, conns int, timeout time.Duration, load *RLSLoad, auth Auth) (*GRPCCheck, error) {
+// or "grpc://host:port") with conns connections of client and a per-call
+// timeout.
+func NewGRPCCheck(target string, conns int, timeout time.Duration, load *RLSLoad, auth Auth, client GRPCClient) (*GRPCCheck, error) {
 	if load == nil || len(load.Values) == 0 {
 		return nil, fmt.Errorf("loadgen: no requests")
 	}
-	g, err := dialGRPC(target, conns, timeout, auth)
+	g, err := dialGRPC(target, conns, timeout, auth, client)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +265,18 @@ func NewGRPCCheck(target string, conns int, timeout time.Duration, load *RLSLoad
 // request.
 func (g *GRPCCheck) NewCall(worker int) Call {
 	rng := rand.New(rand.NewPCG(g.seed, uint64(worker)))
+	if g.lean != nil {
+		lc := g.leanCall(worker, shouldRateLimitPath)
+		var body []byte
+		return func(ctx context.Context) (bool, error) {
+			body = g.load.AppendRequest(body[:0], rng.IntN(len(g.load.Values)))
+			m, err := lc.do(ctx, body)
+			if err != nil {
+				return false, err
+			}
+			return overallCode(m)
+		}
+	}
 	c := rlsv3.NewRateLimitServiceClient(g.conn(worker))
 	req := g.load.Request(0)
 	who := req.Descriptors[0].Entries[0]
@@ -171,6 +298,12 @@ func (g *GRPCCheck) NewCall(worker int) Call {
 	}
 }
 
+// The methods' paths.
+const (
+	shouldRateLimitPath = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+	healthCheckPath     = "/grpc.health.v1.Health/Check"
+)
+
 // GRPCHealth calls the standard grpc.health.v1.Health/Check on a gRPC
 // server, over the same kind of shared connections as GRPCCheck: the
 // cheapest call a gRPC server answers, and so the floor under
@@ -180,9 +313,9 @@ type GRPCHealth struct {
 }
 
 // NewGRPCHealth returns a GRPCHealth against target ("host:port") with
-// conns connections and a per-call timeout.
-func NewGRPCHealth(target string, conns int, timeout time.Duration, auth Auth) (*GRPCHealth, error) {
-	g, err := dialGRPC(target, conns, timeout, auth)
+// conns connections of client and a per-call timeout.
+func NewGRPCHealth(target string, conns int, timeout time.Duration, auth Auth, client GRPCClient) (*GRPCHealth, error) {
+	g, err := dialGRPC(target, conns, timeout, auth, client)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +325,18 @@ func NewGRPCHealth(target string, conns int, timeout time.Duration, auth Auth) (
 // NewCall returns worker's Call: a health check on its connection,
 // "allowed" when the server is SERVING.
 func (h *GRPCHealth) NewCall(worker int) Call {
+	if h.lean != nil {
+		lc := h.leanCall(worker, healthCheckPath)
+		empty := []byte{0, 0, 0, 0, 0} // HealthCheckRequest{}: no service named
+		return func(ctx context.Context) (bool, error) {
+			m, err := lc.do(ctx, empty)
+			if err != nil {
+				return false, err
+			}
+			s, err := enumField(m, 1)
+			return err == nil && healthpb.HealthCheckResponse_ServingStatus(s) == healthpb.HealthCheckResponse_SERVING, err
+		}
+	}
 	c := healthpb.NewHealthClient(h.conn(worker))
 	req := &healthpb.HealthCheckRequest{}
 	return func(ctx context.Context) (bool, error) {

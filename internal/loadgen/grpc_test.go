@@ -37,13 +37,23 @@ func TestRLSLoad(t *testing.T) {
 }
 
 // TestGRPCCheck drives a real RLS server (embedded store, 5 calls an hour
-// per user) over loopback: the counts are exact.
+// per user) over loopback with each client: the counts are exact.
 func TestGRPCCheck(t *testing.T) {
+	for _, client := range []GRPCClient{LeanClient, GoClient} {
+		t.Run(string(client), func(t *testing.T) { testGRPCCheck(t, client) })
+	}
+	load, _ := NewRLSLoad(10, "user", "d", "GET /api/orders")
+	if _, err := NewGRPCCheck("127.0.0.1:1", 1, time.Second, load, Auth{}, "grpc"); err == nil {
+		t.Errorf(`NewGRPCCheck(client "grpc") = nil error, want one`)
+	}
+}
+
+func testGRPCCheck(t *testing.T, client GRPCClient) {
 	five := &rules.Set{Rules: []rules.Rule{{ID: "five", By: rules.ByUser, Limit: 5, Window: rules.Duration(time.Hour)}}}
 	addr := rlstest.Serve(t, five, nil)
 
 	load, _ := NewRLSLoad(10, "user", "d", "GET /api/orders")
-	c, err := NewGRPCCheck("grpc://"+addr, 2, 5*time.Second, load, Auth{})
+	c, err := NewGRPCCheck("grpc://"+addr, 2, 5*time.Second, load, Auth{}, client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +72,13 @@ func TestGRPCCheck(t *testing.T) {
 
 	// A malformed request is an error of the call.
 	bad := &RLSLoad{Domain: "", Key: "user", Values: []string{"u"}, Method: "GET", Path: "/"}
-	c2, _ := NewGRPCCheck(addr, 1, 5*time.Second, bad, Auth{})
+	c2, _ := NewGRPCCheck(addr, 1, 5*time.Second, bad, Auth{}, client)
 	defer c2.Close()
 	if _, err := c2.NewCall(0)(context.Background()); err == nil || !strings.Contains(err.Error(), "InvalidArgument") {
 		t.Errorf("call without a domain = %v, want InvalidArgument", err)
 	}
 	for _, target := range []string{"http://127.0.0.1:8081", "127.0.0.1", "grpc://127.0.0.1:8081/x"} {
-		if _, err := NewGRPCCheck(target, 1, time.Second, load, Auth{}); err == nil {
+		if _, err := NewGRPCCheck(target, 1, time.Second, load, Auth{}, client); err == nil {
 			t.Errorf("NewGRPCCheck(%q) = nil error, want one", target)
 		}
 	}
