@@ -79,16 +79,46 @@ func checkPath(t testing.TB, s *sredis.Store, command string) {
 // commandCalls returns cmdstat_<name>'s calls from INFO commandstats.
 func commandCalls(t testing.TB, srv *redistest.Server, name string) int64 {
 	t.Helper()
+	return int64(commandStat(t, srv, name, "calls"))
+}
+
+// scriptMicros is the mean time Redis spent in one run of take.lua (FCALL
+// or EVALSHA, by command) since the last CONFIG RESETSTAT (INFO
+// commandstats usec_per_call): the script's own cost, without the round
+// trip.
+func scriptMicros(t testing.TB, srv *redistest.Server, command string) float64 {
+	t.Helper()
+	return commandStat(t, srv, strings.ToLower(command), "usec_per_call")
+}
+
+// scriptUsec is the usec Redis spent in scripts and functions so far.
+func scriptUsec(t testing.TB, srv *redistest.Server) int64 {
+	t.Helper()
+	var sum int64
+	for _, c := range []string{"evalsha", "eval", "fcall"} {
+		sum += int64(commandStat(t, srv, c, "usec"))
+	}
+	return sum
+}
+
+// commandStat returns field (calls, usec, usec_per_call) of
+// cmdstat_<name> in INFO commandstats, 0 while srv has not run name.
+func commandStat(t testing.TB, srv *redistest.Server, name, field string) float64 {
+	t.Helper()
 	for _, line := range strings.Split(do(t, srv, "info", "commandstats"), "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":calls=")
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":")
 		if !ok {
 			continue
 		}
-		n, err := strconv.ParseInt(rest[:strings.IndexByte(rest+",", ',')], 10, 64)
-		if err != nil {
-			t.Fatalf("INFO commandstats: %q: %v", line, err)
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, field+"="); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("INFO commandstats: %q: %v", line, err)
+				}
+				return x
+			}
 		}
-		return n
 	}
 	return 0
 }
