@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -30,17 +31,7 @@ func sluiceWith(t testing.TB, set *rules.Set) string {
 // sluiceOn is sluiceWith over an embedded store configured as cfg.
 func sluiceOn(t testing.TB, set *rules.Set, cfg memory.Config) string {
 	t.Helper()
-	st, err := memory.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ix, err := rules.Compile(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := limiter.New(st, limiter.Config{})
-	l.SetRules(ix)
+	l, _ := limitertest.New(t, set, cfg)
 	srv := httptest.NewServer(server.New(l, server.DefaultConfig()))
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -16,6 +16,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/internal/server"
@@ -65,11 +66,7 @@ func startRLS(t *testing.T, st limiter.Store) *reloadEnv {
 
 func (e *reloadEnv) setRules(t *testing.T, set *rules.Set) {
 	t.Helper()
-	ix, err := rules.Compile(set)
-	if err != nil {
-		t.Fatalf("rules.Compile: %v", err)
-	}
-	e.srv.SetRules(ix)
+	e.srv.SetRules(limitertest.Compile(t, set))
 }
 
 func (e *reloadEnv) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
