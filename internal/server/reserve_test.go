@@ -9,14 +9,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/rules"
 )
 
-type reserveAnswer struct {
-	WaitMS   int64 `json:"wait_ms"`
-	SendAtUS int64 `json:"send_at_us"`
-	answer
-}
+// reserveAnswer is the decoded body of a reservation, read as the client
+// reads it.
+type reserveAnswer = client.ReserveResponse
 
 func postReserve(t testing.TB, h http.Handler, body string) *httptest.ResponseRecorder {
 	t.Helper()
