@@ -78,9 +78,7 @@ func globalBudgetEnvoy(t *testing.T, redisAddrs string) {
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			c := clients[w%len(clients)]
 			for range perWorker {
 				resp, err := ask(c, descriptor("generic_key", "search"), descriptor("user", fmt.Sprintf("caller-%03d", w)))
@@ -94,7 +92,7 @@ func globalBudgetEnvoy(t *testing.T, redisAddrs string) {
 					denied.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

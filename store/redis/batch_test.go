@@ -55,9 +55,7 @@ func TestDifferentialBatched(t *testing.T) {
 				var wg sync.WaitGroup
 				errs := make(chan error, workers)
 				for w, b := range bs {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
+					wg.Go(func() {
 						cost := 1 + b.rng.Int64N(3)
 						want, ns := algorithm.Apply(b.p, b.st, now, cost)
 						if want.Allowed {
@@ -74,7 +72,7 @@ func TestDifferentialBatched(t *testing.T) {
 						if got != want {
 							errs <- fmt.Errorf("step %d worker %d %+v cost %d: lua %+v, go %+v", step, w, b.p, cost, got, want)
 						}
-					}()
+					})
 				}
 				wg.Wait()
 				close(errs)
@@ -139,9 +137,7 @@ func TestAbandonedCalls(t *testing.T) {
 	var wg sync.WaitGroup
 	var timedOut atomic.Int64
 	for i := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
 			start := time.Now()
@@ -154,7 +150,7 @@ func TestAbandonedCalls(t *testing.T) {
 			} else {
 				t.Logf("call %d: %v after %v", i, err, time.Since(start))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	srv.Resume()
@@ -234,16 +230,14 @@ func TestBatchWaitSharesRun(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			res := make([]algorithm.Result, 1)
 			if _, err := s.Take(context.Background(), waitOp(fmt.Sprintf("user:share-%d", i)), res); err != nil {
 				errs <- err
 			} else if !res[0].Allowed || res[0].Remaining != 9 {
 				errs <- fmt.Errorf("call %d: %+v, want allowed, 9 remaining", i, res[0])
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -435,14 +429,12 @@ func TestFlushDelay(t *testing.T) {
 			var warm sync.WaitGroup
 			warmErrs := make(chan error, 64)
 			for i := range 64 {
-				warm.Add(1)
-				go func() {
-					defer warm.Done()
+				warm.Go(func() {
 					res := make([]algorithm.Result, 1)
 					if _, err := s.Take(context.Background(), op("user:warm-"+strconv.Itoa(i)), res); err != nil {
 						warmErrs <- err
 					}
-				}()
+				})
 			}
 			time.Sleep(20 * time.Millisecond)
 			srv.Resume()

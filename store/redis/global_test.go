@@ -62,9 +62,7 @@ func globalBudget(t *testing.T, addrs []string) {
 	defer cancel()
 	errs := make(chan error, callers)
 	for c := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			l := ls[c%len(ls)]
 			req := limiter.Request{User: fmt.Sprintf("caller-%03d", c), Method: "GET", Path: "/search"}
 			for range calls {
@@ -78,7 +76,7 @@ func globalBudget(t *testing.T, addrs []string) {
 					perCaller[c]++
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

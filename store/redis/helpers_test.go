@@ -149,9 +149,7 @@ func takeConcurrently(t testing.TB, s *sredis.Store, goroutines, rounds int, ops
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
 	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			o := ops(g)
 			res := make([]algorithm.Result, len(o))
 			for range rounds {
@@ -167,7 +165,7 @@ func takeConcurrently(t testing.TB, s *sredis.Store, goroutines, rounds int, ops
 					allowed.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
