@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,14 +112,8 @@ func globalBudgetEnvoy(t *testing.T, redisAddrs string) {
 // openings and its store errors, from /metrics.
 func (in *instance) decisionSources(t testing.TB) string {
 	t.Helper()
-	resp, err := http.Get(in.data + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	var out []string
-	for line := range strings.Lines(string(b)) {
+	for line := range strings.Lines(in.metrics(t)) {
 		for _, m := range []string{"sluice_decisions_total{", "sluice_store_breaker_openings_total ", "sluice_store_errors_total{"} {
 			if strings.HasPrefix(line, m) && !strings.HasSuffix(strings.TrimSpace(line), " 0") {
 				out = append(out, strings.TrimSpace(line))
