@@ -64,10 +64,17 @@ func seedSet() *rules.Set {
 // it; Rule and Client are nil for JSON null.
 type answer = client.CheckResponse
 
+// post sends body to POST /ratelimit/check.
 func post(t testing.TB, h http.Handler, body string) *httptest.ResponseRecorder {
 	t.Helper()
+	return postTo(t, h, "/ratelimit/check", body)
+}
+
+// postTo sends body to POST path.
+func postTo(t testing.TB, h http.Handler, path, body string) *httptest.ResponseRecorder {
+	t.Helper()
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("POST", "/ratelimit/check", strings.NewReader(body)))
+	h.ServeHTTP(w, httptest.NewRequest("POST", path, strings.NewReader(body)))
 	return w
 }
 
