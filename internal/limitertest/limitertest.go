@@ -15,14 +15,22 @@ import (
 // the test when the store or the rules are refused.
 func New(t testing.TB, set *rules.Set, cfg memory.Config) (*limiter.Limiter, *memory.Store) {
 	t.Helper()
+	st := Store(t, cfg)
+	l := limiter.New(st, limiter.Config{})
+	l.SetRules(Compile(t, set))
+	return l, st
+}
+
+// Store returns an embedded store made with cfg, closed when the test
+// ends. It fails the test when cfg is refused.
+func Store(t testing.TB, cfg memory.Config) *memory.Store {
+	t.Helper()
 	st, err := memory.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	l := limiter.New(st, limiter.Config{})
-	l.SetRules(Compile(t, set))
-	return l, st
+	return st
 }
 
 // Compile returns set compiled, and fails the test when it is refused.

@@ -46,12 +46,7 @@ func frozenStore(t *testing.T) *memory.Store {
 	t.Helper()
 	var clock atomic.Int64
 	clock.Store(1_700_006_400_000_000)
-	st, err := memory.New(memory.Config{Clock: clock.Load, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return limitertest.Store(t, memory.Config{Clock: clock.Load, SweepInterval: -1})
 }
 
 // startRLS serves an RLS server over st on a loopback gRPC listener, with
