@@ -96,9 +96,7 @@ func TestExactUnderConcurrency(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, k := range algorithm.Kinds {
 		t.Run(k.String(), func(t *testing.T) {
-			var clock atomic.Int64
-			clock.Store(conformance.Base + 30*conformance.Minute)
-			s := openStore(t, func(c *sredis.Config) { c.Clock = clock.Load; c.DenialCache = false }, srv.Addr())
+			_, s := openClocked(t, nil, srv.Addr())
 			user := "user:exact-" + k.String()
 			userP, ipP := paramsOf(k, 50, conformance.Hour), paramsOf(k, 20, conformance.Hour)
 			if k == algorithm.LeakyBucket {
@@ -282,9 +280,7 @@ func TestBatchWaitExact(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, wait := range []time.Duration{250 * time.Microsecond, time.Millisecond} {
 		t.Run(wait.String(), func(t *testing.T) {
-			var clock atomic.Int64
-			clock.Store(conformance.Base + 30*conformance.Minute)
-			s := openStore(t, func(c *sredis.Config) { c.Clock = clock.Load; c.DenialCache = false; c.BatchWait = wait }, srv.Addr())
+			_, s := openClocked(t, func(c *sredis.Config) { c.BatchWait = wait }, srv.Addr())
 			user := "user:wait-exact-" + wait.String()
 			got := takeConcurrently(t, s, 64, 10, func(g int) []limiter.Op {
 				return []limiter.Op{

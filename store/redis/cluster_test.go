@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/sluice/algorithm"
@@ -151,9 +150,7 @@ func keyState(t *testing.T, srv *redistest.Server, key string) string {
 func testCrossShard(t *testing.T, c *redistest.Cluster) {
 	for _, k := range algorithm.Kinds {
 		t.Run(k.String(), func(t *testing.T) {
-			var clock atomic.Int64
-			clock.Store(conformance.Base + 30*conformance.Minute)
-			s := openStore(t, func(cfg *sredis.Config) { cfg.Clock = clock.Load; cfg.DenialCache = false }, c.Addrs()...)
+			_, s := openClocked(t, nil, c.Addrs()...)
 			userP := paramsOf(k, 5, conformance.Hour)
 			ipP := paramsOf(k, 2, conformance.Hour)
 			if k == algorithm.LeakyBucket {
@@ -205,9 +202,7 @@ func testCrossShard(t *testing.T, c *redistest.Cluster) {
 // testSameClientOneScript: two rules of one client are one script on the
 // client's shard — one EVALSHA per call, no give-back — and all or nothing.
 func testSameClientOneScript(t *testing.T, c *redistest.Cluster) {
-	var clock atomic.Int64
-	clock.Store(conformance.Base + 30*conformance.Minute)
-	s := openStore(t, func(cfg *sredis.Config) { cfg.Clock = clock.Load; cfg.DenialCache = false }, c.Addrs()...)
+	_, s := openClocked(t, nil, c.Addrs()...)
 	user := "user:same-client"
 	master := c.MasterOf(t, s.Key(user, "a"))
 	a := limiter.Op{Client: user, Rule: "a", Params: paramsOf(algorithm.TokenBucket, 5, conformance.Hour), Cost: 1}
@@ -348,9 +343,7 @@ func take64(t *testing.T, s *sredis.Store, op limiter.Op, prefix, what string) {
 func testCrossShardPeek(t *testing.T, c *redistest.Cluster) {
 	for _, k := range algorithm.Kinds {
 		t.Run(k.String(), func(t *testing.T) {
-			var clock atomic.Int64
-			clock.Store(conformance.Base + 30*conformance.Minute)
-			s := openStore(t, func(cfg *sredis.Config) { cfg.Clock = clock.Load; cfg.DenialCache = false }, c.Addrs()...)
+			_, s := openClocked(t, nil, c.Addrs()...)
 			userP, ipP := paramsOf(k, 5, conformance.Hour), paramsOf(k, 2, conformance.Hour)
 			user, ip := apart(t, c, s, "peek-"+k.String(), "per-user", "per-ip")
 			userKey := s.Key(user, "per-user")

@@ -31,6 +31,21 @@ func openStore(t testing.TB, edit func(*sredis.Config), addrs ...string) *sredis
 	return s
 }
 
+// openClocked connects a Store to addrs without the denial cache, on a
+// test clock that starts half an hour after conformance.Base (clear of the
+// end of a window), with DefaultConfig further changed by edit (nil: none).
+func openClocked(t testing.TB, edit func(*sredis.Config), addrs ...string) (*atomic.Int64, *sredis.Store) {
+	t.Helper()
+	clock := new(atomic.Int64)
+	clock.Store(conformance.Base + 30*conformance.Minute)
+	return clock, openStore(t, func(c *sredis.Config) {
+		c.Clock, c.DenialCache = clock.Load, false
+		if edit != nil {
+			edit(c)
+		}
+	}, addrs...)
+}
+
 // take runs one call and returns its results.
 func take(t testing.TB, s *sredis.Store, ops ...limiter.Op) ([]algorithm.Result, limiter.TakeInfo) {
 	t.Helper()
