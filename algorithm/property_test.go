@@ -10,22 +10,6 @@ import (
 	"github.com/sluicehq/sluice/algorithm/conformance"
 )
 
-// randomParams draws rules from small to extreme, so the float steps meet
-// awkward fractions.
-func randomParams(r *rand.Rand, k algorithm.Kind) algorithm.Params {
-	windows := []int64{conformance.Millisecond, 7 * conformance.Millisecond, conformance.Second,
-		3 * conformance.Second, conformance.Minute, conformance.Hour, conformance.Day, 366 * conformance.Day}
-	limits := []int64{1, 2, 3, 7, 10, 100, 997, 10000, 1_000_000, 1_000_000_000}
-	p := algorithm.Params{Kind: k, Window: windows[r.IntN(len(windows))], Limit: limits[r.IntN(len(limits))]}
-	if k == algorithm.SlidingLog && p.Limit > 50 {
-		p.Limit = int64(1 + r.IntN(50))
-	}
-	if (k == algorithm.TokenBucket || k == algorithm.LeakyBucket) && r.IntN(2) == 0 {
-		p.Burst = int64(1 + r.IntN(20))
-	}
-	return p
-}
-
 // TestRetryAfterIsExact checks every denial's RetryAfter against what the
 // algorithm itself then does: the same call at now+RetryAfter passes, and
 // one microsecond earlier it does not. A retry is never earlier than the
@@ -36,7 +20,7 @@ func TestRetryAfterIsExact(t *testing.T) {
 		t.Run(k.String(), func(t *testing.T) {
 			denials := 0
 			for iter := 0; iter < 300; iter++ {
-				p := randomParams(r, k)
+				p := conformance.RandomParams(r, k)
 				var s algorithm.State
 				now := conformance.Base + r.Int64N(conformance.Day)
 				for step := 0; step < 40; step++ {
@@ -158,7 +142,7 @@ func TestTokenBucketRemaining(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	checked := 0
 	for iter := 0; iter < 300; iter++ {
-		p := randomParams(r, algorithm.TokenBucket)
+		p := conformance.RandomParams(r, algorithm.TokenBucket)
 		var s algorithm.State
 		now := conformance.Base + r.Int64N(conformance.Day)
 		for step := 0; step < 40; step++ {
@@ -167,7 +151,7 @@ func TestTokenBucketRemaining(t *testing.T) {
 				now -= r.Int64N(p.Window + 1)
 			}
 			if r.IntN(20) == 0 {
-				p = randomParams(r, algorithm.TokenBucket) // the rule is edited
+				p = conformance.RandomParams(r, algorithm.TokenBucket) // the rule is edited
 			}
 			res, ns := algorithm.Apply(p, s, now, 1+r.Int64N(p.Capacity()))
 			if res.Changed {
@@ -200,28 +184,6 @@ func TestTokenBucketRemaining(t *testing.T) {
 	t.Logf("%d decisions checked", checked)
 }
 
-// extremeParams draws a valid rule from the whole accepted range: limits
-// 1…10^9, windows 1 ms…366 d, bursts up to 10^9, redrawn until Check
-// accepts it.
-func extremeParams(r *rand.Rand, k algorithm.Kind) algorithm.Params {
-	pick := func(xs ...int64) int64 { return xs[r.IntN(len(xs))] }
-	for {
-		p := algorithm.Params{Kind: k,
-			Limit:  pick(1, 2, 3, 7, 9, 997, 10000, 999_999_937, 1_000_000_000, 1+r.Int64N(1_000_000_000)),
-			Window: pick(algorithm.MinWindow, 7*conformance.Millisecond, 3810*conformance.Millisecond, conformance.Day, algorithm.MaxWindow, algorithm.MinWindow+r.Int64N(algorithm.MaxWindow)),
-		}
-		if k == algorithm.SlidingLog {
-			p.Limit = 1 + p.Limit%algorithm.MaxLogLimit
-		}
-		if k == algorithm.TokenBucket || k == algorithm.LeakyBucket {
-			p.Burst = pick(0, 1, 40, 1000, 300_000, 1_000_000_000, r.Int64N(1_000_000_000))
-		}
-		if f, _ := p.Check(); f == "" {
-			return p
-		}
-	}
-}
-
 // extremeInstant is an instant in µs from 1970 to the last one an int64 of
 // ns can name (2262-04-11).
 func extremeInstant(r *rand.Rand) int64 {
@@ -245,7 +207,7 @@ func TestExtremesNeverOverAdmit(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for iter := 0; iter < 400; iter++ {
 		for _, k := range []algorithm.Kind{algorithm.TokenBucket, algorithm.LeakyBucket, algorithm.FixedWindow, algorithm.SlidingLog} {
-			p := extremeParams(r, k)
+			p := conformance.ExtremeParams(r, k)
 			start := extremeInstant(r)
 			if start > math.MaxInt64/1000-p.Window*4 {
 				start = math.MaxInt64/1000 - p.Window*4

@@ -21,7 +21,7 @@ func TestFirstAllowedQueues(t *testing.T) {
 		t.Run(k.String(), func(t *testing.T) {
 			waited := 0
 			for iter := 0; iter < 300; iter++ {
-				p := randomParams(r, k)
+				p := conformance.RandomParams(r, k)
 				var s algorithm.State
 				now := conformance.Base + r.Int64N(conformance.Day)
 				maxWait := min(3*p.Window, conformance.Hour)

@@ -33,13 +33,7 @@ ADMIN=127.0.0.1:29090
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 need go curl python3
-no_sluice_env
-
-start_tmp
-
-echo "== build"
-build_sluice
-echo "load: $(uptime)"
+build_here
 
 echo "== start"
 printf 'rules:\n  - id: bench-per-client\n    by: client\n    limit: 1000000\n    window: 1m\n' > "$tmp/rules.yaml"

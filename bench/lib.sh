@@ -75,6 +75,16 @@ build_sluice() {
   "$tmp/sluice" version | head -1
 }
 
+# build_here: no SLUICE_* settings, a temporary folder, the sluice binary
+# built in it, and the load average it was built under.
+build_here() {
+  no_sluice_env
+  start_tmp
+  echo "== build"
+  build_sluice
+  echo "load: $(uptime)"
+}
+
 fields() { # FILE
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); l=r["latency_ms"]; print("%.0f %.3f %.3f %.3f %.3f %d" % (r["decisions_per_sec"], l["p50"], l["p90"], l["p99"], l["p999"], r.get("late", 0)))' "$1"
 }

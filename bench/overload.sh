@@ -40,12 +40,7 @@ REDIS_PORT=18479
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 need go wrk curl redis-server redis-cli
-no_sluice_env
-start_tmp
-
-echo "== build"
-build_sluice
-echo "load: $(uptime)"
+build_here
 
 echo "== start"
 cat > "$tmp/rules.yaml" <<'YAML'

@@ -12,33 +12,21 @@ import (
 // the longest the caller will wait for its slot. MaxWaitMS 0 takes a slot
 // only when the budget has room now.
 type ReserveRequest struct {
-	User      string `json:"user,omitempty"`
-	APIKey    string `json:"api_key,omitempty"`
-	IP        string `json:"ip,omitempty"`
-	Plan      string `json:"plan,omitempty"`
-	Endpoint  string `json:"endpoint,omitempty"`
-	Cost      int64  `json:"cost,omitempty"`
-	MaxWaitMS int64  `json:"max_wait_ms"`
+	CheckRequest
+	MaxWaitMS int64 `json:"max_wait_ms"`
 }
 
-// ReserveResponse is a reservation. Allowed: the units are taken and the
-// call may be sent WaitMS from now (0: at once), that is at SendAtUS on the
-// store's clock. Not allowed: nothing was taken, and RetryAfterMS says when
-// a reservation with the same max_wait_ms could be granted (0 when it
-// never can, see Reason).
+// ReserveResponse is a reservation: a CheckResponse and the slot. Allowed:
+// the units are taken and the call may be sent WaitMS from now (0: at
+// once), that is at SendAtUS on the store's clock. Not allowed: nothing was
+// taken, and RetryAfterMS says when a reservation with the same
+// max_wait_ms could be granted (0 when it never can, see Reason).
 type ReserveResponse struct {
-	Allowed bool  `json:"allowed"`
-	WaitMS  int64 `json:"wait_ms"`
+	CheckResponse
+	WaitMS int64 `json:"wait_ms"`
 	// SendAtUS is the slot, as Unix time in microseconds on the store's
 	// clock (0 when not allowed, and from a sluice older than this field).
-	SendAtUS     int64   `json:"send_at_us"`
-	Limit        int64   `json:"limit"`
-	Remaining    int64   `json:"remaining"`
-	ResetAfterMS int64   `json:"reset_after_ms"`
-	RetryAfterMS int64   `json:"retry_after_ms"`
-	Rule         *string `json:"rule"`
-	Client       *string `json:"client"`
-	Reason       string  `json:"reason,omitempty"`
+	SendAtUS int64 `json:"send_at_us"`
 }
 
 // Reserve asks the data plane for a slot of a budget: the units are taken
@@ -63,7 +51,7 @@ type Budget struct {
 	// For names the budget of an outgoing call. Default: the call's host
 	// (host:port) as user, on plan "egress":
 	//
-	//	ReserveRequest{User: req.URL.Host, Plan: "egress"}
+	//	ReserveRequest{CheckRequest: CheckRequest{User: req.URL.Host, Plan: "egress"}}
 	//
 	// so a rule with match.plan "egress" and by "user" gives each host a
 	// budget of its own. MaxWaitMS is set by the Transport (its MaxWait, or
@@ -96,7 +84,7 @@ func (b *Budget) acquire(ctx context.Context, t *Transport, req *http.Request) e
 	if b.For != nil {
 		r = b.For(req)
 	} else {
-		r = ReserveRequest{User: req.URL.Host, Plan: "egress"}
+		r = ReserveRequest{CheckRequest: CheckRequest{User: req.URL.Host, Plan: "egress"}}
 	}
 	maxWait := t.MaxWait
 	if dl, ok := ctx.Deadline(); ok {

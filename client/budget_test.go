@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -30,17 +31,7 @@ func sluiceWith(t testing.TB, set *rules.Set) string {
 // sluiceOn is sluiceWith over an embedded store configured as cfg.
 func sluiceOn(t testing.TB, set *rules.Set, cfg memory.Config) string {
 	t.Helper()
-	st, err := memory.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ix, err := rules.Compile(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := limiter.New(st, limiter.Config{})
-	l.SetRules(ix)
+	l, _ := limitertest.New(t, set, cfg)
 	srv := httptest.NewServer(server.New(l, server.DefaultConfig()))
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -65,13 +56,21 @@ func (a *arrivals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "ok")
 }
 
+// startUpstream serves an upstream that records the calls' arrivals until
+// the test ends.
+func startUpstream(t *testing.T) (*arrivals, *httptest.Server) {
+	t.Helper()
+	up := &arrivals{}
+	upstream := httptest.NewServer(up)
+	t.Cleanup(upstream.Close)
+	return up, upstream
+}
+
 // Many goroutines calling one host through a Budget of 20 a second: the
 // upstream never sees more than the budget allows in any second, every call
 // is sent (the waits fit MaxWait), and they are spread at the rule's rate.
 func TestBudgetPacesCalls(t *testing.T) {
-	up := &arrivals{}
-	upstream := httptest.NewServer(up)
-	defer upstream.Close()
+	up, upstream := startUpstream(t)
 	tr := client.NewTransport(nil)
 	tr.Budget = &client.Budget{Sluice: client.New(sluiceWith(t, egressBudget(20)))}
 	c := &http.Client{Transport: tr}
@@ -138,9 +137,7 @@ func TestBudgetPacesCalls(t *testing.T) {
 // A call the budget cannot grant within MaxWait is not sent: the caller
 // gets a *BudgetError, the upstream nothing.
 func TestBudgetNeverSendsUngranted(t *testing.T) {
-	up := &arrivals{}
-	upstream := httptest.NewServer(up)
-	defer upstream.Close()
+	up, upstream := startUpstream(t)
 	tr := client.NewTransport(nil)
 	tr.MaxWait = 120 * time.Millisecond // 2 at once, then slots at 100 ms: 3 granted
 	// The budget's clock stands still, so that the 8 calls are one burst
@@ -181,9 +178,7 @@ func TestBudgetNeverSendsUngranted(t *testing.T) {
 
 // No rule for the host, or no sluice at all: nothing is sent.
 func TestBudgetFailsClosed(t *testing.T) {
-	up := &arrivals{}
-	upstream := httptest.NewServer(up)
-	defer upstream.Close()
+	up, upstream := startUpstream(t)
 	for name, url := range map[string]string{
 		"no rule":   sluiceWith(t, &rules.Set{Rules: []rules.Rule{{ID: "other", Match: rules.Match{Plan: "other"}, Limit: 1, Window: rules.Duration(time.Second)}}}),
 		"no sluice": "http://127.0.0.1:1",
@@ -201,9 +196,7 @@ func TestBudgetFailsClosed(t *testing.T) {
 
 // A caller whose context ends while it waits for its slot does not send.
 func TestBudgetHonoursContext(t *testing.T) {
-	up := &arrivals{}
-	upstream := httptest.NewServer(up)
-	defer upstream.Close()
+	up, upstream := startUpstream(t)
 	tr := client.NewTransport(nil)
 	tr.Budget = &client.Budget{Sluice: client.New(sluiceWith(t, egressBudget(2)))}
 	c := &http.Client{Transport: tr}

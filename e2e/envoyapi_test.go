@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -88,34 +90,13 @@ func TestEnvoyAPIReplay(t *testing.T) {
 		time.Sleep(time.Duration(61-s) * time.Second)
 	}
 	dir := t.TempDir()
-	conf := filepath.Join(dir, "config")
-	if err := os.Mkdir(conf, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(conf, "replay.yaml"), []byte(envoyReplay), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rulesYAML, err := exec.Command(binary, "rules", "import", conf).Output()
-	if err != nil {
-		t.Fatalf("sluice rules import: %v", err)
-	}
+	rulesYAML := importEnvoy(t, dir, "replay.yaml", envoyReplay)
 	t.Run("memory", func(t *testing.T) { replay(t, dir, rulesYAML, "memory") })
 	t.Run("redis", func(t *testing.T) { replay(t, dir, rulesYAML, "redis", "--redis", redistest.Start(t).Addr()) })
 }
 
 func replay(t *testing.T, dir string, rulesYAML []byte, name string, extra ...string) {
-	path := filepath.Join(dir, "rules-"+name+".yaml")
-	if err := os.WriteFile(path, rulesYAML, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	serve(t, path, append([]string{"--grpc-listen", addr, "--envoy-ratelimit-headers"}, extra...)...)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	client := rlsv3.NewRateLimitServiceClient(conn)
+	_, client := serveEnvoy(t, dir, name, rulesYAML, append([]string{"--envoy-ratelimit-headers"}, extra...)...)
 
 	const (
 		ok     = rlsv3.RateLimitResponse_OK
@@ -191,10 +172,7 @@ func replay(t *testing.T, dir string, rulesYAML []byte, name string, extra ...st
 	for i, s := range steps {
 		req := &rlsv3.RateLimitRequest{Domain: "replay"}
 		for _, e := range s.ds {
-			d := &ratelimitv3.RateLimitDescriptor{}
-			for j := 0; j+1 < len(e.kv); j += 2 {
-				d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: e.kv[j], Value: e.kv[j+1]})
-			}
+			d := descriptor(e.kv...)
 			if e.hits != nil {
 				d.HitsAddend = wrapperspb.UInt64(*e.hits)
 			}
@@ -252,6 +230,161 @@ func replay(t *testing.T, dir string, rulesYAML []byte, name string, extra ...st
 		if got, has := h["RateLimit-Remaining"]; got != s.hdrRemaining || has != (s.hdrRemaining != "") ||
 			has && (h["RateLimit-Limit"] == "" || h["RateLimit-Reset"] == "") {
 			t.Errorf("step %d (%s): headers %v, want RateLimit-Remaining %q with RateLimit-Limit and RateLimit-Reset", i, s.name, h, s.hdrRemaining)
+		}
+	}
+}
+
+// importEnvoy writes config, an envoyproxy/ratelimit configuration, as name
+// in a folder of dir and returns the rules `sluice rules import` makes of
+// that folder.
+func importEnvoy(t *testing.T, dir, name, config string) []byte {
+	t.Helper()
+	conf := filepath.Join(dir, "config")
+	if err := os.MkdirAll(conf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(conf, name), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rulesYAML, err := exec.Command(binary, "rules", "import", conf).Output()
+	if err != nil {
+		t.Fatalf("sluice rules import: %v", err)
+	}
+	return rulesYAML
+}
+
+// serveEnvoy writes rulesYAML as dir/rules-<name>.yaml and serves it with
+// `sluice serve` (and extra) with the Envoy API on a free port, and returns
+// the process and a client of that API.
+func serveEnvoy(t *testing.T, dir, name string, rulesYAML []byte, extra ...string) (*instance, rlsv3.RateLimitServiceClient) {
+	t.Helper()
+	path := filepath.Join(dir, "rules-"+name+".yaml")
+	if err := os.WriteFile(path, rulesYAML, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	in := serve(t, path, append(slices.Clip(extra), "--grpc-listen", addr)...)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return in, rlsv3.NewRateLimitServiceClient(conn)
+}
+
+// descriptor is a descriptor of the key-value pairs kv.
+func descriptor(kv ...string) *ratelimitv3.RateLimitDescriptor {
+	d := &ratelimitv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+// An envoyproxy/ratelimit configuration written for this test, with
+// unlimited, requests_per_unit 0, a descriptor without rate_limit next to
+// its key, and name/replaces (also from an unlimited descriptor).
+const envoyFeatures = `domain: feat
+descriptors:
+  - key: client
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: client
+    value: internal
+    rate_limit: {unlimited: true}
+  - key: client
+    value: trusted
+  - key: client
+    value: banned
+    rate_limit: {unit: hour, requests_per_unit: 0}
+  - key: area
+    value: north
+    descriptors:
+      - key: member
+        rate_limit: {name: member_north, unit: hour, requests_per_unit: 2}
+  - key: area
+    value: south
+    descriptors:
+      - key: member
+        rate_limit:
+          replaces: [{name: member_north}]
+          unit: hour
+          requests_per_unit: 4
+  - key: vip
+    rate_limit:
+      unlimited: true
+      replaces: [{name: member_north}]
+`
+
+// TestEnvoyImportedFeatures converts envoyFeatures with `sluice rules
+// import`, serves it with `sluice serve` on Redis, and replays request
+// sequences through the Envoy API: per descriptor the code, the limit and
+// its name, limit_remaining and duration_until_reset, as
+// envoyproxy/ratelimit answers them (docs/envoy.md).
+func TestEnvoyImportedFeatures(t *testing.T) {
+	// A fixed window of an hour is aligned to the hour: keep clear of it.
+	if d := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)); d < time.Minute {
+		time.Sleep(d + time.Second)
+	}
+	dir := t.TempDir()
+	_, c := serveEnvoy(t, dir, "feat", importEnvoy(t, dir, "feat.yaml", envoyFeatures), "--redis", redistest.Start(t).Addr())
+	const ok, over = rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+	type want struct {
+		code      rlsv3.RateLimitResponse_Code
+		limited   bool // a current_limit
+		limit     uint32
+		remaining uint32
+		name      string
+	}
+	none, unl := want{code: ok}, want{code: ok, remaining: math.MaxUint32}
+	d := func(ds ...*ratelimitv3.RateLimitDescriptor) []*ratelimitv3.RateLimitDescriptor { return ds }
+	north, south := descriptor("area", "north", "member", "kim"), descriptor("area", "south", "member", "kim")
+	steps := []struct {
+		name string
+		ds   []*ratelimitv3.RateLimitDescriptor
+		want []want
+	}{
+		{"unlimited", d(descriptor("client", "internal")), []want{unl}},
+		{"unlimited again", d(descriptor("client", "internal")), []want{unl}},
+		{"unlimited next to its key", d(descriptor("client", "internal"), descriptor("client", "acme")), []want{unl, {ok, true, 3, 2, "feat.1"}}},
+		{"no rate_limit: the key's limit does not apply", d(descriptor("client", "trusted")), []want{unl}},
+		{"requests_per_unit 0", d(descriptor("client", "banned")), []want{{over, true, 0, 0, "feat.4"}}},
+		{"requests_per_unit 0 denies the request, takes nothing", d(descriptor("client", "acme"), descriptor("client", "banned")),
+			[]want{{ok, true, 3, 1, "feat.1"}, {over, true, 0, 0, "feat.4"}}},
+		{"acme kept its call", d(descriptor("client", "acme")), []want{{ok, true, 3, 1, "feat.1"}}},
+		{"a named limit", d(north), []want{{ok, true, 2, 1, "member_north"}}},
+		{"replaced across descriptors", d(north, south), []want{none, {ok, true, 4, 3, "feat.6"}}},
+		{"replaced by an unlimited descriptor", d(descriptor("vip", "v"), north), []want{unl, none}},
+		{"the replaced limit was not counted", d(north), []want{{ok, true, 2, 0, "member_north"}}},
+		{"then over", d(north), []want{{over, true, 2, 0, "member_north"}}},
+	}
+	for i, s := range steps {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "feat", Descriptors: s.ds})
+		cancel()
+		if err != nil {
+			t.Fatalf("step %d (%s): %v", i, s.name, err)
+		}
+		overall := ok
+		for j, w := range s.want {
+			if w.code == over {
+				overall = over
+			}
+			st := resp.Statuses[j]
+			cl := st.GetCurrentLimit()
+			got := want{st.Code, cl != nil, cl.GetRequestsPerUnit(), st.LimitRemaining, cl.GetName()}
+			if got != w {
+				t.Errorf("step %d (%s), descriptor %d: %+v, want %+v", i, s.name, j, got, w)
+			}
+			reset := st.GetDurationUntilReset().AsDuration()
+			switch {
+			case cl == nil && st.DurationUntilReset != nil:
+				t.Errorf("step %d (%s), descriptor %d: duration_until_reset %v without a limit", i, s.name, j, reset)
+			case cl != nil && (cl.Unit != rlsv3.RateLimitResponse_RateLimit_HOUR || reset <= 0 || reset > time.Hour):
+				t.Errorf("step %d (%s), descriptor %d: unit %v, duration_until_reset %v, want HOUR and (0, 1h]", i, s.name, j, cl.Unit, reset)
+			}
+		}
+		if resp.OverallCode != overall {
+			t.Errorf("step %d (%s): overall %v, want %v", i, s.name, resp.OverallCode, overall)
 		}
 	}
 }

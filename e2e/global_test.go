@@ -3,11 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,8 +12,6 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // An envoyproxy/ratelimit configuration, written for this test: a shared
@@ -50,41 +43,15 @@ func TestGlobalBudgetEnvoy(t *testing.T) {
 func globalBudgetEnvoy(t *testing.T, redisAddrs string) {
 	clearOfMidnight() // the budget's fixed window is a day
 	dir := t.TempDir()
-	conf := filepath.Join(dir, "config")
-	if err := os.Mkdir(conf, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(conf, "api.yaml"), []byte(envoyBudget), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rulesYAML, err := exec.Command(binary, "rules", "import", conf).Output()
-	if err != nil {
-		t.Fatalf("sluice rules import: %v", err)
-	}
+	rulesYAML := importEnvoy(t, dir, "api.yaml", envoyBudget)
 	var clients []rlsv3.RateLimitServiceClient
 	var ins []*instance
 	for i := range 3 {
-		path := filepath.Join(dir, fmt.Sprintf("rules-%d.yaml", i))
-		if err := os.WriteFile(path, rulesYAML, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-		ins = append(ins, serve(t, path, "--redis", redisAddrs, "--store-timeout", "1s", "--grpc-listen", addr))
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		clients = append(clients, rlsv3.NewRateLimitServiceClient(conn))
+		in, c := serveEnvoy(t, dir, strconv.Itoa(i), rulesYAML, "--redis", redisAddrs, "--store-timeout", "1s")
+		ins = append(ins, in)
+		clients = append(clients, c)
 	}
 	run := fmt.Sprint(time.Now().UnixNano())
-	desc := func(kv ...string) *ratelimitv3.RateLimitDescriptor {
-		d := &ratelimitv3.RateLimitDescriptor{}
-		for i := 0; i < len(kv); i += 2 {
-			d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-		}
-		return d
-	}
 	ask := func(c rlsv3.RateLimitServiceClient, ds ...*ratelimitv3.RateLimitDescriptor) (*rlsv3.RateLimitResponse, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -93,7 +60,7 @@ func globalBudgetEnvoy(t *testing.T, redisAddrs string) {
 
 	// Per value: two a day for each tenant, whichever instance answers.
 	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
-		resp, err := ask(clients[i], desc("tenant", "acme-"+run))
+		resp, err := ask(clients[i], descriptor("tenant", "acme-"+run))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,12 +76,10 @@ func globalBudgetEnvoy(t *testing.T, redisAddrs string) {
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			c := clients[w%len(clients)]
 			for range perWorker {
-				resp, err := ask(c, desc("generic_key", "search"), desc("user", fmt.Sprintf("caller-%03d", w)))
+				resp, err := ask(c, descriptor("generic_key", "search"), descriptor("user", fmt.Sprintf("caller-%03d", w)))
 				if err != nil {
 					errs <- err
 					return
@@ -125,7 +90,7 @@ func globalBudgetEnvoy(t *testing.T, redisAddrs string) {
 					denied.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -147,14 +112,8 @@ func globalBudgetEnvoy(t *testing.T, redisAddrs string) {
 // openings and its store errors, from /metrics.
 func (in *instance) decisionSources(t testing.TB) string {
 	t.Helper()
-	resp, err := http.Get(in.data + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	var out []string
-	for line := range strings.Lines(string(b)) {
+	for line := range strings.Lines(in.metrics(t)) {
 		for _, m := range []string{"sluice_decisions_total{", "sluice_store_breaker_openings_total ", "sluice_store_errors_total{"} {
 			if strings.HasPrefix(line, m) && !strings.HasSuffix(strings.TrimSpace(line), " 0") {
 				out = append(out, strings.TrimSpace(line))

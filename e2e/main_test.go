@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/client"
 )
 
 var binary string
@@ -184,16 +186,9 @@ func doWith(t testing.TB, method, url string, body, out any, header ...string) *
 	return resp
 }
 
-type checkAnswer struct {
-	Allowed      bool    `json:"allowed"`
-	Limit        int64   `json:"limit"`
-	Remaining    int64   `json:"remaining"`
-	ResetAfterMS int64   `json:"reset_after_ms"`
-	RetryAfterMS int64   `json:"retry_after_ms"`
-	Rule         *string `json:"rule"`
-	Client       *string `json:"client"`
-	Reason       string  `json:"reason"`
-}
+// checkAnswer is the decoded body of a check answer, read as the client
+// reads it.
+type checkAnswer = client.CheckResponse
 
 func (in *instance) check(t testing.TB, req map[string]any) (checkAnswer, http.Header) {
 	t.Helper()

@@ -18,8 +18,8 @@ import (
 // replacedRules is how many rules TestFleetReplacedDatabase holds.
 const replacedRules = 300
 
-// metric returns the value line of an unlabelled metric on in's /metrics.
-func (in *instance) metric(t testing.TB, name string) string {
+// metrics returns in's /metrics page.
+func (in *instance) metrics(t testing.TB) string {
 	t.Helper()
 	resp, err := http.Get(in.data + "/metrics")
 	if err != nil {
@@ -27,7 +27,13 @@ func (in *instance) metric(t testing.TB, name string) string {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	for line := range strings.Lines(string(b)) {
+	return string(b)
+}
+
+// metric returns the value line of an unlabelled metric on in's /metrics.
+func (in *instance) metric(t testing.TB, name string) string {
+	t.Helper()
+	for line := range strings.Lines(in.metrics(t)) {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			return strings.TrimSpace(v)
 		}

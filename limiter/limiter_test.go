@@ -325,9 +325,7 @@ func TestSetRulesWhileDeciding(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan string, 4)
 	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			req := limiter.Request{User: fmt.Sprintf("u%d", w)}
 			for range 300 {
 				d, err := l.Check(context.Background(), &req)
@@ -336,7 +334,7 @@ func TestSetRulesWhileDeciding(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	for i := range 200 {
 		l.SetRules(ixs[i%2])

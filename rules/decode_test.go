@@ -183,14 +183,7 @@ func TestJSONRoundTrip(t *testing.T) {
 
 func TestYAMLRoundTrip(t *testing.T) {
 	s := exampleSet()
-	b, err := EncodeYAML(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := ParseYAML(b)
-	if err != nil {
-		t.Fatalf("ParseYAML(%s) = %v", b, err)
-	}
+	got, b := yamlRoundTrip(t, s)
 	if !reflect.DeepEqual(got, s) {
 		t.Errorf("ParseYAML(EncodeYAML(s)) = %+v, want %+v\n%s", got, s, b)
 	}
@@ -201,6 +194,21 @@ func TestYAMLRoundTrip(t *testing.T) {
 	if err != nil || string(empty) != "rules: []\n" {
 		t.Errorf("EncodeYAML(empty) = %q, %v, want %q", empty, err, "rules: []\n")
 	}
+}
+
+// yamlRoundTrip writes s as a rules file and reads it back, and fails the
+// test when either step fails; it returns what was read and the file.
+func yamlRoundTrip(t *testing.T, s *Set) (*Set, []byte) {
+	t.Helper()
+	b, err := EncodeYAML(s)
+	if err != nil {
+		t.Fatalf("EncodeYAML(%+v) = %v", s, err)
+	}
+	back, err := ParseYAML(b)
+	if err != nil {
+		t.Fatalf("ParseYAML(EncodeYAML(s)) = %v\n%s", err, b)
+	}
+	return back, b
 }
 
 func TestEncodeYAML(t *testing.T) {

@@ -141,18 +141,11 @@ func TestDomainValidateAndDecode(t *testing.T) {
 	// The domain survives the YAML rules file both ways, with its line on
 	// errors.
 	s := &Set{Rules: []Rule{{ID: "a", Match: Match{Domain: "edge", Plan: "free"}, Limit: 1, Window: Duration(time.Second)}}}
-	b, err := EncodeYAML(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := ParseYAML(b)
-	if err != nil {
-		t.Fatalf("ParseYAML(EncodeYAML) = %v\n%s", err, b)
-	}
+	back, b := yamlRoundTrip(t, s)
 	if !reflect.DeepEqual(back.Rules[0].Match, s.Rules[0].Match) {
 		t.Errorf("YAML round trip: match = %+v, want %+v\n%s", back.Rules[0].Match, s.Rules[0].Match, b)
 	}
-	_, err = ParseYAML([]byte("rules:\n  - id: a\n    limit: 1\n    window: 1s\n    match:\n      domain: \"bad domain\"\n"))
+	_, err := ParseYAML([]byte("rules:\n  - id: a\n    limit: 1\n    window: 1s\n    match:\n      domain: \"bad domain\"\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), `line 6: rules[0] (id "a").match.domain: must be 1 to 64`) {
 		t.Errorf("ParseYAML(bad domain) = %v, want the field and line 6", err)
 	}

@@ -33,14 +33,7 @@ func FuzzImportEnvoy(f *testing.F) {
 		if err != nil {
 			t.Fatalf("imported set does not compile: %v", err)
 		}
-		b, err := EncodeYAML(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, err := ParseYAML(b)
-		if err != nil {
-			t.Fatalf("imported rules file does not load: %v\n%s", err, b)
-		}
+		back, b := yamlRoundTrip(t, s)
 		if !reflect.DeepEqual(back.Rules, s.Rules) {
 			t.Fatalf("round trip changed the rules:\n%s", b)
 		}

@@ -95,14 +95,7 @@ func TestImportEnvoy(t *testing.T) {
 	}
 
 	// What import writes, the rules file reads back the same.
-	b, err := EncodeYAML(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := ParseYAML(b)
-	if err != nil {
-		t.Fatalf("ParseYAML(EncodeYAML(imported)) = %v\n%s", err, b)
-	}
+	back, b := yamlRoundTrip(t, s)
 	if !reflect.DeepEqual(back.Rules, s.Rules) {
 		t.Errorf("rules file round trip:\n%s\ngot  %+v\nwant %+v", b, back.Rules, s.Rules)
 	}

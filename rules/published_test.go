@@ -186,14 +186,7 @@ func TestImportPublishedExamples(t *testing.T) {
 				}
 			}
 			// The rules file sluice writes reads back the same.
-			out, err := EncodeYAML(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			back, err := ParseYAML(out)
-			if err != nil {
-				t.Fatalf("ParseYAML(EncodeYAML) = %v\n%s", err, out)
-			}
+			back, out := yamlRoundTrip(t, s)
 			if !reflect.DeepEqual(back.Rules, s.Rules) {
 				t.Errorf("round trip:\n%s", out)
 			}

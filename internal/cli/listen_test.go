@@ -456,14 +456,7 @@ func TestGatewaySlowBodies(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 	resp, err := (&http.Client{Timeout: limit}).Post("http://"+proxy+"/upload", "text/plain", strings.NewReader(strings.Repeat("x", 1000)))
-	if err != nil {
-		t.Fatalf("an upload among the slow ones: %v", err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "upstream" {
-		t.Errorf("an upload among the slow ones = %d %q, want 200 from the upstream", resp.StatusCode, b)
-	}
+	wantUpstream(t, "an upload among the slow ones", resp, err)
 	r := <-done
 	if r.open > 0 {
 		t.Errorf("%d of %d trickled uploads still open after %s; want them closed after the 1 s grace", r.open, n, limit)
@@ -547,14 +540,7 @@ func TestGatewayTLS(t *testing.T) {
 	withCert := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		RootCAs: ca.Pool(), Certificates: []tls.Certificate{clients.Client(t, "app").TLS(t)}}}}
 	resp, err := withCert.Get("https://" + proxy + "/api")
-	if err != nil {
-		t.Fatalf("GET through the TLS proxy: %v", err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "upstream" {
-		t.Errorf("GET through the TLS proxy = %d %q, want 200 from the upstream", resp.StatusCode, b)
-	}
+	wantUpstream(t, "GET through the TLS proxy", resp, err)
 	if resp, err := trusting.Get("https://" + proxy + "/api"); err == nil {
 		resp.Body.Close()
 		t.Errorf("a client without a certificate got %d through the proxy, want the handshake refused", resp.StatusCode)
@@ -563,5 +549,19 @@ func TestGatewayTLS(t *testing.T) {
 		t.Errorf("GET /rules on the TLS admin listener = %v, %v; want 200", resp, err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// wantUpstream fails the test unless the call named what got the
+// upstream's answer: 200 "upstream".
+func wantUpstream(t *testing.T, what string, resp *http.Response, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "upstream" {
+		t.Errorf("%s = %d %q, want 200 from the upstream", what, resp.StatusCode, b)
 	}
 }

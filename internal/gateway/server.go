@@ -499,22 +499,16 @@ func cutCRLF(b []byte) (line, rest []byte, ok bool) {
 	return line, b[i+1:], true
 }
 
+// plainMethods are the methods plainMethod names.
+var plainMethods = [...]string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions}
+
 // plainMethod returns the method's name (a constant: no allocation), or
 // "" for any other.
 func plainMethod(m []byte) string {
-	switch string(m) {
-	case http.MethodGet:
-		return http.MethodGet
-	case http.MethodPost:
-		return http.MethodPost
-	case http.MethodPut:
-		return http.MethodPut
-	case http.MethodDelete:
-		return http.MethodDelete
-	case http.MethodPatch:
-		return http.MethodPatch
-	case http.MethodOptions:
-		return http.MethodOptions
+	for _, c := range plainMethods {
+		if string(m) == c {
+			return c
+		}
 	}
 	return ""
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -93,16 +92,7 @@ var aliceCall = &rlsv3.RateLimitRequest{Domain: "sluice", Descriptors: []*rateli
 // gets no answer at all.
 func TestGRPCTokenAndTLS(t *testing.T) {
 	ca, clients := listentest.NewCA(t, "server CA"), listentest.NewCA(t, "client CA")
-	dir := t.TempDir()
-	cert, key := ca.Server(t).Files(t, dir, "server")
-	caFile := filepath.Join(dir, "clients.pem")
-	if err := os.WriteFile(caFile, clients.PEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tl, err := listen.NewTLS(listen.TLSFiles{Cert: cert, Key: key, ClientCA: caFile}, []string{"h2"}, "--tls", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tl, _ := mutualTLS(t, ca, clients, "h2")
 	tok, err := listen.ParseTokens("--data-token", "old,new")
 	if err != nil {
 		t.Fatal(err)

@@ -196,22 +196,32 @@ func TestTLSReload(t *testing.T) {
 	}
 }
 
-// TestMutualTLS: with a client CA, a client without a certificate, or
-// with one another CA signed, is refused; one the CA signed is served.
-// Replacing the client CA file changes whom it accepts without a restart.
-func TestMutualTLS(t *testing.T) {
-	ca, other := listentest.NewCA(t, "server CA"), listentest.NewCA(t, "other CA")
-	clients := listentest.NewCA(t, "client CA")
+// mutualTLS writes a server certificate of ca and the certificate of
+// clients, the client CA, to a folder, and returns the --tls listener for
+// protos that asks for a client certificate clients signed, and the client
+// CA's file.
+func mutualTLS(t *testing.T, ca, clients *listentest.CA, protos ...string) (*listen.TLS, string) {
+	t.Helper()
 	dir := t.TempDir()
 	cert, key := ca.Server(t).Files(t, dir, "server")
 	caFile := filepath.Join(dir, "clients.pem")
 	if err := os.WriteFile(caFile, clients.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tl, err := listen.NewTLS(listen.TLSFiles{Cert: cert, Key: key, ClientCA: caFile}, []string{"http/1.1"}, "--tls", nil)
+	tl, err := listen.NewTLS(listen.TLSFiles{Cert: cert, Key: key, ClientCA: caFile}, protos, "--tls", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tl, caFile
+}
+
+// TestMutualTLS: with a client CA, a client without a certificate, or
+// with one another CA signed, is refused; one the CA signed is served.
+// Replacing the client CA file changes whom it accepts without a restart.
+func TestMutualTLS(t *testing.T) {
+	ca, other := listentest.NewCA(t, "server CA"), listentest.NewCA(t, "other CA")
+	clients := listentest.NewCA(t, "client CA")
+	tl, caFile := mutualTLS(t, ca, clients, "http/1.1")
 	addr := serve(t, ok, listen.Limits{}, false, tl)
 
 	get := func(c *http.Client) error {

@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/server"
-	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/middleware"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
@@ -190,19 +190,9 @@ func TestOneBucketEveryEntryPoint(t *testing.T) {
 		Rules:   []rules.Rule{{ID: "orders", Match: rules.Match{Endpoint: "GET /api/orders"}, By: rules.ByAPIKey, Limit: 3, Window: minute}},
 		Clients: map[string]rules.Client{id: {Plan: "free"}},
 	}
-	st, err := memory.New(memory.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ix, err := rules.Compile(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := limiter.New(st, limiter.Config{})
-	lim.SetRules(ix)
+	lim, st := limitertest.New(t, set, memory.DefaultConfig())
 	srv := rls.New(st, rls.Config{})
-	srv.SetRules(ix)
+	srv.SetRules(lim.Rules())
 	api := server.New(lim, server.Config{})
 	mw := middleware.Middleware(lim)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 

@@ -16,6 +16,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/internal/server"
@@ -45,12 +46,7 @@ func frozenStore(t *testing.T) *memory.Store {
 	t.Helper()
 	var clock atomic.Int64
 	clock.Store(1_700_006_400_000_000)
-	st, err := memory.New(memory.Config{Clock: clock.Load, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return limitertest.Store(t, memory.Config{Clock: clock.Load, SweepInterval: -1})
 }
 
 // startRLS serves an RLS server over st on a loopback gRPC listener, with
@@ -65,11 +61,7 @@ func startRLS(t *testing.T, st limiter.Store) *reloadEnv {
 
 func (e *reloadEnv) setRules(t *testing.T, set *rules.Set) {
 	t.Helper()
-	ix, err := rules.Compile(set)
-	if err != nil {
-		t.Fatalf("rules.Compile: %v", err)
-	}
-	e.srv.SetRules(ix)
+	e.srv.SetRules(limitertest.Compile(t, set))
 }
 
 func (e *reloadEnv) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
@@ -19,17 +20,8 @@ import (
 // to it before it serves.
 func Serve(t testing.TB, set *rules.Set, opts []grpc.ServerOption, register ...func(*grpc.Server)) string {
 	t.Helper()
-	st, err := memory.New(memory.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	srv := rls.New(st, rls.Config{})
-	ix, err := rules.Compile(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.SetRules(ix)
+	srv := rls.New(limitertest.Store(t, memory.DefaultConfig()), rls.Config{})
+	srv.SetRules(limitertest.Compile(t, set))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,16 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-// edits are Updates that change nothing on the set addRule(rule("a", 10))
-// and DefaultPlan "free" make.
+// unchangedBase is the Update that makes the set unchangedEdits edit: rule
+// "a" and default plan "free".
+func unchangedBase(s *rules.Set) error {
+	s.DefaultPlan = "free"
+	s.Rules = append(s.Rules, rule("a", 10))
+	return nil
+}
+
+// unchangedEdits are Updates that change nothing on the set unchangedBase
+// makes.
 var unchangedEdits = map[string]func(*rules.Set) error{
 	"nothing":             func(*rules.Set) error { return nil },
 	"same rule again":     func(s *rules.Set) error { s.Rules[0] = rule("a", 10); return nil },
@@ -28,11 +36,7 @@ func TestUpdateUnchangedStoresNothing(t *testing.T) {
 	fx := newFixture(t)
 	f := fx.open(t)
 	ctx := context.Background()
-	base, err := f.Update(ctx, -1, func(s *rules.Set) error {
-		s.DefaultPlan = "free"
-		s.Rules = append(s.Rules, rule("a", 10))
-		return nil
-	})
+	base, err := f.Update(ctx, -1, unchangedBase)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,11 +72,7 @@ func TestPostgresUpdateUnchangedStoresNothing(t *testing.T) {
 	p := newPGFixture(t, url).open(t)
 	other := newPGFixture(t, url).open(t) // no Run: it lags behind
 	ctx := context.Background()
-	base, err := p.Update(ctx, -1, func(s *rules.Set) error {
-		s.DefaultPlan = "free"
-		s.Rules = append(s.Rules, rule("a", 10))
-		return nil
-	})
+	base, err := p.Update(ctx, -1, unchangedBase)
 	if err != nil {
 		t.Fatal(err)
 	}

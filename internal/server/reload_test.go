@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
@@ -25,13 +26,8 @@ type reloadEnv struct {
 func newReloadEnv(t *testing.T, set *rules.Set) *reloadEnv {
 	t.Helper()
 	clk := newClock()
-	st, err := memory.New(memory.Config{Clock: clk.Micros, SweepInterval: -1})
-	if err != nil {
-		t.Fatalf("memory.New: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	e := &reloadEnv{lim: limiter.New(st, limiter.Config{})}
-	e.setRules(t, set)
+	lim, _ := limitertest.New(t, set, memory.Config{Clock: clk.Micros, SweepInterval: -1})
+	e := &reloadEnv{lim: lim}
 	hs := httptest.NewServer(New(e.lim, Config{}))
 	t.Cleanup(hs.Close)
 	e.url = hs.URL
@@ -40,11 +36,7 @@ func newReloadEnv(t *testing.T, set *rules.Set) *reloadEnv {
 
 func (e *reloadEnv) setRules(t *testing.T, set *rules.Set) {
 	t.Helper()
-	ix, err := rules.Compile(set)
-	if err != nil {
-		t.Fatalf("rules.Compile: %v", err)
-	}
-	e.lim.SetRules(ix)
+	e.lim.SetRules(limitertest.Compile(t, set))
 }
 
 // check sends body to POST /ratelimit/check and decodes the 200 answer.

@@ -3,31 +3,22 @@ package server
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/rules"
 )
 
-type reserveAnswer struct {
-	WaitMS   int64 `json:"wait_ms"`
-	SendAtUS int64 `json:"send_at_us"`
-	answer
-}
-
-func postReserve(t testing.TB, h http.Handler, body string) *httptest.ResponseRecorder {
-	t.Helper()
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("POST", "/ratelimit/reserve", strings.NewReader(body)))
-	return w
-}
+// reserveAnswer is the decoded body of a reservation, read as the client
+// reads it.
+type reserveAnswer = client.ReserveResponse
 
 func reserveOK(t *testing.T, s *Server, body string) reserveAnswer {
 	t.Helper()
-	w := postReserve(t, s, body)
+	w := postTo(t, s, "/ratelimit/reserve", body)
 	if w.Code != http.StatusOK {
 		t.Fatalf("POST /ratelimit/reserve %s: status %d, body %s", body, w.Code, w.Body)
 	}
@@ -115,7 +106,7 @@ func TestReserveErrors(t *testing.T) {
 		{``, 400, ""},
 	}
 	for _, tt := range tests {
-		w := postReserve(t, s, tt.body)
+		w := postTo(t, s, "/ratelimit/reserve", tt.body)
 		if w.Code != tt.status || !strings.Contains(w.Body.String(), tt.want) {
 			t.Errorf("POST %s: %d %s, want %d containing %q", tt.body, w.Code, w.Body, tt.status, tt.want)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/limiter"
@@ -59,24 +60,21 @@ func seedSet() *rules.Set {
 	}}}
 }
 
-// answer is the decoded body of a check answer; Rule and Client are nil
-// for JSON null.
-type answer struct {
-	Allowed      bool    `json:"allowed"`
-	Limit        int64   `json:"limit"`
-	Remaining    int64   `json:"remaining"`
-	ResetAfterMS int64   `json:"reset_after_ms"`
-	RetryAfterMS int64   `json:"retry_after_ms"`
-	Rule         *string `json:"rule"`
-	Client       *string `json:"client"`
-	Reason       string  `json:"reason"`
-	ShadowDenied string  `json:"shadow_denied"`
-}
+// answer is the decoded body of a check answer, read as the client reads
+// it; Rule and Client are nil for JSON null.
+type answer = client.CheckResponse
 
+// post sends body to POST /ratelimit/check.
 func post(t testing.TB, h http.Handler, body string) *httptest.ResponseRecorder {
 	t.Helper()
+	return postTo(t, h, "/ratelimit/check", body)
+}
+
+// postTo sends body to POST path.
+func postTo(t testing.TB, h http.Handler, path, body string) *httptest.ResponseRecorder {
+	t.Helper()
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("POST", "/ratelimit/check", strings.NewReader(body)))
+	h.ServeHTTP(w, httptest.NewRequest("POST", path, strings.NewReader(body)))
 	return w
 }
 

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/store/failover"
 )
@@ -15,9 +14,7 @@ import (
 // Redis (so RateLimit-Policy does not change in an outage), while
 // remaining counts down the local bucket of ceil(limit/N).
 func TestDegradedAnswerReportsRuleLimit(t *testing.T) {
-	srv := redistest.Start(t)
-	fo, l := newFailover(t, srv.Addr())
-	defer fo.Close()
+	srv, fo, l := startFailover(t, nil)
 	ctx := context.Background()
 	srv.Kill()
 	probe := limiter.Request{User: "probe", Method: "GET", Path: "/api/orders"}

@@ -104,6 +104,16 @@ func newFailoverWith(t *testing.T, edit func(*sredis.Config, *failover.Config), 
 	return fo, l
 }
 
+// startFailover starts a redis-server and a failover store over it made by
+// newFailoverWith (edit: nil for none), closed when the test ends.
+func startFailover(t *testing.T, edit func(*sredis.Config, *failover.Config)) (*redistest.Server, *failover.Store, *limiter.Limiter) {
+	t.Helper()
+	srv := redistest.Start(t)
+	fo, l := newFailoverWith(t, edit, srv.Addr())
+	t.Cleanup(func() { fo.Close() })
+	return srv, fo, l
+}
+
 // runFault drives steady load, injects the fault, checks the degraded
 // behaviour, restores, and measures recovery. It returns a row of the
 // fault table.
@@ -310,15 +320,11 @@ func exists(s *redistest.Server) func(string) bool {
 func TestFaults(t *testing.T) {
 	var table []string
 	t.Run("kill", func(t *testing.T) {
-		srv := redistest.Start(t)
-		fo, l := newFailover(t, srv.Addr())
-		defer fo.Close()
+		srv, fo, l := startFailover(t, nil)
 		table = append(table, runFault(t, fo, l, fault{name: "kill -9", inject: srv.Kill, restore: srv.Restart, exists: exists(srv)}))
 	})
 	t.Run("sigstop", func(t *testing.T) {
-		srv := redistest.Start(t)
-		fo, l := newFailover(t, srv.Addr())
-		defer fo.Close()
+		srv, fo, l := startFailover(t, nil)
 		table = append(table, runFault(t, fo, l, fault{name: "SIGSTOP (hung server)", inject: srv.Pause, restore: srv.Resume, exists: exists(srv)}))
 	})
 	t.Run("blackhole", func(t *testing.T) {
@@ -384,9 +390,7 @@ func TestFaults(t *testing.T) {
 // TestRestartedEmpty: a Redis that restarts and loses every key is
 // answered throughout; the buckets start afresh (documented).
 func TestRestartedEmpty(t *testing.T) {
-	srv := redistest.Start(t)
-	fo, l := newFailover(t, srv.Addr())
-	defer fo.Close()
+	srv, _, l := startFailover(t, nil)
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
 		l.Check(ctx, &limiter.Request{User: "u", Method: "GET", Path: "/api/x"})
@@ -428,9 +432,7 @@ func testLogger() *slog.Logger {
 // back while Redis is down — whereas a fresh caller gets the local
 // fallback's coarse limit.
 func TestDegradedKeepsDenials(t *testing.T) {
-	srv := redistest.Start(t)
-	fo, l := newFailover(t, srv.Addr())
-	defer fo.Close()
+	srv, fo, l := startFailover(t, nil)
 	ctx := context.Background()
 	// Calls of cost 300 (half the limit): the denied one waits ~30 s for
 	// its tokens, far longer than the breaker takes to open.

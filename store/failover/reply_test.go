@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/store/failover"
 	sredis "github.com/sluicehq/sluice/store/redis"
@@ -20,9 +19,7 @@ import (
 // closed and every other caller is still decided by Redis (once, one such
 // reply opened the breaker for the whole instance for 394 ms).
 func TestUnreadableReplyFailsThatCallOnly(t *testing.T) {
-	srv := redistest.Start(t)
-	fo, l := newFailover(t, srv.Addr())
-	defer fo.Close()
+	_, fo, l := startFailover(t, nil)
 	ctx := context.Background()
 	req := limiter.Request{User: "broken", Method: "GET", Path: "/api/orders"}
 	if d, err := l.Check(ctx, &req); err != nil || d.Source != limiter.SourceStore {

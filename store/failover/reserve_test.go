@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/failover"
@@ -17,11 +16,9 @@ import (
 // denied (store_unavailable), even under a failure_mode: open rule: the
 // local fallback never grants a slot.
 func TestReserveFailsClosed(t *testing.T) {
-	srv := redistest.Start(t)
-	fo, l := newFailoverWith(t, func(c *sredis.Config, f *failover.Config) {
+	srv, _, l := startFailover(t, func(c *sredis.Config, f *failover.Config) {
 		c.Denials, f.Denials, f.Instances = nil, nil, 1
-	}, srv.Addr())
-	t.Cleanup(func() { fo.Close() })
+	})
 	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{{ID: "egress", Match: rules.Match{Plan: "egress"}, By: rules.ByUser,
 		Limit: 10, Window: rules.Duration(time.Second), Algorithm: algorithm.LeakyBucket, FailureMode: rules.FailOpen}}})
 	if err != nil {

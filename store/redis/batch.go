@@ -43,24 +43,25 @@ func appendParams(dst []byte, op *limiter.Op, first bool) []byte {
 	return dst
 }
 
-// exec runs take.lua over keys with params and returns its reply: FCALL of
-// the function library where every node has it, else EVALSHA (EVAL on
-// NOSCRIPT). A node without the library (a restart without persistence,
-// a master added after the store started, FUNCTION FLUSH) answers
-// "Function not found":
-// the library is loaded on every node again and the run retried once,
-// then run with EVALSHA/EVAL if it still is not found.
+// exec runs take.lua over keys with params and returns its reply, as run
+// runs a script.
 func (s *Store) exec(ctx context.Context, keys []string, params []byte) (string, error) {
-	now := ""
-	if s.cfg.Clock != nil {
-		now = strconv.FormatInt(s.cfg.Clock()-epoch, 10)
-	}
 	// A copy: when ctx ends first, the call returns while the command may
 	// still wait to be written, and params is reused.
-	args := []string{now, string(params)}
+	return s.run(ctx, takeFunction, s.take, keys, []string{s.scriptNow(), string(params)})
+}
+
+// run runs a script over keys with args and returns its reply: FCALL of
+// function in the library where every node has it, else script by EVALSHA
+// (EVAL on NOSCRIPT). A node without the library (a restart without
+// persistence, a master added after the store started, FUNCTION FLUSH)
+// answers "Function not found": the library is loaded on every node again
+// and the run retried once, then run with EVALSHA/EVAL if it still is not
+// found.
+func (s *Store) run(ctx context.Context, function string, script *rueidis.Lua, keys, args []string) (string, error) {
 	if s.fcall {
 		for try := 0; try < 2; try++ {
-			r := s.client.Do(ctx, s.client.B().Fcall().Function(takeFunction).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+			r := s.client.Do(ctx, s.client.B().Fcall().Function(function).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 			if !functionNotFound(r.Error()) {
 				return r.ToString()
 			}
@@ -69,7 +70,16 @@ func (s *Store) exec(ctx context.Context, keys []string, params []byte) (string,
 			}
 		}
 	}
-	return s.take.Exec(ctx, s.client, keys, args).ToString()
+	return script.Exec(ctx, s.client, keys, args).ToString()
+}
+
+// scriptNow is the scripts' ARGV[1]: the store's clock in µs after epoch,
+// or "" for the server's own clock.
+func (s *Store) scriptNow() string {
+	if s.cfg.Clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.cfg.Clock()-epoch, 10)
 }
 
 // functionNotFound reports whether err is FCALL's answer from a node

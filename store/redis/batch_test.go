@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,9 +55,7 @@ func TestDifferentialBatched(t *testing.T) {
 				var wg sync.WaitGroup
 				errs := make(chan error, workers)
 				for w, b := range bs {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
+					wg.Go(func() {
 						cost := 1 + b.rng.Int64N(3)
 						want, ns := algorithm.Apply(b.p, b.st, now, cost)
 						if want.Allowed {
@@ -72,7 +72,7 @@ func TestDifferentialBatched(t *testing.T) {
 						if got != want {
 							errs <- fmt.Errorf("step %d worker %d %+v cost %d: lua %+v, go %+v", step, w, b.p, cost, got, want)
 						}
-					}()
+					})
 				}
 				wg.Wait()
 				close(errs)
@@ -96,9 +96,7 @@ func TestExactUnderConcurrency(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, k := range algorithm.Kinds {
 		t.Run(k.String(), func(t *testing.T) {
-			var clock atomic.Int64
-			clock.Store(conformance.Base + 30*conformance.Minute)
-			s := openStore(t, func(c *sredis.Config) { c.Clock = clock.Load; c.DenialCache = false }, srv.Addr())
+			_, s := openClocked(t, nil, srv.Addr())
 			user := "user:exact-" + k.String()
 			userP, ipP := paramsOf(k, 50, conformance.Hour), paramsOf(k, 20, conformance.Hour)
 			if k == algorithm.LeakyBucket {
@@ -137,9 +135,7 @@ func TestAbandonedCalls(t *testing.T) {
 	var wg sync.WaitGroup
 	var timedOut atomic.Int64
 	for i := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
 			start := time.Now()
@@ -152,7 +148,7 @@ func TestAbandonedCalls(t *testing.T) {
 			} else {
 				t.Logf("call %d: %v after %v", i, err, time.Since(start))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	srv.Resume()
@@ -192,5 +188,310 @@ func TestCanceledCallReturns(t *testing.T) {
 	_, err := s.Take(ctx, op, make([]algorithm.Result, 1))
 	if took := time.Since(start); !errors.Is(err, context.Canceled) || took > 500*time.Millisecond {
 		t.Fatalf("Take canceled after 50 ms on a hung server (deadline 10 s) = %v after %v, want context.Canceled at once", err, took)
+	}
+}
+
+// waitOp is a call of one token-bucket key of 10 an hour for client.
+func waitOp(client string) []limiter.Op {
+	return []limiter.Op{{Client: client, Rule: "r", Params: paramsOf(algorithm.TokenBucket, 10, conformance.Hour), Cost: 1}}
+}
+
+// TestBatchWaitBounds: New refuses a window below 0 or above MaxBatchWait.
+func TestBatchWaitBounds(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, d := range []time.Duration{-time.Microsecond, sredis.MaxBatchWait + time.Microsecond, time.Second} {
+		cfg := sredis.DefaultConfig()
+		cfg.Addrs, cfg.BatchWait = []string{srv.Addr()}, d
+		s, err := sredis.New(cfg)
+		if err == nil {
+			s.Close()
+			t.Fatalf("New with BatchWait %s: no error", d)
+		}
+		if !strings.Contains(err.Error(), "BatchWait "+d.String()) {
+			t.Errorf("New with BatchWait %s: %v, want an error naming BatchWait and the value", d, err)
+		}
+	}
+	openStore(t, func(c *sredis.Config) { c.BatchWait = sredis.MaxBatchWait }, srv.Addr())
+}
+
+// TestBatchWaitSharesRun: calls made within one window go in one script
+// run, and the run goes as soon as they fill MaxBatch keys, not at the
+// window's end.
+func TestBatchWaitSharesRun(t *testing.T) {
+	srv := redistest.Start(t)
+	const n = 8
+	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false; c.MaxBatch = n }, srv.Addr())
+	take(t, s, waitOp("user:share-warm")...) // loads the library, opens the connection
+	sredis.SetBatchWait(s, time.Minute)
+	before := commandCalls(t, srv, "fcall")
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			res := make([]algorithm.Result, 1)
+			if _, err := s.Take(context.Background(), waitOp(fmt.Sprintf("user:share-%d", i)), res); err != nil {
+				errs <- err
+			} else if !res[0].Allowed || res[0].Remaining != 9 {
+				errs <- fmt.Errorf("call %d: %+v, want allowed, 9 remaining", i, res[0])
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("%d calls filling a run of %d keys took %v: the run waited for its window (a minute)", n, n, took)
+	}
+	if runs := commandCalls(t, srv, "fcall") - before; runs != 1 {
+		t.Fatalf("%d calls in one window made %d script runs, want 1", n, runs)
+	}
+}
+
+// TestBatchWaitLoneCall: a call alone in its window goes when the window
+// ends, in a run of its own.
+func TestBatchWaitLoneCall(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false; c.BatchWait = sredis.MaxBatchWait }, srv.Addr())
+	take(t, s, waitOp("user:lone-warm")...)
+	for i := range 3 {
+		before := commandCalls(t, srv, "fcall")
+		start := time.Now()
+		res, _ := take(t, s, waitOp(fmt.Sprintf("user:lone-%d", i))...)
+		took := time.Since(start)
+		if !res[0].Allowed || res[0].Remaining != 9 {
+			t.Fatalf("lone call %d: %+v, want allowed, 9 remaining", i, res[0])
+		}
+		if took < sredis.MaxBatchWait || took > 5*time.Second {
+			t.Fatalf("lone call %d took %v, want its window (%v) and then its run", i, took, sredis.MaxBatchWait)
+		}
+		if runs := commandCalls(t, srv, "fcall") - before; runs != 1 {
+			t.Fatalf("lone call %d made %d script runs, want 1", i, runs)
+		}
+	}
+}
+
+// TestBatchWaitExact: concurrent callers on one limit with a window get
+// exactly the limit, whatever share runs, and a denied call takes nothing
+// from its other key (the user's count after the run).
+func TestBatchWaitExact(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, wait := range []time.Duration{250 * time.Microsecond, time.Millisecond} {
+		t.Run(wait.String(), func(t *testing.T) {
+			_, s := openClocked(t, func(c *sredis.Config) { c.BatchWait = wait }, srv.Addr())
+			user := "user:wait-exact-" + wait.String()
+			got := takeConcurrently(t, s, 64, 10, func(g int) []limiter.Op {
+				return []limiter.Op{
+					{Client: user, Rule: "per-user", Params: paramsOf(algorithm.TokenBucket, 50, conformance.Hour), Cost: 1},
+					{Client: fmt.Sprintf("ip:%d-%s", g%2, wait), Rule: "per-ip", Params: paramsOf(algorithm.TokenBucket, 20, conformance.Hour), Cost: 1},
+				}
+			})
+			if got != 40 {
+				t.Fatalf("allowed %d calls, want 40 (two ips × 20)", got)
+			}
+			res, _ := take(t, s, limiter.Op{Client: user, Rule: "per-user", Params: paramsOf(algorithm.TokenBucket, 50, conformance.Hour), Cost: 1})
+			if !res[0].Allowed || res[0].Remaining != 50-40-1 {
+				t.Fatalf("user after the run = %+v, want allowed, remaining %d", res[0], 50-40-1)
+			}
+		})
+	}
+}
+
+// TestBatchWaitCanceled: a caller whose context ends while its call waits
+// in a window returns at once, and its call is never sent: it takes
+// nothing.
+func TestBatchWaitCanceled(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	take(t, s, waitOp("user:cancel-warm")...)
+	sredis.SetBatchWait(s, 2*time.Second)
+	before := commandCalls(t, srv, "fcall")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := s.Take(ctx, waitOp("user:cancel"), make([]algorithm.Result, 1))
+	if took := time.Since(start); !errors.Is(err, context.Canceled) || took > time.Second {
+		t.Fatalf("Take canceled after 20 ms in a 2 s window = %v after %v, want context.Canceled at once", err, took)
+	}
+	time.Sleep(2500 * time.Millisecond) // the window ends, with nothing to send
+	if runs := commandCalls(t, srv, "fcall") - before; runs != 0 {
+		t.Fatalf("a call canceled in its window made %d script runs, want 0", runs)
+	}
+	res, _ := take(t, s, waitOp("user:cancel")...)
+	if !res[0].Allowed || res[0].Remaining != 9 {
+		t.Fatalf("the next call = %+v, want allowed, 9 remaining: the canceled call took nothing", res[0])
+	}
+}
+
+// TestBatchWaitReturningRun: a run that comes back while a window is open
+// leaves the queued calls to the window's run. A's run is held out by a
+// paused server while B opens a second window; A's run comes back before
+// C joins B's window, and B and C go in one run.
+func TestBatchWaitReturningRun(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	take(t, s, waitOp("user:return-warm")...)
+	const wait = time.Second
+	sredis.SetBatchWait(s, wait)
+	before := commandCalls(t, srv, "fcall")
+	var wg sync.WaitGroup
+	call := func(name string) {
+		defer wg.Done()
+		res := make([]algorithm.Result, 1)
+		if _, err := s.Take(context.Background(), waitOp("user:return-"+name), res); err != nil || !res[0].Allowed {
+			t.Errorf("call %s: %+v, %v; want allowed", name, res[0], err)
+		}
+	}
+	srv.Pause()
+	wg.Add(1)
+	go call("a")              // opens a window; its run goes at 1 s and waits for the server
+	time.Sleep(wait + wait/4) // 1.25 s: A's run is out
+	wg.Add(1)
+	go call("b") // opens the second window, until 2.25 s
+	time.Sleep(wait / 4)
+	srv.Resume() // 1.5 s: A's run comes back
+	time.Sleep(wait / 4)
+	wg.Add(1)
+	go call("c") // 1.75 s: joins B's window
+	wg.Wait()
+	if runs := commandCalls(t, srv, "fcall") - before; runs != 2 {
+		t.Fatalf("A, then B and C in one window: %d script runs, want 2", runs)
+	}
+}
+
+// TestFlushDelayRefused: a FlushDelay out of range is refused, the error
+// naming the field.
+func TestFlushDelayRefused(t *testing.T) {
+	for _, d := range []time.Duration{-time.Microsecond, time.Second + 1} {
+		cfg := sredis.DefaultConfig()
+		cfg.Addrs = []string{"127.0.0.1:1"}
+		cfg.FlushDelay = d
+		s, err := sredis.New(cfg)
+		if err == nil {
+			s.Close()
+			t.Fatalf("New with FlushDelay %s: no error", d)
+		}
+		if !strings.Contains(err.Error(), "FlushDelay") {
+			t.Fatalf("New with FlushDelay %s: %v, want an error naming FlushDelay", d, err)
+		}
+	}
+}
+
+// TestFlushDelay: with FlushDelay set, a call made while another is in
+// flight on its connection waits up to FlushDelay before it is written;
+// a call made when nothing is in flight is written at once; and the calls
+// are decided as without it. Without FlushDelay every call is written at
+// once.
+//
+// The server is stopped (SIGSTOP) while one call is out, so that the
+// calls after it find a reply outstanding; it resumes 50 ms later. The
+// client has up to four connections (by GOMAXPROCS) and picks one per
+// call at random: of the eight calls made while the first is out, at most
+// one per other connection (the first on a connection with nothing out)
+// is written at once.
+func TestFlushDelay(t *testing.T) {
+	const delay = 800 * time.Millisecond
+	srv := redistest.Start(t)
+	p := paramsOf(algorithm.TokenBucket, 100, conformance.Hour)
+	for _, tt := range []struct {
+		name    string
+		delay   time.Duration
+		minLate int // calls answered after delay/2 or later, at least
+		maxLate int // and at most
+	}{
+		{"without", 0, 0, 0},
+		// At least one: on a loaded machine a call may start only after the
+		// server resumed and find nothing outstanding, so how many are held
+		// is not fixed; without FlushDelay none ever is.
+		{"with", delay, 1, 8},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			do(t, srv, "flushall")
+			s := openStore(t, func(c *sredis.Config) {
+				c.FlushDelay, c.MaxBatch, c.DenialCache = tt.delay, 1, false
+			}, srv.Addr())
+			op := func(user string) []limiter.Op {
+				return []limiter.Op{{Client: user, Rule: "r", Params: p, Cost: 1}}
+			}
+
+			// Calls made together, while the server is stopped, so that
+			// each connection has calls waiting: the client then writes
+			// through its background writer, which alone applies
+			// FlushDelay (a lone caller on an idle connection writes for
+			// itself).
+			srv.Pause()
+			var warm sync.WaitGroup
+			warmErrs := make(chan error, 64)
+			for i := range 64 {
+				warm.Go(func() {
+					res := make([]algorithm.Result, 1)
+					if _, err := s.Take(context.Background(), op("user:warm-"+strconv.Itoa(i)), res); err != nil {
+						warmErrs <- err
+					}
+				})
+			}
+			time.Sleep(20 * time.Millisecond)
+			srv.Resume()
+			warm.Wait()
+			close(warmErrs)
+			for err := range warmErrs {
+				t.Fatal(err)
+			}
+
+			// One call at a time: written at once whatever FlushDelay says.
+			start := time.Now()
+			for range 5 {
+				take(t, s, op("user:seq")...)
+			}
+			if el := time.Since(start); el >= delay/2 {
+				t.Fatalf("5 calls one after another took %s, want < %s (nothing was in flight)", el, delay/2)
+			}
+
+			srv.Pause()
+			resumed := false
+			defer func() {
+				if !resumed {
+					srv.Resume()
+				}
+			}()
+			t0 := time.Now()
+			var wg sync.WaitGroup
+			var late atomic.Int64
+			errs := make(chan error, 9)
+			call := func(user string) {
+				defer wg.Done()
+				res := make([]algorithm.Result, 1)
+				if _, err := s.Take(context.Background(), op(user), res); err != nil {
+					errs <- err
+					return
+				}
+				if !res[0].Allowed || res[0].Remaining != 99 {
+					t.Errorf("%s: %+v, want allowed, 99 left", user, res[0])
+				}
+				if time.Since(t0) >= delay/2 {
+					late.Add(1)
+				}
+			}
+			wg.Add(1)
+			go call("user:first")
+			time.Sleep(20 * time.Millisecond)
+			for _, u := range []string{"user:a", "user:b", "user:c", "user:d", "user:e", "user:f", "user:g", "user:h"} {
+				wg.Add(1)
+				go call(u)
+			}
+			time.Sleep(30 * time.Millisecond)
+			srv.Resume()
+			resumed = true
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if n := int(late.Load()); n < tt.minLate || n > tt.maxLate {
+				t.Fatalf("%d of 9 calls answered %s or more after the first was sent, want %d to %d", n, delay/2, tt.minLate, tt.maxLate)
+			}
+		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/sluice/algorithm"
@@ -151,9 +150,7 @@ func keyState(t *testing.T, srv *redistest.Server, key string) string {
 func testCrossShard(t *testing.T, c *redistest.Cluster) {
 	for _, k := range algorithm.Kinds {
 		t.Run(k.String(), func(t *testing.T) {
-			var clock atomic.Int64
-			clock.Store(conformance.Base + 30*conformance.Minute)
-			s := openStore(t, func(cfg *sredis.Config) { cfg.Clock = clock.Load; cfg.DenialCache = false }, c.Addrs()...)
+			_, s := openClocked(t, nil, c.Addrs()...)
 			userP := paramsOf(k, 5, conformance.Hour)
 			ipP := paramsOf(k, 2, conformance.Hour)
 			if k == algorithm.LeakyBucket {
@@ -205,9 +202,7 @@ func testCrossShard(t *testing.T, c *redistest.Cluster) {
 // testSameClientOneScript: two rules of one client are one script on the
 // client's shard — one EVALSHA per call, no give-back — and all or nothing.
 func testSameClientOneScript(t *testing.T, c *redistest.Cluster) {
-	var clock atomic.Int64
-	clock.Store(conformance.Base + 30*conformance.Minute)
-	s := openStore(t, func(cfg *sredis.Config) { cfg.Clock = clock.Load; cfg.DenialCache = false }, c.Addrs()...)
+	_, s := openClocked(t, nil, c.Addrs()...)
 	user := "user:same-client"
 	master := c.MasterOf(t, s.Key(user, "a"))
 	a := limiter.Op{Client: user, Rule: "a", Params: paramsOf(algorithm.TokenBucket, 5, conformance.Hour), Cost: 1}
@@ -233,33 +228,47 @@ func testSameClientOneScript(t *testing.T, c *redistest.Cluster) {
 	}
 }
 
+// clientPerMaster returns, for each of c's three masters, a client named
+// prefix<n> whose bucket of rule "r" s keeps on that master.
+func clientPerMaster(t *testing.T, c *redistest.Cluster, s *sredis.Store, prefix string) map[*redistest.Server]string {
+	t.Helper()
+	found := map[*redistest.Server]string{}
+	for i := 0; len(found) < 3 && i < 100; i++ {
+		client := prefix + strconv.Itoa(i)
+		if master := c.MasterOf(t, s.Key(client, "r")); found[master] == "" {
+			found[master] = client
+		}
+	}
+	if len(found) != 3 {
+		t.Fatalf("reached %d masters, want 3", len(found))
+	}
+	return found
+}
+
+// takeThree makes three calls of client on a token bucket of 10 an hour and
+// fails the test unless each is allowed, with one fewer remaining.
+func takeThree(t *testing.T, s *sredis.Store, client string, master *redistest.Server) {
+	t.Helper()
+	op := limiter.Op{Client: client, Rule: "r", Params: paramsOf(algorithm.TokenBucket, 10, conformance.Hour), Cost: 1}
+	for call := 1; call <= 3; call++ {
+		if res, _ := take(t, s, op); !res[0].Allowed || res[0].Remaining != int64(10-call) {
+			t.Fatalf("%s on %s, call %d = %+v, want allowed, remaining %d", client, master.Addr(), call, res[0], 10-call)
+		}
+	}
+}
+
 // testClusterNoScript: a master that never had the scripts (flushed after
 // the store loaded them everywhere) still decides, through EVAL.
 func testClusterNoScript(t *testing.T, c *redistest.Cluster) {
 	s := openStore(t, func(cfg *sredis.Config) { cfg.DenialCache = false; cfg.Evalsha = true }, c.Addrs()...)
 	checkPath(t, s, "EVALSHA")
-	seen := map[*redistest.Server]bool{}
-	for i := 0; len(seen) < 3 && i < 100; i++ {
-		client := "user:noscript-" + strconv.Itoa(i)
-		master := c.MasterOf(t, s.Key(client, "r"))
-		if seen[master] {
-			continue
-		}
-		seen[master] = true
+	for master, client := range clientPerMaster(t, c, s, "user:noscript-") {
 		do(t, master, "script", "flush")
 		_, eval0 := scriptCalls(t, master)
-		op := limiter.Op{Client: client, Rule: "r", Params: paramsOf(algorithm.TokenBucket, 10, conformance.Hour), Cost: 1}
-		for call := 1; call <= 3; call++ {
-			if res, _ := take(t, s, op); !res[0].Allowed || res[0].Remaining != int64(10-call) {
-				t.Fatalf("%s on %s, call %d = %+v, want allowed, remaining %d", client, master.Addr(), call, res[0], 10-call)
-			}
-		}
+		takeThree(t, s, client, master)
 		if _, eval1 := scriptCalls(t, master); eval1 != eval0+1 {
 			t.Fatalf("EVAL on %s = %d, want %d: one fallback, then EVALSHA", master.Addr(), eval1, eval0+1)
 		}
-	}
-	if len(seen) != 3 {
-		t.Fatalf("reached %d masters, want 3", len(seen))
 	}
 }
 
@@ -270,34 +279,19 @@ func testClusterNoScript(t *testing.T, c *redistest.Cluster) {
 func testClusterNoFunction(t *testing.T, c *redistest.Cluster) {
 	s := openStore(t, func(cfg *sredis.Config) { cfg.DenialCache = false }, c.Addrs()...)
 	checkPath(t, s, "FCALL")
-	seen := map[*redistest.Server]bool{}
-	for i := 0; len(seen) < 3 && i < 100; i++ {
-		client := "user:nofunction-" + strconv.Itoa(i)
-		master := c.MasterOf(t, s.Key(client, "r"))
-		if seen[master] {
-			continue
-		}
-		seen[master] = true
+	for master, client := range clientPerMaster(t, c, s, "user:nofunction-") {
 		if got := do(t, master, "function", "list"); !strings.Contains(got, "sluice_take_") {
 			t.Fatalf("FUNCTION LIST on master %s = %q, want the library, loaded at start", master.Addr(), got)
 		}
 		do(t, master, "function", "flush")
 		fcall0, eval0 := commandCalls(t, master, "fcall"), commandCalls(t, master, "eval")
-		op := limiter.Op{Client: client, Rule: "r", Params: paramsOf(algorithm.TokenBucket, 10, conformance.Hour), Cost: 1}
-		for call := 1; call <= 3; call++ {
-			if res, _ := take(t, s, op); !res[0].Allowed || res[0].Remaining != int64(10-call) {
-				t.Fatalf("%s on %s, call %d = %+v, want allowed, remaining %d", client, master.Addr(), call, res[0], 10-call)
-			}
-		}
+		takeThree(t, s, client, master)
 		if n := commandCalls(t, master, "fcall") - fcall0; n != 4 {
 			t.Fatalf("FCALL on %s = %d, want 4: one answered \"Function not found\", then the library loaded again and three runs", master.Addr(), n)
 		}
 		if n := commandCalls(t, master, "eval") - eval0; n != 0 {
 			t.Fatalf("EVAL on %s = %d, want 0", master.Addr(), n)
 		}
-	}
-	if len(seen) != 3 {
-		t.Fatalf("reached %d masters, want 3", len(seen))
 	}
 }
 
@@ -349,9 +343,7 @@ func take64(t *testing.T, s *sredis.Store, op limiter.Op, prefix, what string) {
 func testCrossShardPeek(t *testing.T, c *redistest.Cluster) {
 	for _, k := range algorithm.Kinds {
 		t.Run(k.String(), func(t *testing.T) {
-			var clock atomic.Int64
-			clock.Store(conformance.Base + 30*conformance.Minute)
-			s := openStore(t, func(cfg *sredis.Config) { cfg.Clock = clock.Load; cfg.DenialCache = false }, c.Addrs()...)
+			_, s := openClocked(t, nil, c.Addrs()...)
 			userP, ipP := paramsOf(k, 5, conformance.Hour), paramsOf(k, 2, conformance.Hour)
 			user, ip := apart(t, c, s, "peek-"+k.String(), "per-user", "per-ip")
 			userKey := s.Key(user, "per-user")

@@ -62,9 +62,7 @@ func globalBudget(t *testing.T, addrs []string) {
 	defer cancel()
 	errs := make(chan error, callers)
 	for c := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			l := ls[c%len(ls)]
 			req := limiter.Request{User: fmt.Sprintf("caller-%03d", c), Method: "GET", Path: "/search"}
 			for range calls {
@@ -78,7 +76,7 @@ func globalBudget(t *testing.T, addrs []string) {
 					perCaller[c]++
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -128,5 +126,45 @@ func globalBudget(t *testing.T, addrs []string) {
 			t.Errorf("caller %d (%d allowed before): own bucket allowed %v, remaining %d; want %v, %d",
 				c, perCaller[c], d.Allowed, d.Remaining, perCaller[c] < perUser, want)
 		}
+	}
+}
+
+// BenchmarkGlobalKey: decisions of one global rule (one hot key) against
+// one per-user rule (a key per caller), on one Redis. It reports the Redis
+// CPU each decision costs inside the server (INFO commandstats, the
+// scripts' usec): a global rule's decisions all land on the shard of its
+// one key, so that shard's CPU bounds the rule.
+func BenchmarkGlobalKey(b *testing.B) {
+	for _, by := range []rules.By{rules.ByGlobal, rules.ByUser} {
+		b.Run("by="+string(by), func(b *testing.B) {
+			srv := redistest.Start(b)
+			ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{
+				{ID: "r", By: by, Limit: rules.MaxLimit, Window: rules.Duration(time.Hour)},
+			}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			l := limiter.New(openStore(b, nil, srv.Addr()), limiter.Config{})
+			l.SetRules(ix)
+			var n atomic.Int64
+			before := scriptUsec(b, srv)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				i := n.Add(1_000_000)
+				for pb.Next() {
+					i++
+					req := limiter.Request{User: fmt.Sprintf("u%d", i%100_000)}
+					if _, err := l.Check(ctx, &req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(scriptUsec(b, srv)-before)/float64(b.N), "redis-µs/decision")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
 	}
 }

@@ -31,6 +31,21 @@ func openStore(t testing.TB, edit func(*sredis.Config), addrs ...string) *sredis
 	return s
 }
 
+// openClocked connects a Store to addrs without the denial cache, on a
+// test clock that starts half an hour after conformance.Base (clear of the
+// end of a window), with DefaultConfig further changed by edit (nil: none).
+func openClocked(t testing.TB, edit func(*sredis.Config), addrs ...string) (*atomic.Int64, *sredis.Store) {
+	t.Helper()
+	clock := new(atomic.Int64)
+	clock.Store(conformance.Base + 30*conformance.Minute)
+	return clock, openStore(t, func(c *sredis.Config) {
+		c.Clock, c.DenialCache = clock.Load, false
+		if edit != nil {
+			edit(c)
+		}
+	}, addrs...)
+}
+
 // take runs one call and returns its results.
 func take(t testing.TB, s *sredis.Store, ops ...limiter.Op) ([]algorithm.Result, limiter.TakeInfo) {
 	t.Helper()
@@ -79,16 +94,46 @@ func checkPath(t testing.TB, s *sredis.Store, command string) {
 // commandCalls returns cmdstat_<name>'s calls from INFO commandstats.
 func commandCalls(t testing.TB, srv *redistest.Server, name string) int64 {
 	t.Helper()
+	return int64(commandStat(t, srv, name, "calls"))
+}
+
+// scriptMicros is the mean time Redis spent in one run of take.lua (FCALL
+// or EVALSHA, by command) since the last CONFIG RESETSTAT (INFO
+// commandstats usec_per_call): the script's own cost, without the round
+// trip.
+func scriptMicros(t testing.TB, srv *redistest.Server, command string) float64 {
+	t.Helper()
+	return commandStat(t, srv, strings.ToLower(command), "usec_per_call")
+}
+
+// scriptUsec is the usec Redis spent in scripts and functions so far.
+func scriptUsec(t testing.TB, srv *redistest.Server) int64 {
+	t.Helper()
+	var sum int64
+	for _, c := range []string{"evalsha", "eval", "fcall"} {
+		sum += int64(commandStat(t, srv, c, "usec"))
+	}
+	return sum
+}
+
+// commandStat returns field (calls, usec, usec_per_call) of
+// cmdstat_<name> in INFO commandstats, 0 while srv has not run name.
+func commandStat(t testing.TB, srv *redistest.Server, name, field string) float64 {
+	t.Helper()
 	for _, line := range strings.Split(do(t, srv, "info", "commandstats"), "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":calls=")
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":")
 		if !ok {
 			continue
 		}
-		n, err := strconv.ParseInt(rest[:strings.IndexByte(rest+",", ',')], 10, 64)
-		if err != nil {
-			t.Fatalf("INFO commandstats: %q: %v", line, err)
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, field+"="); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("INFO commandstats: %q: %v", line, err)
+				}
+				return x
+			}
 		}
-		return n
 	}
 	return 0
 }
@@ -119,9 +164,7 @@ func takeConcurrently(t testing.TB, s *sredis.Store, goroutines, rounds int, ops
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
 	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			o := ops(g)
 			res := make([]algorithm.Result, len(o))
 			for range rounds {
@@ -137,7 +180,7 @@ func takeConcurrently(t testing.TB, s *sredis.Store, goroutines, rounds int, ops
 					allowed.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

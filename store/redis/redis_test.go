@@ -76,19 +76,6 @@ func TestDifferential(t *testing.T) {
 		t.Run(path.command, func(t *testing.T) {
 			clock, s := startPathStore(t, path.evalsha, path.command)
 			r := rand.New(rand.NewPCG(7, 11))
-			windows := []int64{conformance.Millisecond, 7 * conformance.Millisecond, conformance.Second,
-				3 * conformance.Second, conformance.Minute, conformance.Hour, conformance.Day, 366 * conformance.Day}
-			limits := []int64{1, 2, 3, 7, 10, 100, 997, 10000, 1_000_000, 1_000_000_000}
-			randParams := func(k algorithm.Kind) algorithm.Params {
-				p := algorithm.Params{Kind: k, Window: windows[r.IntN(len(windows))], Limit: limits[r.IntN(len(limits))]}
-				if k == algorithm.SlidingLog && p.Limit > 40 {
-					p.Limit = int64(1 + r.IntN(40))
-				}
-				if (k == algorithm.TokenBucket || k == algorithm.LeakyBucket) && r.IntN(2) == 0 {
-					p.Burst = int64(1 + r.IntN(20))
-				}
-				return p
-			}
 			sequences := 150
 			if testing.Short() {
 				sequences = 30
@@ -96,14 +83,14 @@ func TestDifferential(t *testing.T) {
 			compared := 0
 			for seq := 0; seq < sequences; seq++ {
 				k := algorithm.Kinds[seq%len(algorithm.Kinds)]
-				p := randParams(k)
+				p := conformance.RandomParams(r, k)
 				client := fmt.Sprintf("user:diff-%d", seq)
 				var st algorithm.State
 				now := conformance.Base + r.Int64N(conformance.Day)
 				for step := 0; step < 60; step++ {
 					switch x := r.IntN(40); {
 					case x == 0:
-						p = randParams(k) // the rule is edited
+						p = conformance.RandomParams(r, k) // the rule is edited
 					case x == 1:
 						now -= r.Int64N(p.Window + 1) // the clock jumps back
 					default:
@@ -148,28 +135,6 @@ func compareDecision(t *testing.T, s *sredis.Store, clock *atomic.Int64, client 
 	return st
 }
 
-// extremeParams draws a valid rule of kind k from the whole accepted range
-// (limits 1…10^9, windows 1 ms…366 d, bursts up to 10^9), redrawn until
-// algorithm.Params.Check accepts it.
-func extremeParams(r *rand.Rand, k algorithm.Kind) algorithm.Params {
-	pick := func(xs ...int64) int64 { return xs[r.IntN(len(xs))] }
-	for {
-		p := algorithm.Params{Kind: k,
-			Limit:  pick(1, 2, 3, 7, 9, 997, 10000, 999_999_937, 1_000_000_000, 1+r.Int64N(1_000_000_000)),
-			Window: pick(algorithm.MinWindow, 7*conformance.Millisecond, 3810*conformance.Millisecond, conformance.Day, algorithm.MaxWindow, algorithm.MinWindow+r.Int64N(algorithm.MaxWindow)),
-		}
-		if k == algorithm.SlidingLog {
-			p.Limit = 1 + p.Limit%algorithm.MaxLogLimit
-		}
-		if k == algorithm.TokenBucket || k == algorithm.LeakyBucket {
-			p.Burst = pick(0, 1, 39, 40, 1000, 300_000, 1_000_000_000, r.Int64N(1_000_000_000))
-		}
-		if f, _ := p.Check(); f == "" {
-			return p
-		}
-	}
-}
-
 // TestDifferentialExtremes compares the Go functions and the Lua scripts on
 // rules from the whole accepted range at instants from 1970 to the last an
 // int64 of ns can name (2262-04-11): the longest refills (40 × 366 days),
@@ -203,7 +168,7 @@ func TestDifferentialExtremes(t *testing.T) {
 				if seq < len(fixed) {
 					p, now = fixed[seq].p, fixed[seq].now
 				} else {
-					p = extremeParams(r, algorithm.Kinds[seq%len(algorithm.Kinds)])
+					p = conformance.ExtremeParams(r, algorithm.Kinds[seq%len(algorithm.Kinds)])
 					switch r.IntN(3) {
 					case 0:
 						now = 1 + r.Int64N(year)
@@ -218,7 +183,7 @@ func TestDifferentialExtremes(t *testing.T) {
 				for step := 0; step < 40; step++ {
 					switch x := r.IntN(20); {
 					case x == 0 && seq >= len(fixed):
-						p = extremeParams(r, p.Kind) // the rule is edited
+						p = conformance.ExtremeParams(r, p.Kind) // the rule is edited
 					case x == 1:
 						now -= r.Int64N(max(p.Window, conformance.Day)) // the clock jumps back
 					case x < 4:
@@ -295,5 +260,28 @@ func TestErrorKind(t *testing.T) {
 	}
 	if got := s.ErrorKind(fmt.Errorf("x: %w", context.Canceled)); got != "" {
 		t.Errorf("ErrorKind(canceled) = %q, want \"\"", got)
+	}
+}
+
+// BenchmarkTake measures one decision through take.lua on a real
+// redis-server, per path (FCALL of the function library, EVALSHA) and
+// algorithm, one call at a time (no batching), on a warm bucket of 100
+// calls a second that alternates between allowed and denied.
+func BenchmarkTake(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, path := range scriptPaths {
+		var clock atomic.Int64
+		s := newStorePath(b, &clock, path.evalsha, srv.Addr())
+		checkPath(b, s, path.command)
+		for _, k := range algorithm.Kinds {
+			b.Run(path.command+"/"+k.String(), func(b *testing.B) {
+				ops := []limiter.Op{{Client: "user:bench", Rule: fmt.Sprint(k), Params: algorithm.Params{Kind: k, Limit: 100, Window: conformance.Second}, Cost: 1}}
+				res := make([]algorithm.Result, 1)
+				benchCalls(b, srv, &clock, path.command, func() error {
+					_, err := s.Take(context.Background(), ops, res)
+					return err
+				})
+			})
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -156,27 +155,10 @@ func parseReserveRun(reply string, calls []*callBuf, keys int) error {
 	return nil
 }
 
-// execReserve runs reserve.lua once, as exec runs take.lua: by FCALL when
-// the store has the function library, loading it again once if a node
-// lost it, else EVALSHA (EVAL on NOSCRIPT). waits is ARGV[3].
+// execReserve runs reserve.lua once, as exec runs take.lua. waits is
+// ARGV[3].
 func (s *Store) execReserve(ctx context.Context, keys []string, params, waits []byte) (string, error) {
-	now := ""
-	if s.cfg.Clock != nil {
-		now = strconv.FormatInt(s.cfg.Clock()-epoch, 10)
-	}
 	// Copies: when ctx ends first, the call returns while the command may
 	// still wait to be written, and the buffers are reused.
-	args := []string{now, string(params), string(waits)}
-	if s.fcall {
-		for try := 0; try < 2; try++ {
-			r := s.client.Do(ctx, s.client.B().Fcall().Function(reserveFunction).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-			if !functionNotFound(r.Error()) {
-				return r.ToString()
-			}
-			if try == 0 {
-				s.loadLibrary(ctx)
-			}
-		}
-	}
-	return reserveScript.Exec(ctx, s.client, keys, args).ToString()
+	return s.run(ctx, reserveFunction, reserveScript, keys, []string{s.scriptNow(), string(params), string(waits)})
 }
