@@ -114,6 +114,7 @@ type Metrics struct {
 	rlsOver    prometheus.Counter
 	revision   prometheus.Gauge
 	storeTime  *prometheus.HistogramVec
+	redisTime  atomic.Pointer[prometheus.Observer] // storeTime{store="redis"}, made by the first SharedCall
 	storeErrs  *prometheus.CounterVec
 	namer      ErrorNamer // the instrumented store's, if any: set before serving
 

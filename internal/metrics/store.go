@@ -50,7 +50,15 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 // layer (the deadline-bound call to Redis itself, not the decision around
 // it) under store="redis": its duration and, if it failed, its error kind.
 func (m *Metrics) SharedCall(d time.Duration, err error) {
-	m.storeTime.WithLabelValues("redis").Observe(d.Seconds())
+	o := m.redisTime.Load()
+	if o == nil {
+		// Looked up once, not per call; made on first use, so that a
+		// process without Redis exports no store="redis" series.
+		h := m.storeTime.WithLabelValues("redis")
+		o = &h
+		m.redisTime.Store(o)
+	}
+	(*o).Observe(d.Seconds())
 	if err != nil {
 		m.storeErrs.WithLabelValues("redis", m.errorKind(err)).Inc()
 	}

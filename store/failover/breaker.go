@@ -22,45 +22,186 @@ type probeCall struct {
 	err  error
 }
 
-// epoch is one closed period of the breaker: its ctx is canceled when the
-// breaker opens, which ends the waits of the calls made in it.
+// epoch is one closed period of the breaker: end cancels its ctx when the
+// breaker opens, and ends the waits of the calls made in it.
 type epoch struct {
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	ended bool
+	waits *wait // the takes out, listed through wait.prev and wait.next
 }
 
 func newEpoch() *epoch {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &epoch{ctx, cancel}
+	return &epoch{ctx: ctx, cancel: cancel}
+}
+
+// add lists w, a take out in this epoch; false when the epoch has ended.
+func (e *epoch) add(w *wait) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return false
+	}
+	w.next = e.waits
+	if e.waits != nil {
+		e.waits.prev = w
+	}
+	e.waits, w.listed = w, true
+	return true
+}
+
+// remove takes w off the list, if it is on it.
+func (e *epoch) remove(w *wait) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !w.listed {
+		return
+	}
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		e.waits = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	}
+	w.prev, w.next, w.listed = nil, nil, false
+}
+
+// end cancels the epoch's ctx, then the waits of the takes out.
+func (e *epoch) end() {
+	e.cancel()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ended = true
+	for w := e.waits; w != nil; {
+		next := w.next
+		w.prev, w.next, w.listed = nil, nil, false
+		w.cancel(context.Canceled)
+		w = next
+	}
+	e.waits = nil
 }
 
 // callerMargin is how long before the caller's deadline a call still
 // waiting for the store is answered locally.
 const callerMargin = 2 * time.Millisecond
 
-// watch is one call's overdue timer.
-type watch struct {
-	s   *Store
-	t   *time.Timer
-	mu  sync.Mutex
-	ops []limiter.Op // nil once the call returned
+// wait is the context a take from the shared store runs under (see
+// takeShared). It ends at end, when the breaker opens (its epoch ends) or
+// when the caller's context ends, whichever comes first, with the error
+// context.WithDeadline would give; and at due, Timeout into the call, a
+// call still out is overdue: the breaker probes the store. One timer
+// serves both instants, and the epoch ends its waits from a list of its
+// own, so that a take costs one timer, one registration on the caller's
+// context and a few allocations, on the path of every decision. Values
+// are the caller's.
+type wait struct {
+	parent     context.Context
+	s          *Store
+	e          *epoch
+	due, end   time.Time
+	done       chan struct{}
+	stopParent func() bool // nil when the parent never ends
+	prev, next *wait       // e's list, under e.mu
+	listed     bool        // under e.mu
+
+	mu      sync.Mutex
+	t       *time.Timer
+	ops     []limiter.Op // nil once the call returned
+	overdue bool         // due has passed
+	err     error
 }
 
-// overdue runs Timeout into the call: the breaker probes the store.
-func (w *watch) overdue() {
-	w.mu.Lock()
-	if w.ops != nil {
-		w.s.stats.Overdue.Add(1)
-		w.s.suspectCall(w.ops)
+// newWait is the wait of a take of ops from the shared store, made at
+// now in epoch e, ending at end.
+func (s *Store) newWait(parent context.Context, e *epoch, ops []limiter.Op, now, end time.Time) *wait {
+	w := &wait{parent: parent, s: s, e: e, due: now.Add(s.cfg.Timeout), end: end, ops: ops, done: make(chan struct{})}
+	if parent.Done() != nil {
+		w.stopParent = context.AfterFunc(parent, func() { w.cancel(parent.Err()) })
 	}
+	if !e.add(w) {
+		w.cancel(context.Canceled) // the breaker opened just now
+	}
+	if !now.Before(end) {
+		w.cancel(context.DeadlineExceeded)
+	}
+	first := w.due
+	if end.Before(first) {
+		first = end
+	}
+	w.mu.Lock() // fire reads w.t
+	w.t = time.AfterFunc(first.Sub(now), w.fire)
 	w.mu.Unlock()
+	return w
 }
 
-func (w *watch) end() {
+// fire runs at due and at end: the call is overdue, or its wait ends.
+func (w *wait) fire() {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ops == nil {
+		return // the call returned
+	}
+	var next time.Time
+	if !w.overdue {
+		if now.Before(w.due) {
+			next = w.due
+		} else {
+			w.overdue = true
+			w.s.stats.Overdue.Add(1)
+			w.s.suspectCall(w.ops)
+		}
+	}
+	if w.err == nil {
+		if !now.Before(w.end) {
+			w.cancelLocked(context.DeadlineExceeded)
+		} else if next.IsZero() || w.end.Before(next) {
+			next = w.end
+		}
+	}
+	if !next.IsZero() {
+		w.t.Reset(next.Sub(now))
+	}
+}
+
+// finish ends the wait when the call returns: no overdue report after it.
+func (w *wait) finish() {
 	w.t.Stop()
+	if w.stopParent != nil {
+		w.stopParent()
+	}
+	w.e.remove(w)
 	w.mu.Lock()
 	w.ops = nil
 	w.mu.Unlock()
+}
+
+func (w *wait) cancel(err error) {
+	w.mu.Lock()
+	w.cancelLocked(err)
+	w.mu.Unlock()
+}
+
+func (w *wait) cancelLocked(err error) {
+	if w.err == nil {
+		w.err = err
+		close(w.done)
+	}
+}
+
+func (w *wait) Deadline() (time.Time, bool) { return w.end, true }
+func (w *wait) Done() <-chan struct{}       { return w.done }
+func (w *wait) Value(key any) any           { return w.parent.Value(key) }
+
+func (w *wait) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
 }
 
 // clientOf is the client a probe about ops asks about: the first op's.
@@ -189,7 +330,7 @@ func (s *Store) trip(err error, client string) {
 	client = strings.Clone(client)
 	s.failing.Store(&client)
 	s.setState(Open, err.Error())
-	s.opened.Load().cancel()
+	s.opened.Load().end()
 	s.stats.Opened.Add(1)
 	s.log.Warn("failover: breaker open: shared store failing; deciding locally",
 		"failures", s.fails.Load(), "error", err, "instances", s.Instances())

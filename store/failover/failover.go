@@ -360,17 +360,12 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 // be answered locally (it failed, or the breaker opened while it waited).
 func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res []algorithm.Result) (info limiter.TakeInfo, err error, decided bool) {
 	e := s.opened.Load()
-	end, capped := s.sharedDeadline(ctx)
-	cctx, cancel := context.WithDeadline(ctx, end)
-	stopOpened := context.AfterFunc(e.ctx, cancel)
-	w := &watch{s: s, ops: ops}
-	w.t = time.AfterFunc(s.cfg.Timeout, w.overdue)
 	start := time.Now()
-	info, err = p.Take(cctx, ops, res)
+	end, capped := s.deadlineAt(ctx, start)
+	w := s.newWait(ctx, e, ops, start, end)
+	info, err = p.Take(w, ops, res)
 	took := time.Since(start)
-	w.end()
-	stopOpened()
-	cancel()
+	w.finish()
 	s.called(took, err)
 	if err == nil {
 		return info, nil, true
@@ -405,7 +400,12 @@ func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res
 // filter timeout arrives as one), and then capped is true: a local answer
 // beats the error the caller would get, which a proxy may turn into "allow".
 func (s *Store) sharedDeadline(ctx context.Context) (end time.Time, capped bool) {
-	end = time.Now().Add(s.cfg.MaxWait)
+	return s.deadlineAt(ctx, time.Now())
+}
+
+// deadlineAt is sharedDeadline for a call made at now.
+func (s *Store) deadlineAt(ctx context.Context, now time.Time) (end time.Time, capped bool) {
+	end = now.Add(s.cfg.MaxWait)
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-callerMargin).Before(end) {
 		return dl.Add(-callerMargin), true
 	}
