@@ -559,8 +559,9 @@ func (l *leanClient) close() {
 
 // leanHeaders encodes the header block of a unary call to path: stateless
 // HPACK (static table, literals never indexed), so one block serves every
-// stream of every connection.
-func leanHeaders(authority, path string, tls bool, token string) []byte {
+// stream of every connection. A timeout above 0 is sent as grpc-timeout,
+// as grpc-go and Envoy send the call's deadline.
+func leanHeaders(authority, path string, tls bool, token string, timeout time.Duration) []byte {
 	var b strings.Builder
 	e := hpack.NewEncoder(&b)
 	scheme := "http"
@@ -576,6 +577,9 @@ func leanHeaders(authority, path string, tls bool, token string) []byte {
 		{Name: "te", Value: "trailers", Sensitive: true},
 		{Name: "user-agent", Value: "sluice-bench", Sensitive: true},
 	}
+	if timeout > 0 {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: grpcTimeout(timeout), Sensitive: true})
+	}
 	if token != "" {
 		fields = append(fields, hpack.HeaderField{Name: "authorization", Value: "Bearer " + token, Sensitive: true})
 	}
@@ -583,6 +587,20 @@ func leanHeaders(authority, path string, tls bool, token string) []byte {
 		e.WriteField(f) // a strings.Builder does not fail
 	}
 	return []byte(b.String())
+}
+
+// grpcTimeout is d as a grpc-timeout value: at most 8 digits and a unit,
+// rounded up to the unit.
+func grpcTimeout(d time.Duration) string {
+	for _, u := range []struct {
+		unit string
+		size time.Duration
+	}{{"u", time.Microsecond}, {"m", time.Millisecond}, {"S", time.Second}, {"M", time.Minute}} {
+		if n := (d + u.size - 1) / u.size; n <= 99999999 {
+			return strconv.FormatInt(int64(n), 10) + u.unit
+		}
+	}
+	return "99999999H"
 }
 
 // leanCall is one worker's unary calls on a leanClient.
@@ -596,7 +614,7 @@ type leanCall struct {
 func newLeanCall(cl *leanClient, path string) *leanCall {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &leanCall{cl: cl, hdr: leanHeaders(cl.addr, path, cl.tls != nil, cl.token),
+	return &leanCall{cl: cl, hdr: leanHeaders(cl.addr, path, cl.tls != nil, cl.token, cl.timeout),
 		st: leanStream{done: make(chan struct{}, 1)}, timer: t}
 }
 

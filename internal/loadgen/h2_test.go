@@ -259,3 +259,49 @@ func TestLeanHealth(t *testing.T) {
 		t.Errorf("health check = %v, %v; want NOT_SERVING", ok, err)
 	}
 }
+
+// TestClientsSendDeadline: both clients send the call's timeout, as Envoy
+// does, so that the server decides under the caller's deadline and not
+// under a default of its own.
+func TestClientsSendDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := make(chan time.Duration, 1)
+	g := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		d, ok := ctx.Deadline()
+		if !ok {
+			d = time.Time{}
+		}
+		left <- time.Until(d)
+		return h(ctx, req)
+	}))
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	go g.Serve(ln) //nolint:errcheck // ends with Stop
+	defer g.Stop()
+	for _, client := range []GRPCClient{LeanClient, GoClient} {
+		h, err := NewGRPCHealth(ln.Addr().String(), 1, 3*time.Second, Auth{}, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := h.NewCall(0)(context.Background()); !ok || err != nil {
+			t.Errorf("%v: health check = %v, %v; want SERVING", client, ok, err)
+		}
+		h.Close()
+		if d := <-left; d < 2*time.Second || d > 3*time.Second {
+			t.Errorf("%v: the server's deadline was %v away, want about 3s", client, d)
+		}
+	}
+}
+
+func TestGRPCTimeout(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		20 * time.Millisecond: "20000u", 5 * time.Second: "5000000u", 99999999 * time.Microsecond: "99999999u",
+		100 * time.Second: "100000m", 1500 * time.Nanosecond: "2u", 1000 * time.Hour: "3600000S",
+	} {
+		if got := grpcTimeout(d); got != want {
+			t.Errorf("grpcTimeout(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
