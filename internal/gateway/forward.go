@@ -261,6 +261,10 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 type call struct {
 	h fwdHeaders
 
+	// The answer, when readPlainResponse reads it.
+	res  http.Response
+	body plainBody
+
 	mu   sync.Mutex
 	uc   *upConn // the connection in use
 	gone bool    // the client went away
@@ -307,7 +311,8 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // roundTrip writes r on uc and reads the answer's status line and headers;
-// interim 1xx answers but 101 are skipped. The body is left on uc.br.
+// interim 1xx answers but 101 are skipped. The body is left on uc.br. A
+// plain answer (readPlainResponse) is read into c.res.
 func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) {
 	uc := c.uc
 	werr := f.writeRequest(uc, r, &c.h)
@@ -333,12 +338,15 @@ func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) 
 		return nil, err
 	}
 	for {
-		res, err := http.ReadResponse(uc.br, r)
-		if err != nil {
-			if werr != nil {
-				return nil, werr
+		res := &c.res
+		if !readPlainResponse(uc.br, r.Method, res, &c.body) {
+			var err error
+			if res, err = http.ReadResponse(uc.br, r); err != nil {
+				if werr != nil {
+					return nil, werr
+				}
+				return nil, err
 			}
-			return nil, err
 		}
 		if res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != http.StatusSwitchingProtocols {
 			continue // 100 Continue, 103 Early Hints: the final answer follows

@@ -490,3 +490,56 @@ func TestForwardExpectContinue(t *testing.T) {
 		t.Errorf("upstream read %q, want payload", b)
 	}
 }
+
+// TestForwardPlainAnswers: answers read by the forwarder's own parser or
+// by net/http's alike — a large body, headers that arrive in two pieces,
+// and Connection: close — reach the client whole, and the upstream
+// connection is reused exactly when it may be.
+func TestForwardPlainAnswers(t *testing.T) {
+	l := newLimiter(t, noRules)
+	large := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	for _, tt := range []struct {
+		name      string
+		h         http.HandlerFunc
+		want      string
+		wantConns int64
+	}{
+		{"large body", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", fmt.Sprint(len(large)))
+			io.WriteString(w, large)
+		}, large, 1},
+		{"headers in two pieces", func(w http.ResponseWriter, r *http.Request) {
+			c, bw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			bw.Flush()
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/pl")
+			time.Sleep(20 * time.Millisecond)
+			io.WriteString(c, "ain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nsplit")
+		}, "split", 3},
+		{"connection close", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, "bye")
+		}, "bye", 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up := newCountingUpstream(t, tt.h)
+			gw := newGateway(t, l, up.URL, nil)
+			for i := range 3 {
+				resp, body := do(t, http.DefaultClient, newReq(t, "GET", gw.URL+"/x", nil))
+				if resp.StatusCode != 200 || body != tt.want {
+					t.Fatalf("call %d: %d, %d bytes, want 200, %d bytes", i, resp.StatusCode, len(body), len(tt.want))
+				}
+				if c := resp.Header.Get("Content-Type"); tt.name == "headers in two pieces" && c != "text/plain" {
+					t.Errorf("call %d: Content-Type %q, want text/plain", i, c)
+				}
+			}
+			if n := up.conns.Load(); n != tt.wantConns {
+				t.Errorf("the upstream accepted %d connections for 3 calls in turn, want %d", n, tt.wantConns)
+			}
+		})
+	}
+}
