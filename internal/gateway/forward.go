@@ -225,7 +225,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 		uc  *upConn
 		err error
 	)
-	stop := context.AfterFunc(ctx, c.cancel)
+	stop := afterGone(ctx, c.cancel)
 	retry := retryable(r)
 	for attempt := 0; ; attempt++ {
 		reused := false

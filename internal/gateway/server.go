@@ -199,6 +199,44 @@ type srvConn struct {
 	active    bool // the watch is reading
 	watchDone chan struct{}
 	cancel    context.CancelFunc
+
+	// What the request's handler asked to run when its client goes away
+	// (afterGone), and whether it has started.
+	gone        func()
+	goneStarted bool
+	stopGone    func() bool // c.stopAfterGone, made once
+
+	base   context.Context // holds c under connKey
+	reqCtx context.Context // the context of the request running
+}
+
+// connKey is the key under which the context of a request served by the
+// loop holds its connection (see afterGone).
+type connKey struct{}
+
+// afterGone arranges for f to run when the client of the request whose
+// context is ctx goes away, as context.AfterFunc(ctx, f) does, and returns
+// the function that undoes it. For a request served by the loop it costs
+// no allocation: the watch that cancels ctx runs f. For any other
+// context, it is context.AfterFunc.
+func afterGone(ctx context.Context, f func()) (stop func() bool) {
+	if c, ok := ctx.Value(connKey{}).(*srvConn); ok && c.reqCtx == ctx {
+		c.wmu.Lock()
+		c.gone, c.goneStarted = f, false
+		c.wmu.Unlock()
+		return c.stopGone
+	}
+	return context.AfterFunc(ctx, f)
+}
+
+// stopAfterGone undoes afterGone; like the stop of context.AfterFunc, it
+// reports whether it stopped f from running (false: f has started).
+func (c *srvConn) stopAfterGone() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	started := c.goneStarted
+	c.gone, c.goneStarted = nil, false
+	return !started
 }
 
 // The buffers of connections waiting for their next request are not
@@ -222,6 +260,8 @@ func (c *srvConn) serve() {
 	}
 	remote := c.nc.RemoteAddr().String()
 	c.reqHeader, c.resHeader = make(http.Header, 8), make(http.Header, 8)
+	c.base = context.WithValue(context.Background(), connKey{}, c)
+	c.stopGone = c.stopAfterGone
 	first := true
 	deadline := false // a read deadline is set
 	for {
@@ -321,7 +361,8 @@ var (
 // its answer. It reports whether the connection may serve another
 // request.
 func (c *srvConn) serveRequest(parsed *http.Request) (keep bool) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(c.base)
+	c.reqCtx = ctx
 	req := parsed.WithContext(ctx) // parsed stays on the caller's stack
 	clear(c.resHeader)
 	c.w = respWriter{c: c, req: req, h: c.resHeader, status: 0, cl: -1}
@@ -390,6 +431,13 @@ func (c *srvConn) watch() {
 	c.wmu.Unlock()
 	if err != nil && !stopped {
 		cancel()
+		c.wmu.Lock()
+		f := c.gone
+		c.gone, c.goneStarted = nil, f != nil
+		c.wmu.Unlock()
+		if f != nil {
+			f()
+		}
 	}
 	if stopped {
 		c.watchDone <- struct{}{} // stopWatch saw the watch active and waits
