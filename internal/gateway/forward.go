@@ -50,6 +50,10 @@ type upConn struct {
 	br       *bufio.Reader
 	bw       *bufio.Writer
 	lastUsed time.Time
+	// The header map of the answers readPlainResponse reads, cleared for
+	// each: respond copies the answer's headers out of it before the
+	// connection goes back to the idle ones.
+	h http.Header
 }
 
 // staleCheckAfter is how long a connection may sit idle before it is
@@ -225,7 +229,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 		uc  *upConn
 		err error
 	)
-	stop := afterGone(ctx, c.cancel)
+	stop := afterGone(ctx, c)
 	retry := retryable(r)
 	for attempt := 0; ; attempt++ {
 		reused := false
@@ -261,9 +265,10 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 type call struct {
 	h fwdHeaders
 
-	// The answer, when readPlainResponse reads it.
+	// The answer, when readPlainResponse reads it, and its header values.
 	res  http.Response
 	body plainBody
+	vals [16]string
 
 	mu   sync.Mutex
 	uc   *upConn // the connection in use
@@ -279,10 +284,10 @@ func (c *call) use(uc *upConn) {
 	c.mu.Unlock()
 }
 
-// cancel runs when the client goes away: it ends the wait for the
+// clientGone runs when the client goes away: it ends the wait for the
 // upstream and the copy of its answer by moving the connection's deadline
 // to the past.
-func (c *call) cancel() {
+func (c *call) clientGone() {
 	c.mu.Lock()
 	c.gone = true
 	if c.uc != nil {
@@ -316,9 +321,10 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) {
 	uc := c.uc
 	werr := f.writeRequest(uc, r, &c.h)
-	var cerr clientBodyErr
-	if errors.As(werr, &cerr) {
-		return nil, werr // the upstream waits for a body that will not come
+	if werr != nil {
+		if cerr := (clientBodyErr{}); errors.As(werr, &cerr) {
+			return nil, werr // the upstream waits for a body that will not come
+		}
 	}
 	if werr != nil && !isBodyErr(werr) {
 		// Not even the request went out: a connection the upstream closed.
@@ -339,7 +345,12 @@ func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) 
 	}
 	for {
 		res := &c.res
-		if !readPlainResponse(uc.br, r.Method, res, &c.body) {
+		if uc.h == nil {
+			uc.h = make(http.Header, 8)
+		} else {
+			clear(uc.h)
+		}
+		if !readPlainResponse(uc.br, r.Method, res, &c.body, uc.h, c.vals[:]) {
 			var err error
 			if res, err = http.ReadResponse(uc.br, r); err != nil {
 				if werr != nil {

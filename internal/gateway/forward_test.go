@@ -520,6 +520,12 @@ func TestForwardPlainAnswers(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			io.WriteString(c, "ain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nsplit")
 		}, "split", 3},
+		{"many headers", func(w http.ResponseWriter, r *http.Request) {
+			for i := range 40 {
+				w.Header().Add(fmt.Sprintf("X-H%d", i%25), fmt.Sprint(i))
+			}
+			io.WriteString(w, "many")
+		}, "many", 1},
 		{"connection close", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Connection", "close")
 			io.WriteString(w, "bye")
@@ -535,6 +541,17 @@ func TestForwardPlainAnswers(t *testing.T) {
 				}
 				if c := resp.Header.Get("Content-Type"); tt.name == "headers in two pieces" && c != "text/plain" {
 					t.Errorf("call %d: Content-Type %q, want text/plain", i, c)
+				}
+				if tt.name == "many headers" {
+					for j := range 25 {
+						want := fmt.Sprint(j)
+						if j < 15 {
+							want += "," + fmt.Sprint(j+25)
+						}
+						if got := strings.Join(resp.Header.Values(fmt.Sprintf("X-H%d", j)), ","); got != want {
+							t.Errorf("call %d: X-H%d %q, want %q", i, j, got, want)
+						}
+					}
 				}
 			}
 			if n := up.conns.Load(); n != tt.wantConns {

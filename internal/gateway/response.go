@@ -33,8 +33,9 @@ import (
 // Content-Length bytes that ends in io.ErrUnexpectedEOF when the
 // connection ends first. The header values share one string of the whole
 // header block rather than one allocation each. body holds the body's
-// state; res.Body is body.
-func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body *plainBody) bool {
+// state; res.Body is body. The headers go into h, an empty map (nil: a
+// new one), their values into vals when it is long enough.
+func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body *plainBody, h http.Header, vals []string) bool {
 	if method == http.MethodHead {
 		return false
 	}
@@ -65,9 +66,12 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
 		return false
 	}
-	n := strings.Count(rest, "\r\n") - 1 // header lines
-	vals := make([]string, n)
-	h := make(http.Header, n)
+	if n := strings.Count(rest, "\r\n") - 1; len(vals) < n { // header lines
+		vals = make([]string, n)
+	}
+	if h == nil {
+		h = make(http.Header, 8)
+	}
 	length, closing := int64(-1), false
 	for {
 		var hl string

@@ -51,7 +51,7 @@ func readBoth(raw []byte, method string) (ok bool, got, want *http.Response, got
 	br := bufio.NewReaderSize(bytes.NewReader(raw), maxRequestHeader)
 	br.Peek(1)
 	got = new(http.Response)
-	if !readPlainResponse(br, method, got, new(plainBody)) {
+	if !readPlainResponse(br, method, got, new(plainBody), nil, nil) {
 		return false, nil, nil, nil, nil, nil, nil
 	}
 	gotBody, gotErr = io.ReadAll(got.Body)
@@ -104,7 +104,7 @@ func TestReadPlainResponse(t *testing.T) {
 		raw := responseCases[0].raw
 		br := bufio.NewReader(io.MultiReader(strings.NewReader(raw[:20]), strings.NewReader(raw[20:])))
 		br.Peek(1)
-		if readPlainResponse(br, http.MethodGet, new(http.Response), new(plainBody)) {
+		if readPlainResponse(br, http.MethodGet, new(http.Response), new(plainBody), nil, nil) {
 			t.Fatal("readPlainResponse took an answer whose headers are not all in the buffer")
 		}
 		res, err := http.ReadResponse(br, nil)

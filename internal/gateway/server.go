@@ -202,7 +202,7 @@ type srvConn struct {
 
 	// What the request's handler asked to run when its client goes away
 	// (afterGone), and whether it has started.
-	gone        func()
+	gone        goneFunc
 	goneStarted bool
 	stopGone    func() bool // c.stopAfterGone, made once
 
@@ -214,19 +214,22 @@ type srvConn struct {
 // loop holds its connection (see afterGone).
 type connKey struct{}
 
-// afterGone arranges for f to run when the client of the request whose
-// context is ctx goes away, as context.AfterFunc(ctx, f) does, and returns
-// the function that undoes it. For a request served by the loop it costs
-// no allocation: the watch that cancels ctx runs f. For any other
-// context, it is context.AfterFunc.
-func afterGone(ctx context.Context, f func()) (stop func() bool) {
+// goneFunc is what runs when a request's client goes away (afterGone).
+type goneFunc interface{ clientGone() }
+
+// afterGone arranges for f.clientGone to run when the client of the
+// request whose context is ctx goes away, as context.AfterFunc does, and
+// returns the function that undoes it. For a request served by the loop
+// it costs no allocation: the watch that cancels ctx runs f. For any
+// other context, it is context.AfterFunc.
+func afterGone(ctx context.Context, f goneFunc) (stop func() bool) {
 	if c, ok := ctx.Value(connKey{}).(*srvConn); ok && c.reqCtx == ctx {
 		c.wmu.Lock()
 		c.gone, c.goneStarted = f, false
 		c.wmu.Unlock()
 		return c.stopGone
 	}
-	return context.AfterFunc(ctx, f)
+	return context.AfterFunc(ctx, f.clientGone)
 }
 
 // stopAfterGone undoes afterGone; like the stop of context.AfterFunc, it
@@ -436,7 +439,7 @@ func (c *srvConn) watch() {
 		c.gone, c.goneStarted = nil, f != nil
 		c.wmu.Unlock()
 		if f != nil {
-			f()
+			f.clientGone()
 		}
 	}
 	if stopped {
