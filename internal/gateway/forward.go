@@ -222,7 +222,7 @@ var errUpstreamClosed = errors.New("gateway: the upstream closed the connection 
 // upstream's own quota headers (a rule matched: the gateway's stand).
 func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool) {
 	ctx := r.Context()
-	c := new(call)
+	c := calls.Get().(*call)
 	f.g.forwarding(r, &c.h)
 	var (
 		res *http.Response
@@ -258,17 +258,25 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 		f.fail(w, r, err)
 		return
 	}
-	f.respond(w, r, uc, res, dropQuota, stop)
+	if f.respond(w, r, uc, res, dropQuota, stop) {
+		*c = call{}
+		calls.Put(c)
+	}
 }
+
+// calls are the call states of calls that ended with their answer whole
+// and their client there: nothing refers to them any more (the hook on
+// the client's going is removed, and the answer's header values are not
+// in the call).
+var calls = sync.Pool{New: func() any { return new(call) }}
 
 // call is the state of one forwarded call.
 type call struct {
 	h fwdHeaders
 
-	// The answer, when readPlainResponse reads it, and its header values.
+	// The answer, when readPlainResponse reads it.
 	res  http.Response
 	body plainBody
-	vals [16]string
 
 	mu   sync.Mutex
 	uc   *upConn // the connection in use
@@ -350,7 +358,7 @@ func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) 
 		} else {
 			clear(uc.h)
 		}
-		if !readPlainResponse(uc.br, r.Method, res, &c.body, uc.h, c.vals[:]) {
+		if !readPlainResponse(uc.br, r.Method, res, &c.body, uc.h, nil) {
 			var err error
 			if res, err = http.ReadResponse(uc.br, r); err != nil {
 				if werr != nil {
@@ -572,8 +580,9 @@ func hasToken(vv []string, token string) bool {
 
 // respond copies res to w and then returns uc to the idle connections, or
 // closes it when the answer or the copy says it cannot be reused. stop
-// ends the watch on the client's context.
-func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, res *http.Response, dropQuota bool, stop func() bool) {
+// ends the watch on the client's context; respond reports what it
+// returned (true: the client did not go away).
+func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, res *http.Response, dropQuota bool, stop func() bool) (watched bool) {
 	out := w.Header()
 	conn := res.Header["Connection"]
 	for k, vv := range res.Header {
@@ -603,7 +612,7 @@ func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, 
 		err = res.Body.Close()
 	}
 	// A connection whose deadline the client's going moved is not reused.
-	if watched := stop(); watched && err == nil && !res.Close {
+	if watched = stop(); watched && err == nil && !res.Close {
 		f.put(uc, time.Now())
 	} else {
 		uc.c.Close()
@@ -629,6 +638,7 @@ func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, 
 	for k, vv := range res.Trailer {
 		out[http.TrailerPrefix+k] = vv
 	}
+	return watched
 }
 
 // copyBody copies res's body to w through buf. An answer of unknown length

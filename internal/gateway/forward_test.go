@@ -560,3 +560,44 @@ func TestForwardPlainAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestForwardConcurrentAnswersStayApart: calls in flight at once over
+// pooled upstream connections each get their own answer's headers and
+// body (the forwarder uses its call states and header maps again).
+func TestForwardConcurrentAnswersStayApart(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		w.Header().Set("X-Echo", id)
+		w.Header().Set("X-Echo-"+id, id)
+		io.WriteString(w, "body "+id)
+	})
+	gw := newGateway(t, newLimiter(t, noRules), up.URL, nil)
+	tr := &http.Transport{MaxIdleConnsPerHost: 8}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	errc := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 50 {
+				id := fmt.Sprintf("%d-%d", g, i)
+				resp, err := client.Get(gw.URL + "/x?id=" + id)
+				if err != nil {
+					errc <- err
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || string(b) != "body "+id || resp.Header.Get("X-Echo") != id || resp.Header.Get("X-Echo-"+id) != id || len(resp.Header) > 8 {
+					errc <- fmt.Errorf("call %s: %q %v, headers %v", id, b, err, resp.Header)
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
