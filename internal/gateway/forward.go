@@ -50,6 +50,10 @@ type upConn struct {
 	br       *bufio.Reader
 	bw       *bufio.Writer
 	lastUsed time.Time
+	// The header map of the answers readPlainResponse reads, cleared for
+	// each: respond copies the answer's headers out of it before the
+	// connection goes back to the idle ones.
+	h http.Header
 }
 
 // staleCheckAfter is how long a connection may sit idle before it is
@@ -218,14 +222,14 @@ var errUpstreamClosed = errors.New("gateway: the upstream closed the connection 
 // upstream's own quota headers (a rule matched: the gateway's stand).
 func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool) {
 	ctx := r.Context()
-	c := new(call)
+	c := calls.Get().(*call)
 	f.g.forwarding(r, &c.h)
 	var (
 		res *http.Response
 		uc  *upConn
 		err error
 	)
-	stop := context.AfterFunc(ctx, c.cancel)
+	stop := afterGone(ctx, c)
 	retry := retryable(r)
 	for attempt := 0; ; attempt++ {
 		reused := false
@@ -254,12 +258,25 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 		f.fail(w, r, err)
 		return
 	}
-	f.respond(w, r, uc, res, dropQuota, stop)
+	if f.respond(w, r, uc, res, dropQuota, stop) {
+		*c = call{}
+		calls.Put(c)
+	}
 }
+
+// calls are the call states of calls that ended with their answer whole
+// and their client there: nothing refers to them any more (the hook on
+// the client's going is removed, and the answer's header values are not
+// in the call).
+var calls = sync.Pool{New: func() any { return new(call) }}
 
 // call is the state of one forwarded call.
 type call struct {
 	h fwdHeaders
+
+	// The answer, when readPlainResponse reads it.
+	res  http.Response
+	body plainBody
 
 	mu   sync.Mutex
 	uc   *upConn // the connection in use
@@ -275,10 +292,10 @@ func (c *call) use(uc *upConn) {
 	c.mu.Unlock()
 }
 
-// cancel runs when the client goes away: it ends the wait for the
+// clientGone runs when the client goes away: it ends the wait for the
 // upstream and the copy of its answer by moving the connection's deadline
 // to the past.
-func (c *call) cancel() {
+func (c *call) clientGone() {
 	c.mu.Lock()
 	c.gone = true
 	if c.uc != nil {
@@ -307,13 +324,15 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // roundTrip writes r on uc and reads the answer's status line and headers;
-// interim 1xx answers but 101 are skipped. The body is left on uc.br.
+// interim 1xx answers but 101 are skipped. The body is left on uc.br. A
+// plain answer (readPlainResponse) is read into c.res.
 func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) {
 	uc := c.uc
 	werr := f.writeRequest(uc, r, &c.h)
-	var cerr clientBodyErr
-	if errors.As(werr, &cerr) {
-		return nil, werr // the upstream waits for a body that will not come
+	if werr != nil {
+		if cerr := (clientBodyErr{}); errors.As(werr, &cerr) {
+			return nil, werr // the upstream waits for a body that will not come
+		}
 	}
 	if werr != nil && !isBodyErr(werr) {
 		// Not even the request went out: a connection the upstream closed.
@@ -333,12 +352,20 @@ func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) 
 		return nil, err
 	}
 	for {
-		res, err := http.ReadResponse(uc.br, r)
-		if err != nil {
-			if werr != nil {
-				return nil, werr
+		res := &c.res
+		if uc.h == nil {
+			uc.h = make(http.Header, 8)
+		} else {
+			clear(uc.h)
+		}
+		if !readPlainResponse(uc.br, r.Method, res, &c.body, uc.h, nil) {
+			var err error
+			if res, err = http.ReadResponse(uc.br, r); err != nil {
+				if werr != nil {
+					return nil, werr
+				}
+				return nil, err
 			}
-			return nil, err
 		}
 		if res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != http.StatusSwitchingProtocols {
 			continue // 100 Continue, 103 Early Hints: the final answer follows
@@ -553,8 +580,9 @@ func hasToken(vv []string, token string) bool {
 
 // respond copies res to w and then returns uc to the idle connections, or
 // closes it when the answer or the copy says it cannot be reused. stop
-// ends the watch on the client's context.
-func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, res *http.Response, dropQuota bool, stop func() bool) {
+// ends the watch on the client's context; respond reports what it
+// returned (true: the client did not go away).
+func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, res *http.Response, dropQuota bool, stop func() bool) (watched bool) {
 	out := w.Header()
 	conn := res.Header["Connection"]
 	for k, vv := range res.Header {
@@ -584,7 +612,7 @@ func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, 
 		err = res.Body.Close()
 	}
 	// A connection whose deadline the client's going moved is not reused.
-	if watched := stop(); watched && err == nil && !res.Close {
+	if watched = stop(); watched && err == nil && !res.Close {
 		f.put(uc, time.Now())
 	} else {
 		uc.c.Close()
@@ -610,6 +638,7 @@ func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, 
 	for k, vv := range res.Trailer {
 		out[http.TrailerPrefix+k] = vv
 	}
+	return watched
 }
 
 // copyBody copies res's body to w through buf. An answer of unknown length

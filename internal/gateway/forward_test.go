@@ -490,3 +490,114 @@ func TestForwardExpectContinue(t *testing.T) {
 		t.Errorf("upstream read %q, want payload", b)
 	}
 }
+
+// TestForwardPlainAnswers: answers read by the forwarder's own parser or
+// by net/http's alike — a large body, headers that arrive in two pieces,
+// and Connection: close — reach the client whole, and the upstream
+// connection is reused exactly when it may be.
+func TestForwardPlainAnswers(t *testing.T) {
+	l := newLimiter(t, noRules)
+	large := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	for _, tt := range []struct {
+		name      string
+		h         http.HandlerFunc
+		want      string
+		wantConns int64
+	}{
+		{"large body", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", fmt.Sprint(len(large)))
+			io.WriteString(w, large)
+		}, large, 1},
+		{"headers in two pieces", func(w http.ResponseWriter, r *http.Request) {
+			c, bw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			bw.Flush()
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/pl")
+			time.Sleep(20 * time.Millisecond)
+			io.WriteString(c, "ain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nsplit")
+		}, "split", 3},
+		{"many headers", func(w http.ResponseWriter, r *http.Request) {
+			for i := range 40 {
+				w.Header().Add(fmt.Sprintf("X-H%d", i%25), fmt.Sprint(i))
+			}
+			io.WriteString(w, "many")
+		}, "many", 1},
+		{"connection close", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, "bye")
+		}, "bye", 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up := newCountingUpstream(t, tt.h)
+			gw := newGateway(t, l, up.URL, nil)
+			for i := range 3 {
+				resp, body := do(t, http.DefaultClient, newReq(t, "GET", gw.URL+"/x", nil))
+				if resp.StatusCode != 200 || body != tt.want {
+					t.Fatalf("call %d: %d, %d bytes, want 200, %d bytes", i, resp.StatusCode, len(body), len(tt.want))
+				}
+				if c := resp.Header.Get("Content-Type"); tt.name == "headers in two pieces" && c != "text/plain" {
+					t.Errorf("call %d: Content-Type %q, want text/plain", i, c)
+				}
+				if tt.name == "many headers" {
+					for j := range 25 {
+						want := fmt.Sprint(j)
+						if j < 15 {
+							want += "," + fmt.Sprint(j+25)
+						}
+						if got := strings.Join(resp.Header.Values(fmt.Sprintf("X-H%d", j)), ","); got != want {
+							t.Errorf("call %d: X-H%d %q, want %q", i, j, got, want)
+						}
+					}
+				}
+			}
+			if n := up.conns.Load(); n != tt.wantConns {
+				t.Errorf("the upstream accepted %d connections for 3 calls in turn, want %d", n, tt.wantConns)
+			}
+		})
+	}
+}
+
+// TestForwardConcurrentAnswersStayApart: calls in flight at once over
+// pooled upstream connections each get their own answer's headers and
+// body (the forwarder uses its call states and header maps again).
+func TestForwardConcurrentAnswersStayApart(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		w.Header().Set("X-Echo", id)
+		w.Header().Set("X-Echo-"+id, id)
+		io.WriteString(w, "body "+id)
+	})
+	gw := newGateway(t, newLimiter(t, noRules), up.URL, nil)
+	tr := &http.Transport{MaxIdleConnsPerHost: 8}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	errc := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 50 {
+				id := fmt.Sprintf("%d-%d", g, i)
+				resp, err := client.Get(gw.URL + "/x?id=" + id)
+				if err != nil {
+					errc <- err
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || string(b) != "body "+id || resp.Header.Get("X-Echo") != id || resp.Header.Get("X-Echo-"+id) != id || len(resp.Header) > 8 {
+					errc <- fmt.Errorf("call %s: %q %v, headers %v", id, b, err, resp.Header)
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -185,6 +185,13 @@ type srvConn struct {
 	bw   *bufio.Writer
 	idle atomic.Bool // waiting for a request: Shutdown may close it
 
+	// The request's and the answer's header maps and the request's
+	// header values, used again by each request: nothing keeps a request
+	// or its answer once served.
+	reqHeader, resHeader http.Header
+	vals                 []string
+	w                    respWriter
+
 	// The watch on the client going away (see watch).
 	timer     *time.Timer
 	wmu       sync.Mutex
@@ -192,6 +199,47 @@ type srvConn struct {
 	active    bool // the watch is reading
 	watchDone chan struct{}
 	cancel    context.CancelFunc
+
+	// What the request's handler asked to run when its client goes away
+	// (afterGone), and whether it has started.
+	gone        goneFunc
+	goneStarted bool
+	stopGone    func() bool // c.stopAfterGone, made once
+
+	base   context.Context // holds c under connKey
+	reqCtx context.Context // the context of the request running
+}
+
+// connKey is the key under which the context of a request served by the
+// loop holds its connection (see afterGone).
+type connKey struct{}
+
+// goneFunc is what runs when a request's client goes away (afterGone).
+type goneFunc interface{ clientGone() }
+
+// afterGone arranges for f.clientGone to run when the client of the
+// request whose context is ctx goes away, as context.AfterFunc does, and
+// returns the function that undoes it. For a request served by the loop
+// it costs no allocation: the watch that cancels ctx runs f. For any
+// other context, it is context.AfterFunc.
+func afterGone(ctx context.Context, f goneFunc) (stop func() bool) {
+	if c, ok := ctx.Value(connKey{}).(*srvConn); ok && c.reqCtx == ctx {
+		c.wmu.Lock()
+		c.gone, c.goneStarted = f, false
+		c.wmu.Unlock()
+		return c.stopGone
+	}
+	return context.AfterFunc(ctx, f.clientGone)
+}
+
+// stopAfterGone undoes afterGone; like the stop of context.AfterFunc, it
+// reports whether it stopped f from running (false: f has started).
+func (c *srvConn) stopAfterGone() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	started := c.goneStarted
+	c.gone, c.goneStarted = nil, false
+	return !started
 }
 
 // The buffers of connections waiting for their next request are not
@@ -214,7 +262,11 @@ func (c *srvConn) serve() {
 		idleTimeout = hdrTimeout
 	}
 	remote := c.nc.RemoteAddr().String()
+	c.reqHeader, c.resHeader = make(http.Header, 8), make(http.Header, 8)
+	c.base = context.WithValue(context.Background(), connKey{}, c)
+	c.stopGone = c.stopAfterGone
 	first := true
+	deadline := false // a read deadline is set
 	for {
 		if !first {
 			c.idle.Store(true)
@@ -223,18 +275,26 @@ func (c *srvConn) serve() {
 			}
 			if idleTimeout > 0 {
 				c.nc.SetReadDeadline(time.Now().Add(idleTimeout))
+				deadline = true
 			}
 			if _, err := c.br.Peek(1); err != nil {
 				return
 			}
 			c.idle.Store(false)
 		}
-		if hdrTimeout > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(hdrTimeout))
-		} else if !first {
-			c.nc.SetReadDeadline(time.Time{})
-		}
 		first = false
+		// A request whose line and headers came whole with its first
+		// bytes is not read from again: the idle deadline is left in
+		// place rather than replaced by the header deadline.
+		if !c.headerBuffered() {
+			if hdrTimeout > 0 {
+				c.nc.SetReadDeadline(time.Now().Add(hdrTimeout))
+				deadline = true
+			} else if deadline {
+				c.nc.SetReadDeadline(time.Time{})
+				deadline = false
+			}
+		}
 		n, ok, err := c.headerBlock()
 		if err != nil {
 			return // the client went away or timed out mid-request, as net/http: no answer
@@ -242,7 +302,8 @@ func (c *srvConn) serve() {
 		var req http.Request
 		if ok {
 			block, _ := c.br.Peek(n)
-			ok = parsePlain(block, &req)
+			clear(c.reqHeader)
+			ok = parsePlain(block, &req, c.reqHeader, &c.vals)
 		}
 		if !ok {
 			handed = true
@@ -251,12 +312,20 @@ func (c *srvConn) serve() {
 			return
 		}
 		c.br.Discard(n)
-		c.nc.SetReadDeadline(time.Time{})
+		// The read deadline stays while the request runs: nothing reads
+		// from the client then but the watch, which clears it first.
 		req.RemoteAddr = remote
 		if !c.serveRequest(&req) {
 			return
 		}
 	}
+}
+
+// headerBuffered reports whether the buffer holds a whole request line
+// and header block.
+func (c *srvConn) headerBuffered() bool {
+	buf, _ := c.br.Peek(c.br.Buffered())
+	return bytes.Contains(buf, crlfcrlf)
 }
 
 // headerBlock reads until the buffer holds a whole request line and
@@ -295,9 +364,12 @@ var (
 // its answer. It reports whether the connection may serve another
 // request.
 func (c *srvConn) serveRequest(parsed *http.Request) (keep bool) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(c.base)
+	c.reqCtx = ctx
 	req := parsed.WithContext(ctx) // parsed stays on the caller's stack
-	w := &respWriter{c: c, req: req, status: 0, cl: -1}
+	clear(c.resHeader)
+	c.w = respWriter{c: c, req: req, h: c.resHeader, status: 0, cl: -1}
+	w := &c.w
 	c.startWatch(cancel)
 	defer func() {
 		c.stopWatch()
@@ -351,6 +423,9 @@ func (c *srvConn) watch() {
 	}
 	c.active = true
 	cancel := c.cancel
+	// The deadline of the wait for the request may still be set. Cleared
+	// under wmu: stopWatch's deadline in the past comes after.
+	c.nc.SetReadDeadline(time.Time{})
 	c.wmu.Unlock()
 	_, err := c.br.Peek(1)
 	c.wmu.Lock()
@@ -359,6 +434,13 @@ func (c *srvConn) watch() {
 	c.wmu.Unlock()
 	if err != nil && !stopped {
 		cancel()
+		c.wmu.Lock()
+		f := c.gone
+		c.gone, c.goneStarted = nil, f != nil
+		c.wmu.Unlock()
+		if f != nil {
+			f.clientGone()
+		}
 	}
 	if stopped {
 		c.watchDone <- struct{}{} // stopWatch saw the watch active and waits
@@ -381,13 +463,17 @@ func (c *srvConn) stopWatch() {
 
 // parsePlain parses block, a request line and header block ending in an
 // empty line, into a request the way net/http's server would, when it is
-// of the plain form (see Server), and reports whether it was.
-func parsePlain(block []byte, req *http.Request) bool {
-	line, rest, ok := cutCRLF(block)
+// of the plain form (see Server), and reports whether it was. The headers
+// go into h, an empty map (nil: a new one), their values into *vals,
+// which is grown as needed: every value, the target and the host are
+// substrings of one string of block.
+func parsePlain(blockBytes []byte, req *http.Request, h http.Header, vals *[]string) bool {
+	block := string(blockBytes)
+	line, rest, ok := cutCRLFString(block)
 	if !ok {
 		return false
 	}
-	sp1 := bytes.IndexByte(line, ' ')
+	sp1 := strings.IndexByte(line, ' ')
 	if sp1 < 0 {
 		return false
 	}
@@ -396,56 +482,61 @@ func parsePlain(block []byte, req *http.Request) bool {
 		return false
 	}
 	line = line[sp1+1:]
-	sp2 := bytes.IndexByte(line, ' ')
-	if sp2 < 1 || string(line[sp2+1:]) != "HTTP/1.1" {
+	sp2 := strings.IndexByte(line, ' ')
+	if sp2 < 1 || line[sp2+1:] != "HTTP/1.1" {
 		return false
 	}
 	target := line[:sp2]
 	if target[0] != '/' {
 		return false
 	}
-	for _, b := range target {
-		if b <= ' ' || b >= 0x7f || b == '#' {
+	for i := 0; i < len(target); i++ {
+		if b := target[i]; b <= ' ' || b >= 0x7f || b == '#' {
 			return false
 		}
 	}
-	rawURI := string(target)
+	rawURI := target
 	u, err := url.ParseRequestURI(rawURI)
 	if err != nil {
 		return false
 	}
-	h := make(http.Header, 8)
+	if h == nil {
+		h = make(http.Header, 8)
+	}
+	if n := strings.Count(rest, "\r\n"); cap(*vals) < n {
+		*vals = make([]string, n)
+	}
+	vs := (*vals)[:cap(*vals)]
 	host, haveHost, closing := "", false, false
 	for {
-		var hl []byte
-		if hl, rest, ok = cutCRLF(rest); !ok {
+		var hl string
+		if hl, rest, ok = cutCRLFString(rest); !ok {
 			return false
 		}
 		if len(hl) == 0 {
 			break
 		}
-		colon := bytes.IndexByte(hl, ':')
+		colon := strings.IndexByte(hl, ':')
 		if colon < 1 {
 			return false
 		}
 		name := hl[:colon]
-		for _, b := range name {
-			if !isTokenByte(b) {
+		for i := 0; i < len(name); i++ {
+			if !isTokenByte(name[i]) {
 				return false
 			}
 		}
-		val := hl[colon+1:]
-		for _, b := range val {
-			if (b < ' ' && b != '\t') || b >= 0x7f {
+		v := hl[colon+1:]
+		for i := 0; i < len(v); i++ {
+			if b := v[i]; (b < ' ' && b != '\t') || b >= 0x7f {
 				return false
 			}
 		}
-		val = bytes.Trim(val, " \t")
-		key := textproto.CanonicalMIMEHeaderKey(string(name))
-		v := string(val)
+		v = strings.Trim(v, " \t")
+		key := textproto.CanonicalMIMEHeaderKey(name) // name itself when canonical
 		switch key {
 		case "Host":
-			if haveHost || !plainHost(val) {
+			if haveHost || !plainHost(v) {
 				return false
 			}
 			host, haveHost = v, true
@@ -467,7 +558,12 @@ func parsePlain(block []byte, req *http.Request) bool {
 				return false
 			}
 		}
-		h[key] = append(h[key], v)
+		if vv := h[key]; vv != nil {
+			h[key] = append(vv, v)
+		} else {
+			vs[0] = v
+			h[key], vs = vs[:1:1], vs[1:]
+		}
 	}
 	if !haveHost {
 		return false
@@ -487,37 +583,26 @@ func parsePlain(block []byte, req *http.Request) bool {
 	return true
 }
 
-func cutCRLF(b []byte) (line, rest []byte, ok bool) {
-	i := bytes.IndexByte(b, '\n')
-	if i < 1 || b[i-1] != '\r' {
-		return nil, nil, false
-	}
-	line = b[:i-1]
-	if bytes.IndexByte(line, '\r') >= 0 {
-		return nil, nil, false
-	}
-	return line, b[i+1:], true
-}
-
 // plainMethods are the methods plainMethod names.
 var plainMethods = [...]string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions}
 
 // plainMethod returns the method's name (a constant: no allocation), or
 // "" for any other.
-func plainMethod(m []byte) string {
+func plainMethod(m string) string {
 	for _, c := range plainMethods {
-		if string(m) == c {
+		if m == c {
 			return c
 		}
 	}
 	return ""
 }
 
-func plainHost(v []byte) bool {
+func plainHost(v string) bool {
 	if len(v) == 0 {
 		return false
 	}
-	for _, b := range v {
+	for i := 0; i < len(v); i++ {
+		b := v[i]
 		switch {
 		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
 		case b == '.', b == '-', b == ':', b == '[', b == ']', b == '_':

@@ -222,7 +222,7 @@ func TestServerServesPlainRequests(t *testing.T) {
 		raw := requestCases[tc.name]
 		i := strings.Index(raw, "\r\n\r\n")
 		var req http.Request
-		if got := i >= 0 && len(raw[:i+4]) <= maxRequestHeader && parsePlain([]byte(raw[:i+4]), &req); got != tc.fast {
+		if got := i >= 0 && len(raw[:i+4]) <= maxRequestHeader && parsePlain([]byte(raw[:i+4]), &req, nil, new([]string)); got != tc.fast {
 			t.Errorf("%s: served by the loop = %v, want %v", tc.name, got, tc.fast)
 		}
 	}
@@ -241,7 +241,7 @@ func FuzzParsePlain(f *testing.F) {
 			return
 		}
 		got := new(http.Request)
-		if !parsePlain(block, got) {
+		if !parsePlain(block, got, nil, new([]string)) {
 			return
 		}
 		want, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(block)))
@@ -383,5 +383,103 @@ func TestServerHandedConnClosesWriteFirst(t *testing.T) {
 	_, err = br.ReadByte()
 	if !errors.Is(err, io.EOF) || time.Since(start) > 300*time.Millisecond {
 		t.Fatalf("after the answer: %v after %s, want EOF at once (the write side closed)", err, time.Since(start))
+	}
+}
+
+// TestServerRequestOutlivesReadDeadlines: the read deadline of the wait
+// for a request is left in place while it runs; a request that runs past
+// it (and past the watch's start) is neither canceled nor cut off, and
+// the connection serves the next request.
+func TestServerRequestOutlivesReadDeadlines(t *testing.T) {
+	var canceled atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			select {
+			case <-r.Context().Done():
+				canceled.Add(1)
+			case <-time.After(400 * time.Millisecond):
+			}
+		}
+		io.WriteString(w, "done "+r.URL.Path)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := &Server{Handler: h, Fallback: &http.Server{Handler: h, ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 150 * time.Millisecond}}
+	go loop.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		loop.Shutdown(ctx)
+	})
+	// One request at a time, so that the watch finds nothing of the next
+	// in the buffer and reads. The first request of a connection waits
+	// under the header deadline, the next ones under the idle deadline.
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	for i, path := range []string{"/slow", "/slow", "/fast"} {
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d (%s): %v", i, path, err)
+		}
+		b, err := io.ReadAll(res.Body)
+		if err != nil || string(b) != "done "+path {
+			t.Fatalf("request %d: %q, %v, want %q", i, b, err, "done "+path)
+		}
+	}
+	if n := canceled.Load(); n != 0 {
+		t.Fatalf("%d requests canceled, want 0", n)
+	}
+	// The idle deadline still closes a connection that sends nothing.
+	c, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /fast HTTP/1.1\r\nHost: a\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	start := time.Now()
+	b, _ := io.ReadAll(c)
+	if took := time.Since(start); !strings.Contains(string(b), "done /fast") || took > 2*time.Second {
+		t.Fatalf("read %q in %v, want the answer and then the connection closed at the idle timeout", b, took)
+	}
+}
+
+// TestServerHeadersPerRequest: the header maps a connection uses again
+// for each request start empty: a request sees only its own headers, and
+// an answer only its own.
+func TestServerHeadersPerRequest(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys := make([]string, 0, len(r.Header))
+		for k, vv := range r.Header {
+			keys = append(keys, k+"="+strings.Join(vv, ","))
+		}
+		slices.Sort(keys)
+		w.Header().Set("X-Path", r.URL.Path)
+		if r.URL.Path == "/a" {
+			w.Header().Set("X-Only-A", "1")
+		}
+		io.WriteString(w, strings.Join(keys, " "))
+	})
+	loopAddr, _ := startServers(t, h)
+	got := exchange(t, loopAddr, "GET /a HTTP/1.1\r\nHost: x\r\nX-One: 1\r\nX-Two: 2\r\nX-Two: 3\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\nX-Three: 3\r\n\r\n")
+	answers := strings.Split(got, "\n----\n")
+	if len(answers) < 3 {
+		t.Fatalf("answers:\n%s", got)
+	}
+	if a := answers[0]; !strings.Contains(a, "X-One=1 X-Two=2,3") || !strings.Contains(a, "X-Only-A: 1") {
+		t.Errorf("first answer:\n%s\nwant X-One=1 X-Two=2,3 and X-Only-A", a)
+	}
+	if b := answers[1]; !strings.HasSuffix(strings.TrimSpace(b), "\r\n\r\nX-Three=3") || strings.Contains(b, "X-Only-A") {
+		t.Errorf("second answer:\n%s\nwant only X-Three=3, and no X-Only-A", b)
 	}
 }
