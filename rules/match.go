@@ -60,6 +60,11 @@ func (m *matcher) match(dst []*Compiled, c *call) []*Compiled {
 			dst = appendFit(dst, m.planAny[c.plan], c)
 		}
 	}
+	if c.path == "" {
+		// A call without a path: every rule with a path has one of at
+		// least "/", and those for any path are above.
+		return m.matchHeaders(dst, c)
+	}
 	if m.paths.m != nil {
 		dst = m.paths.match(dst, c, c.path)
 	}
@@ -69,6 +74,14 @@ func (m *matcher) match(dst []*Compiled, c *call) []*Compiled {
 		// exact rule fits a path of that length.
 		var lower [MaxEndpoint + 1]byte
 		dst = m.folded.match(dst, c, bytesString(appendLower(lower[:0], c.path[:min(len(c.path), len(lower))])))
+	}
+	return m.matchHeaders(dst, c)
+}
+
+// matchHeaders appends the rules of m indexed by a header that fit c.
+func (m *matcher) matchHeaders(dst []*Compiled, c *call) []*Compiled {
+	if len(c.header) == 0 { // no header: no rule on one fits
+		return dst
 	}
 	for _, hi := range m.headers {
 		if vs := c.header[hi.name]; len(vs) > 0 && vs[0] != "" {

@@ -284,6 +284,9 @@ const (
 // methodBit returns the bit of a call's method: that of a known method in
 // any ASCII case, else methodOther.
 func methodBit(m string) uint16 {
+	if len(m) < len("GET") { // none, as an Envoy call has
+		return methodOther
+	}
 	switch m { // the usual spellings, without a loop
 	case "GET":
 		return methodGet
