@@ -43,7 +43,16 @@ type keyInput struct {
 	method, path     string // path: the clean path
 	header           http.Header
 	entries          []rules.Entry
+	// endpoint is the endpoint's part of a key after "endpoint:"
+	// (appendEndpoint), built in epBuf by the first rule keyed by it and
+	// copied by the others; "" until then.
+	endpoint string
+	epBuf    *[maxEndpoint]byte
 }
+
+// maxEndpoint bounds what appendEndpoint appends: a plain value or a
+// digest.
+const maxEndpoint = maxKeyValue
 
 // appendKey appends the bucket id of rule r for the call to buf and
 // returns it with the identity it names (the caller kind for a key of one
@@ -72,8 +81,11 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 			if in.method == "" || in.path == "" {
 				return buf[:start], "", "", false
 			}
+			if in.endpoint == "" {
+				in.endpoint = bytesString(appendEndpoint(in.epBuf[:0], in.method, in.path))
+			}
 			buf = append(buf, "endpoint:"...)
-			buf = appendEndpoint(buf, in.method, in.path)
+			buf = append(buf, in.endpoint...)
 		case rules.KeyHeader:
 			var v string
 			if vs := in.header[p.Name]; len(vs) > 0 {

@@ -163,6 +163,7 @@ type scratch struct {
 	kinds   [MaxRulesPerCall]rules.By        // the identity each op is keyed by
 	at      [MaxRulesPerCall]int             // CheckMany: each op's bucket in the one take
 	in      keyInput                         // what rules keyed by more than the caller read
+	ep      [maxEndpoint]byte                // the call's endpoint as keys name it (keyInput.endpoint)
 }
 
 // Check decides req: every enabled rule matching the call's plan and
@@ -426,10 +427,14 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		} else if r.KeyedByCaller() { // appendKey's first case, without building in
 			by, client = pick(r.Key[0].Kind, user, apiKey, ip)
 			ok = client != ""
+		} else if j := sameKey(r, sc.used[:len(ops)], req.Own); j >= 0 {
+			// Another rule of the call is keyed by the same: its id.
+			by, client, ok = sc.kinds[j], ops[j].Client, true
 		} else {
 			if !built {
 				built = true
-				*in = keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries}
+				*in = keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries,
+					epBuf: &sc.ep}
 			}
 			keys, by, client, ok = appendKey(keys, r, in)
 		}
@@ -460,6 +465,18 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		d.Now = time.Now()
 	}
 	return ops
+}
+
+// sameKey returns the index in used, the rules of the ops built so far,
+// of one keyed by what r is keyed by (the same By), more than the caller,
+// and not the call's own limit; -1 if none.
+func sameKey(r *rules.Compiled, used []*rules.Compiled, own *rules.Compiled) int {
+	for j, u := range used {
+		if u.By == r.By && !u.KeyedByCaller() && u != own {
+			return j
+		}
+	}
+	return -1
 }
 
 // fold folds the results of the n ops plan built in sc (sc.res) and the
