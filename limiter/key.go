@@ -55,13 +55,13 @@ type keyInput struct {
 const maxEndpoint = maxKeyValue
 
 // appendKey appends the bucket id of rule r for the call to buf and
-// returns it with the identity it names (the caller kind for a key of one
-// caller part, r.By otherwise). ok is false when the call lacks a value the
-// key needs: the rule does not count the call.
-func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.By, id string, ok bool) {
+// returns it (for a key of one caller part, the caller's id, appending
+// nothing). ok is false when the call lacks a value the key needs: the
+// rule does not count the call.
+func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, id string, ok bool) {
 	if len(r.Key) == 1 && r.Key[0].Caller() {
-		by, id = pick(r.Key[0].Kind, in.user, in.apiKey, in.ip)
-		return buf, by, id, id != ""
+		_, id = pick(r.Key[0].Kind, in.user, in.apiKey, in.ip)
+		return buf, id, id != ""
 	}
 	start := len(buf)
 	multi := len(r.Key) > 1
@@ -79,7 +79,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 			buf = append(buf, keyGlobal...)
 		case rules.KeyEndpoint:
 			if in.method == "" || in.path == "" {
-				return buf[:start], "", "", false
+				return buf[:start], "", false
 			}
 			if in.endpoint == "" {
 				in.endpoint = bytesString(appendEndpoint(in.epBuf[:0], in.method, in.path))
@@ -92,7 +92,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 				v = vs[0]
 			}
 			if v == "" {
-				return buf[:start], "", "", false
+				return buf[:start], "", false
 			}
 			buf = append(buf, "header:"...)
 			buf = rules.AppendLower(buf, p.Name)
@@ -101,7 +101,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 		case rules.KeyEntry:
 			v := entryValue(in.entries, p.Name)
 			if v == "" {
-				return buf[:start], "", "", false
+				return buf[:start], "", false
 			}
 			buf = append(buf, "entry:"...)
 			buf = append(buf, p.Name...)
@@ -110,7 +110,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 		default:
 			_, c := pick(p.Kind, in.user, in.apiKey, in.ip)
 			if c == "" {
-				return buf[:start], "", "", false
+				return buf[:start], "", false
 			}
 			buf = append(buf, c...)
 		}
@@ -119,7 +119,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 			buf[ps], buf[ps+1], buf[ps+2] = '0'+byte(n/100), '0'+byte(n/10%10), '0'+byte(n%10)
 		}
 	}
-	return buf, r.By, bytesString(buf[start:]), true
+	return buf, bytesString(buf[start:]), true
 }
 
 // appendValue appends v as it is when identity.Plain (printable, at most
