@@ -404,7 +404,8 @@ func (s *Store) store(op *limiter.Op, sl *slot, st *algorithm.State, now, sec in
 		if e.kind == algorithm.SlidingLog { // the rule was SlidingLog
 			delete(tab.logs, uint32(idx))
 		}
-		*e = entry{client: e.client, t: st.T, a: st.A, b: st.B, exp: exp, kind: op.Params.Kind}
+		// Field by field: the client id stays, without a write barrier.
+		e.t, e.a, e.b, e.exp, e.kind = st.T, st.A, st.B, exp, op.Params.Kind
 		return evicted
 	}
 	if l := sl.l; l != nil {
