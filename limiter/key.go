@@ -43,25 +43,48 @@ type keyInput struct {
 	method, path     string // path: the clean path
 	header           http.Header
 	entries          []rules.Entry
-	// endpoint is the endpoint's part of a key after "endpoint:"
-	// (appendEndpoint), built in epBuf by the first rule keyed by it and
-	// copied by the others; "" until then.
+	// endpoint is the endpoint's part of a key, "endpoint:" and what
+	// appendEndpoint appends, built in epBuf by the first rule keyed by it
+	// and used or copied by the others; "" until then.
 	endpoint string
 	epBuf    *[maxEndpoint]byte
 }
 
-// maxEndpoint bounds what appendEndpoint appends: a plain value or a
-// digest.
-const maxEndpoint = maxKeyValue
+// maxEndpoint bounds the endpoint's part of a key: "endpoint:" and a
+// plain value or a digest.
+const maxEndpoint = len(keyEndpoint) + maxKeyValue
+
+const keyEndpoint = "endpoint:"
+
+// endpointPart returns the endpoint's part of a key (keyInput.endpoint),
+// built on first use; ok is false for a call without a method or path.
+func (in *keyInput) endpointPart() (_ string, ok bool) {
+	if in.endpoint == "" {
+		if in.method == "" || in.path == "" {
+			return "", false
+		}
+		b := append(in.epBuf[:0], keyEndpoint...)
+		in.endpoint = bytesString(appendEndpoint(b, in.method, in.path))
+	}
+	return in.endpoint, true
+}
 
 // appendKey appends the bucket id of rule r for the call to buf and
 // returns it (for a key of one caller part, the caller's id, appending
 // nothing). ok is false when the call lacks a value the key needs: the
 // rule does not count the call.
 func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, id string, ok bool) {
-	if len(r.Key) == 1 && r.Key[0].Caller() {
-		_, id = pick(r.Key[0].Kind, in.user, in.apiKey, in.ip)
-		return buf, id, id != ""
+	if len(r.Key) == 1 { // the id of a key of one part is often at hand
+		switch k := r.Key[0].Kind; {
+		case r.Key[0].Caller():
+			_, id = pick(k, in.user, in.apiKey, in.ip)
+			return buf, id, id != ""
+		case k == rules.KeyGlobal:
+			return buf, keyGlobal, true
+		case k == rules.KeyEndpoint:
+			id, ok = in.endpointPart()
+			return buf, id, ok
+		}
 	}
 	start := len(buf)
 	multi := len(r.Key) > 1
@@ -78,14 +101,11 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, id string
 		case rules.KeyGlobal:
 			buf = append(buf, keyGlobal...)
 		case rules.KeyEndpoint:
-			if in.method == "" || in.path == "" {
+			e, ok := in.endpointPart()
+			if !ok {
 				return buf[:start], "", false
 			}
-			if in.endpoint == "" {
-				in.endpoint = bytesString(appendEndpoint(in.epBuf[:0], in.method, in.path))
-			}
-			buf = append(buf, "endpoint:"...)
-			buf = append(buf, in.endpoint...)
+			buf = append(buf, e...)
 		case rules.KeyHeader:
 			var v string
 			if vs := in.header[p.Name]; len(vs) > 0 {

@@ -270,7 +270,7 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 		if keys == nil && len(ops) > 0 {
 			keys = make(map[bucket]int, len(reqs)*len(ops))
 		}
-		// The ops' client ids live in sc.ids and sc.keys, held until the end.
+		// The ops' client ids live in sc.ids, sc.keys and sc.ep, held until the end.
 		for j := range ops {
 			op := &ops[j]
 			k := bucket{op.Client, op.Rule}
