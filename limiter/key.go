@@ -43,16 +43,48 @@ type keyInput struct {
 	method, path     string // path: the clean path
 	header           http.Header
 	entries          []rules.Entry
+	// endpoint is the endpoint's part of a key, "endpoint:" and what
+	// appendEndpoint appends, built in epBuf by the first rule keyed by it
+	// and used or copied by the others; "" until then.
+	endpoint string
+	epBuf    *[maxEndpoint]byte
+}
+
+// maxEndpoint bounds the endpoint's part of a key: "endpoint:" and a
+// plain value or a digest.
+const maxEndpoint = len(keyEndpoint) + maxKeyValue
+
+const keyEndpoint = "endpoint:"
+
+// endpointPart returns the endpoint's part of a key (keyInput.endpoint),
+// built on first use; ok is false for a call without a method or path.
+func (in *keyInput) endpointPart() (_ string, ok bool) {
+	if in.endpoint == "" {
+		if in.method == "" || in.path == "" {
+			return "", false
+		}
+		b := append(in.epBuf[:0], keyEndpoint...)
+		in.endpoint = bytesString(appendEndpoint(b, in.method, in.path))
+	}
+	return in.endpoint, true
 }
 
 // appendKey appends the bucket id of rule r for the call to buf and
-// returns it with the identity it names (the caller kind for a key of one
-// caller part, r.By otherwise). ok is false when the call lacks a value the
-// key needs: the rule does not count the call.
-func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.By, id string, ok bool) {
-	if len(r.Key) == 1 && r.Key[0].Caller() {
-		by, id = pick(r.Key[0].Kind, in.user, in.apiKey, in.ip)
-		return buf, by, id, id != ""
+// returns it (for a key of one caller part, the caller's id, appending
+// nothing). ok is false when the call lacks a value the key needs: the
+// rule does not count the call.
+func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, id string, ok bool) {
+	if len(r.Key) == 1 { // the id of a key of one part is often at hand
+		switch k := r.Key[0].Kind; {
+		case r.Key[0].Caller():
+			_, id = pick(k, in.user, in.apiKey, in.ip)
+			return buf, id, id != ""
+		case k == rules.KeyGlobal:
+			return buf, keyGlobal, true
+		case k == rules.KeyEndpoint:
+			id, ok = in.endpointPart()
+			return buf, id, ok
+		}
 	}
 	start := len(buf)
 	multi := len(r.Key) > 1
@@ -69,18 +101,18 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 		case rules.KeyGlobal:
 			buf = append(buf, keyGlobal...)
 		case rules.KeyEndpoint:
-			if in.method == "" || in.path == "" {
-				return buf[:start], "", "", false
+			e, ok := in.endpointPart()
+			if !ok {
+				return buf[:start], "", false
 			}
-			buf = append(buf, "endpoint:"...)
-			buf = appendEndpoint(buf, in.method, in.path)
+			buf = append(buf, e...)
 		case rules.KeyHeader:
 			var v string
 			if vs := in.header[p.Name]; len(vs) > 0 {
 				v = vs[0]
 			}
 			if v == "" {
-				return buf[:start], "", "", false
+				return buf[:start], "", false
 			}
 			buf = append(buf, "header:"...)
 			buf = rules.AppendLower(buf, p.Name)
@@ -89,7 +121,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 		case rules.KeyEntry:
 			v := entryValue(in.entries, p.Name)
 			if v == "" {
-				return buf[:start], "", "", false
+				return buf[:start], "", false
 			}
 			buf = append(buf, "entry:"...)
 			buf = append(buf, p.Name...)
@@ -98,7 +130,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 		default:
 			_, c := pick(p.Kind, in.user, in.apiKey, in.ip)
 			if c == "" {
-				return buf[:start], "", "", false
+				return buf[:start], "", false
 			}
 			buf = append(buf, c...)
 		}
@@ -107,7 +139,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, by rules.
 			buf[ps], buf[ps+1], buf[ps+2] = '0'+byte(n/100), '0'+byte(n/10%10), '0'+byte(n%10)
 		}
 	}
-	return buf, r.By, bytesString(buf[start:]), true
+	return buf, bytesString(buf[start:]), true
 }
 
 // appendValue appends v as it is when identity.Plain (printable, at most

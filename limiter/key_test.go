@@ -93,6 +93,47 @@ func TestKeys(t *testing.T) {
 	}
 }
 
+// TestKeysOfOneCall: rules of one call keyed alike share the key's value
+// and no more — each keeps its own bucket, rules on other headers or
+// parts read their own values, and the next call builds its own.
+func TestKeysOfOneCall(t *testing.T) {
+	keyed := func(id string, limit int64, by rules.By) rules.Rule {
+		return rule(id, limit, time.Minute, func(r *rules.Rule) { r.By = by })
+	}
+	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{
+		keyed("ep2", 2, rules.ByEndpoint),
+		keyed("ep3", 3, rules.ByEndpoint),
+		keyed("key-ep", 1, "api_key+endpoint"),
+		keyed("a", 1, "header:x-a"),
+		keyed("b", 1, "header:x-b"),
+	}})
+	call := func(key, method, path, a, b string) limiter.Request {
+		return limiter.Request{APIKey: key, Method: method, Path: path, Header: http.Header{"X-A": {a}, "X-B": {b}}}
+	}
+	for i, c := range []struct {
+		req    limiter.Request
+		denier string // "" allowed
+	}{
+		{call("k1", "GET", "/a", "1", "1"), ""},
+		{call("k2", "GET", "/a", "2", "2"), ""},
+		{call("k3", "get", "/a/", "3", "3"), "ep2"}, // GET /a a third time: ep2 is spent, ep3 is not
+		{call("k1", "GET", "/b", "4", "4"), ""},     // another endpoint
+		{call("k1", "GET", "/b", "5", "5"), "key-ep"},
+		{call("k9", "POST", "/c", "1", "6"), "a"},
+		{call("k9", "POST", "/c", "6", "1"), "b"},
+		{call("k9", "POST", "/c", "7", "7"), ""},
+	} {
+		d := check(t, l, c.req)
+		got := ""
+		if !d.Allowed {
+			got = d.RuleID()
+		}
+		if got != c.denier {
+			t.Errorf("call %d (%s %s, x-a %s, x-b %s): denied by %q, want %q", i, c.req.Method, c.req.Path, c.req.Header.Get("x-a"), c.req.Header.Get("x-b"), got, c.denier)
+		}
+	}
+}
+
 // TestKeysRuleOnEntries: a rule on descriptor entries applies only to a
 // request carrying exactly those entries, keyed as its by says.
 func TestKeysRuleOnEntries(t *testing.T) {

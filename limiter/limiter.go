@@ -160,9 +160,10 @@ type scratch struct {
 	ops     [MaxRulesPerCall]Op
 	res     [MaxRulesPerCall]algorithm.Result
 	used    [MaxRulesPerCall]*rules.Compiled // the rule of each op
-	kinds   [MaxRulesPerCall]rules.By        // the identity each op is keyed by
+	own     *rules.Compiled                  // the call's own limit (Request.Own), if any
 	at      [MaxRulesPerCall]int             // CheckMany: each op's bucket in the one take
 	in      keyInput                         // what rules keyed by more than the caller read
+	ep      [maxEndpoint]byte                // the call's endpoint as keys name it (keyInput.endpoint)
 }
 
 // Check decides req: every enabled rule matching the call's plan and
@@ -269,7 +270,7 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 		if keys == nil && len(ops) > 0 {
 			keys = make(map[bucket]int, len(reqs)*len(ops))
 		}
-		// The ops' client ids live in sc.ids and sc.keys, held until the end.
+		// The ops' client ids live in sc.ids, sc.keys and sc.ep, held until the end.
 		for j := range ops {
 			op := &ops[j]
 			k := bucket{op.Client, op.Rule}
@@ -312,7 +313,7 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 
 // plan builds in sc the client ids of req and the ops of the rules that
 // apply to it under ix, each keyed by the identity its rule wants (the
-// rules in sc.used, the identities in sc.kinds), and sets d to the
+// rules in sc.used; see scratch.client), and sets d to the
 // decision so far: allowed, with its plan and the count of ops, Now set
 // when no rule applies (then nothing needs taking).
 func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) ([]Op, error) {
@@ -408,6 +409,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 	case cost <= 0:
 		cost = 1
 	}
+	sc.own = req.Own
 	ops := sc.ops[:0]
 	in := &sc.in // built for the first rule keyed by more than the caller
 	built := false
@@ -418,26 +420,28 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 			unlimited = true // applies, takes nothing
 			continue
 		}
-		var by rules.By
 		var client string
 		var ok bool
 		if r == req.Own {
-			by, client, ok = r.By, req.OwnBucket, req.OwnBucket != ""
+			client, ok = req.OwnBucket, req.OwnBucket != ""
 		} else if r.KeyedByCaller() { // appendKey's first case, without building in
-			by, client = pick(r.Key[0].Kind, user, apiKey, ip)
+			_, client = pick(r.Key[0].Kind, user, apiKey, ip)
 			ok = client != ""
+		} else if j := sameKey(r, sc.used[:len(ops)], req.Own); j >= 0 {
+			// Another rule of the call is keyed by the same: its id.
+			client, ok = ops[j].Client, true
 		} else {
 			if !built {
 				built = true
-				*in = keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries}
+				*in = keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries,
+					epBuf: &sc.ep}
 			}
-			keys, by, client, ok = appendKey(keys, r, in)
+			keys, client, ok = appendKey(keys, r, in)
 		}
 		if !ok {
 			continue // the call lacks a value this rule is keyed by
 		}
 		n := len(ops)
-		sc.kinds[n] = by
 		sc.used[n] = r
 		ops = ops[:n+1] // sc.ops has room for every matched rule
 		op := &ops[n]
@@ -462,6 +466,29 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 	return ops
 }
 
+// client returns what the bucket of r, the rule of one of the call's ops,
+// is keyed by (Decision.Client): the identity pick chose for a rule keyed
+// by the caller, else the rule's by.
+func (sc *scratch) client(r *rules.Compiled) rules.By {
+	if r != sc.own && r.KeyedByCaller() {
+		by, _ := pick(r.Key[0].Kind, sc.user, sc.apiKey, sc.ip)
+		return by
+	}
+	return r.By
+}
+
+// sameKey returns the index in used, the rules of the ops built so far,
+// of one keyed by what r is keyed by (the same By), more than the caller,
+// and not the call's own limit; -1 if none.
+func sameKey(r *rules.Compiled, used []*rules.Compiled, own *rules.Compiled) int {
+	for j, u := range used {
+		if u.By == r.By && !u.KeyedByCaller() && u != own {
+			return j
+		}
+	}
+	return -1
+}
+
 // fold folds the results of the n ops plan built in sc (sc.res) and the
 // store's info into d: the call passes only if every rule that is not a
 // shadow allowed it, and d describes the most restrictive of them.
@@ -476,7 +503,7 @@ func fold(d *Decision, sc *scratch, n int, info TakeInfo) {
 		best = rank(d, ops, res, used)
 	}
 	r := &res[best]
-	d.Rule, d.Client = used[best], sc.kinds[best]
+	d.Rule, d.Client = used[best], sc.client(used[best])
 	d.Limit = used[best].Limit
 	d.Remaining = r.Remaining
 	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond

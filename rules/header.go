@@ -129,7 +129,14 @@ type headerIndex struct {
 	exact  map[string]*matcher
 	prefix map[string]*matcher
 	lens   [MaxHeaderValue/64 + 1]uint64 // the lengths of prefixes
+	// tails has bit tailBit(n, b) set for each prefix of length n ≥ 1
+	// ending in byte b: a value whose first n bytes end in a byte whose
+	// bit is clear is not looked up under that length.
+	tails [8]uint64
 }
+
+// tailBit is the bit of tails for a prefix of length n ending in b.
+func tailBit(n int, b byte) uint { return (uint(b) + uint(n)*131) % 512 }
 
 // matcherFor returns the matcher of hc's value, made if need be.
 func (hi *headerIndex) matcherFor(hc *headerCond) *matcher {
@@ -138,6 +145,10 @@ func (hi *headerIndex) matcherFor(hc *headerCond) *matcher {
 		m = &hi.prefix
 		n := len(hc.value)
 		hi.lens[n/64] |= 1 << (n % 64)
+		if n > 0 {
+			t := tailBit(n, hc.value[n-1])
+			hi.tails[t/64] |= 1 << (t % 64)
+		}
 	}
 	if *m == nil {
 		*m = make(map[string]*matcher)
@@ -166,6 +177,11 @@ func (hi *headerIndex) match(dst []*Compiled, c *call, v string) []*Compiled {
 				return dst
 			}
 			set &= set - 1
+			if n > 0 {
+				if t := tailBit(n, v[n-1]); hi.tails[t/64]&(1<<(t%64)) == 0 {
+					continue // no prefix of this length ends so
+				}
+			}
 			if m := hi.prefix[v[:n]]; m != nil {
 				dst = m.match(dst, c)
 			}

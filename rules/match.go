@@ -60,15 +60,20 @@ func (m *matcher) match(dst []*Compiled, c *call) []*Compiled {
 			dst = appendFit(dst, m.planAny[c.plan], c)
 		}
 	}
-	if m.paths.m != nil {
+	// A call without a path fits no rule with one: each has at least "/"
+	// (those for any path are above).
+	if m.paths.m != nil && c.path != "" {
 		dst = m.paths.match(dst, c, c.path)
 	}
-	if m.folded.m != nil {
+	if m.folded.m != nil && c.path != "" {
 		// Rule paths are shorter than MaxEndpoint: the lower case of the
 		// first MaxEndpoint+1 bytes finds every rule that fits, and no
 		// exact rule fits a path of that length.
 		var lower [MaxEndpoint + 1]byte
 		dst = m.folded.match(dst, c, bytesString(appendLower(lower[:0], c.path[:min(len(c.path), len(lower))])))
+	}
+	if len(c.header) == 0 { // no header: no rule on one fits
+		return dst
 	}
 	for _, hi := range m.headers {
 		if vs := c.header[hi.name]; len(vs) > 0 && vs[0] != "" {

@@ -73,7 +73,7 @@ func bytesClean(p string) bool {
 // "/" and does not end with one — is clean because it holds none of
 // "?#%;." and no "//": with no ".", no segment is "." or "..", and with no
 // "//", none is empty. false says nothing: IsCleanPath then looks byte by
-// byte. A path shorter than eight bytes is left to it.
+// byte. A path shorter than four bytes is left to it.
 func wordsClean(p string) bool {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	// zero has bit 7 set in some byte when some byte of x is zero (exact
@@ -88,6 +88,10 @@ func wordsClean(p string) bool {
 			// The last bytes: the word that ends the path, less the bytes
 			// already read; the zero bytes above them match nothing.
 			x = load64(p[len(p)-8:]) >> (8 * (8 - (len(p) - i)))
+		} else if len(p) >= 4 {
+			// Four to seven bytes: the first four, then the last four less
+			// those already read, as above.
+			x = load32(p) | load32(p[len(p)-4:])>>(8*(8-len(p)))<<32
 		} else {
 			return false
 		}
@@ -103,6 +107,12 @@ func wordsClean(p string) bool {
 		prev = m
 	}
 	return true
+}
+
+// load32 is the four bytes of b, little endian.
+func load32(b string) uint64 {
+	_ = b[3]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24
 }
 
 // load64 is the eight bytes of b, little endian.
@@ -284,6 +294,9 @@ const (
 // methodBit returns the bit of a call's method: that of a known method in
 // any ASCII case, else methodOther.
 func methodBit(m string) uint16 {
+	if len(m) < len("GET") { // none, as an Envoy call has
+		return methodOther
+	}
 	switch m { // the usual spellings, without a loop
 	case "GET":
 		return methodGet

@@ -172,3 +172,30 @@ func TestWordsClean(t *testing.T) {
 		}
 	}
 }
+
+// TestWordsCleanShort: wordsClean decides every path of four to seven
+// bytes as bytesClean does when it holds no ".", and every shorter one is
+// left to bytesClean.
+func TestWordsCleanShort(t *testing.T) {
+	const alphabet = "/.?#%;a-"
+	var rec func(p []byte)
+	rec = func(p []byte) {
+		if n := len(p); n >= 2 && p[n-1] != '/' {
+			s := string(p)
+			words, bytes := wordsClean(s), bytesClean(s)
+			if words && (!bytes || n < 4) {
+				t.Fatalf("wordsClean(%q) = true, bytesClean = %v", s, bytes)
+			}
+			if n >= 4 && bytes && !strings.Contains(s, ".") && !words {
+				t.Fatalf("wordsClean(%q) = false for a clean path without \".\"", s)
+			}
+		}
+		if len(p) == 8 {
+			return
+		}
+		for i := range len(alphabet) {
+			rec(append(p, alphabet[i]))
+		}
+	}
+	rec([]byte{'/'})
+}

@@ -179,8 +179,10 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	}
 	for i := range ops {
 		op := &ops[i]
-		if err := checkOp(op); err != nil {
-			return limiter.TakeInfo{}, fmt.Errorf("%w: op %d (client %q, rule %q): %v", ErrInvalidOp, i, op.Client, op.Rule, err)
+		if !usualOp(op) {
+			if err := checkOp(op); err != nil {
+				return limiter.TakeInfo{}, fmt.Errorf("%w: op %d (client %q, rule %q): %v", ErrInvalidOp, i, op.Client, op.Rule, err)
+			}
 		}
 		h := maphash.String(s.seed, op.Client)
 		slots[i].hash = h
@@ -246,8 +248,10 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 // take1 is Take for a call of one op, the most common: one lock and no
 // bookkeeping beyond the op's slot.
 func (s *Store) take1(op *limiter.Op, r *algorithm.Result) (limiter.TakeInfo, error) {
-	if err := checkOp(op); err != nil {
-		return limiter.TakeInfo{}, fmt.Errorf("%w: op 0 (client %q, rule %q): %v", ErrInvalidOp, op.Client, op.Rule, err)
+	if !usualOp(op) {
+		if err := checkOp(op); err != nil {
+			return limiter.TakeInfo{}, fmt.Errorf("%w: op 0 (client %q, rule %q): %v", ErrInvalidOp, op.Client, op.Rule, err)
+		}
 	}
 	var slots [1]slot
 	sl := &slots[0]
@@ -280,12 +284,19 @@ func (s *Store) warnEvicted() {
 	}
 }
 
+// usualOp reports whether op is valid as most are, in a few comparisons
+// (inlined where ops are taken): when it is not, checkOp says more.
+func usualOp(op *limiter.Op) bool {
+	p := &op.Params
+	return op.Cost >= 0 && p.Limit >= 1 && p.Window >= 1 && p.Kind < algorithm.SlidingLog
+}
+
 // checkOp reports what is wrong with op, if anything.
 func checkOp(op *limiter.Op) error {
-	p := &op.Params
-	if op.Cost >= 0 && p.Limit >= 1 && p.Window >= 1 && p.Kind < algorithm.SlidingLog {
-		return nil // the usual op, in a few comparisons
+	if usualOp(op) {
+		return nil
 	}
+	p := &op.Params
 	switch {
 	case op.Cost < 0:
 		return fmt.Errorf("cost %d < 0", op.Cost)
@@ -404,7 +415,8 @@ func (s *Store) store(op *limiter.Op, sl *slot, st *algorithm.State, now, sec in
 		if e.kind == algorithm.SlidingLog { // the rule was SlidingLog
 			delete(tab.logs, uint32(idx))
 		}
-		*e = entry{client: e.client, t: st.T, a: st.A, b: st.B, exp: exp, kind: op.Params.Kind}
+		// Field by field: the client id stays, without a write barrier.
+		e.t, e.a, e.b, e.exp, e.kind = st.T, st.A, st.B, exp, op.Params.Kind
 		return evicted
 	}
 	if l := sl.l; l != nil {
