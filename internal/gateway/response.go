@@ -74,31 +74,14 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 	}
 	length, closing := int64(-1), false
 	for {
-		var hl string
-		if hl, rest, ok = cutCRLFString(rest); !ok {
+		var key, v string
+		var end bool
+		if key, v, rest, end, ok = plainField(rest); !ok {
 			return false
 		}
-		if hl == "" {
+		if end {
 			break
 		}
-		colon := strings.IndexByte(hl, ':')
-		if colon < 1 {
-			return false
-		}
-		name := hl[:colon]
-		for i := 0; i < len(name); i++ {
-			if !isTokenByte(name[i]) {
-				return false
-			}
-		}
-		v := hl[colon+1:]
-		for i := 0; i < len(v); i++ {
-			if b := v[i]; (b < ' ' && b != '\t') || b >= 0x7f {
-				return false
-			}
-		}
-		v = strings.Trim(v, " \t")
-		key := textproto.CanonicalMIMEHeaderKey(name) // name itself when canonical
 		switch key {
 		case "Content-Length":
 			if length >= 0 || v == "" {
@@ -152,6 +135,39 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 		res.Body = body
 	}
 	return true
+}
+
+// plainField reads the header line at the start of block, of the plain
+// form both the server loop and the forwarder take: a name of token bytes,
+// a value of printable bytes or tabs. It returns the name canonical (the
+// name itself when it is), the value without its surrounding blanks and
+// what follows the line; end at the blank line that ends the block; not ok
+// for a line of any other form, or none whole.
+func plainField(block string) (key, value, rest string, end, ok bool) {
+	hl, rest, ok := cutCRLFString(block)
+	if !ok {
+		return "", "", "", false, false
+	}
+	if hl == "" {
+		return "", "", rest, true, true
+	}
+	colon := strings.IndexByte(hl, ':')
+	if colon < 1 {
+		return "", "", "", false, false
+	}
+	name := hl[:colon]
+	for i := 0; i < len(name); i++ {
+		if !isTokenByte(name[i]) {
+			return "", "", "", false, false
+		}
+	}
+	v := hl[colon+1:]
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; (b < ' ' && b != '\t') || b >= 0x7f {
+			return "", "", "", false, false
+		}
+	}
+	return textproto.CanonicalMIMEHeaderKey(name), strings.Trim(v, " \t"), rest, false, true
 }
 
 func cutCRLFString(s string) (line, rest string, ok bool) {

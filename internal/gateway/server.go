@@ -509,31 +509,14 @@ func parsePlain(blockBytes []byte, req *http.Request, h http.Header, vals *[]str
 	vs := (*vals)[:cap(*vals)]
 	host, haveHost, closing := "", false, false
 	for {
-		var hl string
-		if hl, rest, ok = cutCRLFString(rest); !ok {
+		var key, v string
+		var end bool
+		if key, v, rest, end, ok = plainField(rest); !ok {
 			return false
 		}
-		if len(hl) == 0 {
+		if end {
 			break
 		}
-		colon := strings.IndexByte(hl, ':')
-		if colon < 1 {
-			return false
-		}
-		name := hl[:colon]
-		for i := 0; i < len(name); i++ {
-			if !isTokenByte(name[i]) {
-				return false
-			}
-		}
-		v := hl[colon+1:]
-		for i := 0; i < len(v); i++ {
-			if b := v[i]; (b < ' ' && b != '\t') || b >= 0x7f {
-				return false
-			}
-		}
-		v = strings.Trim(v, " \t")
-		key := textproto.CanonicalMIMEHeaderKey(name) // name itself when canonical
 		switch key {
 		case "Host":
 			if haveHost || !plainHost(v) {
