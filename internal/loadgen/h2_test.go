@@ -136,26 +136,36 @@ func TestLeanGoAway(t *testing.T) {
 	}
 }
 
-// TestLeanServerCloses: a call on a connection the server closes fails at
-// once, and the next call dials again.
-func TestLeanServerCloses(t *testing.T) {
+// rawServer listens on loopback until the test ends and gives each
+// connection it accepts to serve, in the accepting goroutine.
+func rawServer(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			nc, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			// Read the preface and the first request, then hang up.
-			nc.Read(make([]byte, 4096))
-			nc.Close()
+			serve(nc)
 		}
 	}()
-	c := leanCheck(t, ln.Addr().String(), 1, 5*time.Second, mustLoad(t, 1, "user", "d", "GET /x"))
+	return ln.Addr().String()
+}
+
+// TestLeanServerCloses: a call on a connection the server closes fails at
+// once, and the next call dials again.
+func TestLeanServerCloses(t *testing.T) {
+	addr := rawServer(t, func(nc net.Conn) {
+		// Read the preface and the first request, then hang up.
+		nc.Read(make([]byte, 4096))
+		nc.Close()
+	})
+	c := leanCheck(t, addr, 1, 5*time.Second, mustLoad(t, 1, "user", "d", "GET /x"))
 	call := c.NewCall(0)
 	for i := range 3 {
 		start := time.Now()
@@ -169,7 +179,7 @@ func TestLeanServerCloses(t *testing.T) {
 	}
 
 	// A server stopped under load: calls fail, none hangs.
-	addr := rlstest.Serve(t, perHour(1_000_000), nil)
+	addr = rlstest.Serve(t, perHour(1_000_000), nil)
 	g := leanCheck(t, addr, 1, 5*time.Second, mustLoad(t, 10, "user", "d", "GET /x"))
 	if _, err := g.NewCall(0)(context.Background()); err != nil {
 		t.Fatal(err)
@@ -188,21 +198,10 @@ func TestLeanServerCloses(t *testing.T) {
 // TestLeanTimeout: a server that never answers makes calls fail with
 // DeadlineExceeded after the timeout.
 func TestLeanTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go io.Copy(io.Discard, nc) //nolint:errcheck // until the client leaves
-		}
-	}()
-	c := leanCheck(t, ln.Addr().String(), 1, 100*time.Millisecond, mustLoad(t, 1, "user", "d", "GET /x"))
+	addr := rawServer(t, func(nc net.Conn) {
+		go io.Copy(io.Discard, nc) //nolint:errcheck // until the client leaves
+	})
+	c := leanCheck(t, addr, 1, 100*time.Millisecond, mustLoad(t, 1, "user", "d", "GET /x"))
 	call := c.NewCall(0)
 	for i := range 2 {
 		if _, err := call(context.Background()); !isCode(err, codes.DeadlineExceeded) {
