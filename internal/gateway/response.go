@@ -95,22 +95,14 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 		case "Transfer-Encoding", "Trailer", "Pragma":
 			return false
 		case "Connection":
-			switch {
-			case h[key] != nil:
+			if h[key] != nil {
 				return false
-			case strings.EqualFold(v, "close"):
-				closing = true
-			case strings.EqualFold(v, "keep-alive"):
-			default:
+			}
+			if closing, ok = plainConnection(v); !ok {
 				return false
 			}
 		}
-		if vv := h[key]; vv != nil {
-			h[key] = append(vv, v)
-		} else {
-			vals[0] = v
-			h[key], vals = vals[:1:1], vals[1:]
-		}
+		vals = addValue(h, key, v, vals)
 	}
 	if length < 0 {
 		return false
@@ -135,6 +127,31 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 		res.Body = body
 	}
 	return true
+}
+
+// plainConnection reads a Connection value of the plain form: close, or
+// keep-alive (any case); not ok for any other.
+func plainConnection(v string) (closing, ok bool) {
+	switch {
+	case strings.EqualFold(v, "close"):
+		return true, true
+	case strings.EqualFold(v, "keep-alive"):
+		return false, true
+	}
+	return false, false
+}
+
+// addValue adds v to h[key], a new key's one-value slice cut from vals
+// (room for every line of the block, so that a block costs one slice of
+// values), and returns what is left of vals.
+func addValue(h http.Header, key, v string, vals []string) []string {
+	if vv := h[key]; vv != nil {
+		h[key] = append(vv, v)
+		return vals
+	}
+	vals[0] = v
+	h[key] = vals[:1:1]
+	return vals[1:]
 }
 
 // plainField reads the header line at the start of block, of the plain

@@ -531,22 +531,14 @@ func parsePlain(blockBytes []byte, req *http.Request, h http.Header, vals *[]str
 		case "Transfer-Encoding", "Expect", "Upgrade", "Trailer", "Pragma", "Http2-Settings":
 			return false
 		case "Connection":
-			switch {
-			case h[key] != nil:
+			if h[key] != nil {
 				return false
-			case strings.EqualFold(v, "close"):
-				closing = true
-			case strings.EqualFold(v, "keep-alive"):
-			default:
+			}
+			if closing, ok = plainConnection(v); !ok {
 				return false
 			}
 		}
-		if vv := h[key]; vv != nil {
-			h[key] = append(vv, v)
-		} else {
-			vs[0] = v
-			h[key], vs = vs[:1:1], vs[1:]
-		}
+		vs = addValue(h, key, v, vs)
 	}
 	if !haveHost {
 		return false
