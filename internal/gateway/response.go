@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"net/textproto"
 	"strconv"
 	"strings"
 )
@@ -127,76 +126,6 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 		res.Body = body
 	}
 	return true
-}
-
-// plainConnection reads a Connection value of the plain form: close, or
-// keep-alive (any case); not ok for any other.
-func plainConnection(v string) (closing, ok bool) {
-	switch {
-	case strings.EqualFold(v, "close"):
-		return true, true
-	case strings.EqualFold(v, "keep-alive"):
-		return false, true
-	}
-	return false, false
-}
-
-// addValue adds v to h[key], a new key's one-value slice cut from vals
-// (room for every line of the block, so that a block costs one slice of
-// values), and returns what is left of vals.
-func addValue(h http.Header, key, v string, vals []string) []string {
-	if vv := h[key]; vv != nil {
-		h[key] = append(vv, v)
-		return vals
-	}
-	vals[0] = v
-	h[key] = vals[:1:1]
-	return vals[1:]
-}
-
-// plainField reads the header line at the start of block, of the plain
-// form both the server loop and the forwarder take: a name of token bytes,
-// a value of printable bytes or tabs. It returns the name canonical (the
-// name itself when it is), the value without its surrounding blanks and
-// what follows the line; end at the blank line that ends the block; not ok
-// for a line of any other form, or none whole.
-func plainField(block string) (key, value, rest string, end, ok bool) {
-	hl, rest, ok := cutCRLFString(block)
-	if !ok {
-		return "", "", "", false, false
-	}
-	if hl == "" {
-		return "", "", rest, true, true
-	}
-	colon := strings.IndexByte(hl, ':')
-	if colon < 1 {
-		return "", "", "", false, false
-	}
-	name := hl[:colon]
-	for i := 0; i < len(name); i++ {
-		if !isTokenByte(name[i]) {
-			return "", "", "", false, false
-		}
-	}
-	v := hl[colon+1:]
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; (b < ' ' && b != '\t') || b >= 0x7f {
-			return "", "", "", false, false
-		}
-	}
-	return textproto.CanonicalMIMEHeaderKey(name), strings.Trim(v, " \t"), rest, false, true
-}
-
-func cutCRLFString(s string) (line, rest string, ok bool) {
-	i := strings.IndexByte(s, '\n')
-	if i < 1 || s[i-1] != '\r' {
-		return "", "", false
-	}
-	line = s[:i-1]
-	if strings.IndexByte(line, '\r') >= 0 {
-		return "", "", false
-	}
-	return line, s[i+1:], true
 }
 
 // plainBody is the body of a plain answer (readPlainResponse): the next

@@ -1,0 +1,220 @@
+package gateway
+
+import (
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+)
+
+// parsePlain parses block, a request line and header block ending in an
+// empty line, into a request the way net/http's server would, when it is
+// of the plain form (see Server), and reports whether it was. The headers
+// go into h, an empty map (nil: a new one), their values into *vals,
+// which is grown as needed: every value, the target and the host are
+// substrings of one string of block.
+func parsePlain(blockBytes []byte, req *http.Request, h http.Header, vals *[]string) bool {
+	block := string(blockBytes)
+	line, rest, ok := cutCRLFString(block)
+	if !ok {
+		return false
+	}
+	sp1 := strings.IndexByte(line, ' ')
+	if sp1 < 0 {
+		return false
+	}
+	method := plainMethod(line[:sp1])
+	if method == "" {
+		return false
+	}
+	line = line[sp1+1:]
+	sp2 := strings.IndexByte(line, ' ')
+	if sp2 < 1 || line[sp2+1:] != "HTTP/1.1" {
+		return false
+	}
+	target := line[:sp2]
+	if target[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(target); i++ {
+		if b := target[i]; b <= ' ' || b >= 0x7f || b == '#' {
+			return false
+		}
+	}
+	rawURI := target
+	u, err := url.ParseRequestURI(rawURI)
+	if err != nil {
+		return false
+	}
+	if h == nil {
+		h = make(http.Header, 8)
+	}
+	if n := strings.Count(rest, "\r\n"); cap(*vals) < n {
+		*vals = make([]string, n)
+	}
+	vs := (*vals)[:cap(*vals)]
+	host, haveHost, closing := "", false, false
+	for {
+		var key, v string
+		var end bool
+		if key, v, rest, end, ok = plainField(rest); !ok {
+			return false
+		}
+		if end {
+			break
+		}
+		switch key {
+		case "Host":
+			if haveHost || !plainHost(v) {
+				return false
+			}
+			host, haveHost = v, true
+			continue // net/http's server keeps Host in req.Host only
+		case "Content-Length":
+			if v != "0" || h[key] != nil {
+				return false
+			}
+		case "Transfer-Encoding", "Expect", "Upgrade", "Trailer", "Pragma", "Http2-Settings":
+			return false
+		case "Connection":
+			if h[key] != nil {
+				return false
+			}
+			if closing, ok = plainConnection(v); !ok {
+				return false
+			}
+		}
+		vs = addValue(h, key, v, vs)
+	}
+	if !haveHost {
+		return false
+	}
+	*req = http.Request{
+		Method:     method,
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     h,
+		Body:       http.NoBody,
+		Host:       host,
+		Close:      closing,
+		RequestURI: rawURI,
+	}
+	return true
+}
+
+// plainMethods are the methods plainMethod names.
+var plainMethods = [...]string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions}
+
+// plainMethod returns the method's name (a constant: no allocation), or
+// "" for any other.
+func plainMethod(m string) string {
+	for _, c := range plainMethods {
+		if m == c {
+			return c
+		}
+	}
+	return ""
+}
+
+func plainHost(v string) bool {
+	if len(v) == 0 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		b := v[i]
+		switch {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		case b == '.', b == '-', b == ':', b == '[', b == ']', b == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isTokenByte reports whether b may be in a header name (RFC 9110 tchar).
+func isTokenByte(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	switch b {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+// plainConnection reads a Connection value of the plain form: close, or
+// keep-alive (any case); not ok for any other.
+func plainConnection(v string) (closing, ok bool) {
+	switch {
+	case strings.EqualFold(v, "close"):
+		return true, true
+	case strings.EqualFold(v, "keep-alive"):
+		return false, true
+	}
+	return false, false
+}
+
+// addValue adds v to h[key], a new key's one-value slice cut from vals
+// (room for every line of the block, so that a block costs one slice of
+// values), and returns what is left of vals.
+func addValue(h http.Header, key, v string, vals []string) []string {
+	if vv := h[key]; vv != nil {
+		h[key] = append(vv, v)
+		return vals
+	}
+	vals[0] = v
+	h[key] = vals[:1:1]
+	return vals[1:]
+}
+
+// plainField reads the header line at the start of block, of the plain
+// form both the server loop and the forwarder take: a name of token bytes,
+// a value of printable bytes or tabs. It returns the name canonical (the
+// name itself when it is), the value without its surrounding blanks and
+// what follows the line; end at the blank line that ends the block; not ok
+// for a line of any other form, or none whole.
+func plainField(block string) (key, value, rest string, end, ok bool) {
+	hl, rest, ok := cutCRLFString(block)
+	if !ok {
+		return "", "", "", false, false
+	}
+	if hl == "" {
+		return "", "", rest, true, true
+	}
+	colon := strings.IndexByte(hl, ':')
+	if colon < 1 {
+		return "", "", "", false, false
+	}
+	name := hl[:colon]
+	for i := 0; i < len(name); i++ {
+		if !isTokenByte(name[i]) {
+			return "", "", "", false, false
+		}
+	}
+	v := hl[colon+1:]
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; (b < ' ' && b != '\t') || b >= 0x7f {
+			return "", "", "", false, false
+		}
+	}
+	return textproto.CanonicalMIMEHeaderKey(name), strings.Trim(v, " \t"), rest, false, true
+}
+
+// cutCRLFString cuts s after its first line, which must end in CRLF and
+// hold no other CR.
+func cutCRLFString(s string) (line, rest string, ok bool) {
+	i := strings.IndexByte(s, '\n')
+	if i < 1 || s[i-1] != '\r' {
+		return "", "", false
+	}
+	line = s[:i-1]
+	if strings.IndexByte(line, '\r') >= 0 {
+		return "", "", false
+	}
+	return line, s[i+1:], true
+}
