@@ -8,6 +8,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 // An envoyproxy/ratelimit configuration, written for this project with the
@@ -114,9 +115,14 @@ func TestEnvoyConfiguration(t *testing.T) {
 			{"sms", []*ratelimitv3.RateLimitDescriptor{desc("phone", "555")}, []want{{ok, 10, 9, day}}},
 		}},
 	}
+	// The store's clock stands still: a limit of 1 a second is a fixed
+	// window aligned to the second, which steps on the real clock could
+	// cross between a call and the next.
+	mc := memory.DefaultConfig()
+	mc.Clock = func() int64 { return 1_777_777_777_500_000 } // half a second into a second
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, set)
+			e := newEnvOn(t, set, mc, nil)
 			for i, s := range tt.steps {
 				resp := e.call(t, request(s.domain, s.ds...))
 				overall := ok

@@ -52,7 +52,13 @@ func newEnv(t *testing.T, set *rules.Set) *env {
 // newEnvWith is newEnv with edit applied to the server's Config.
 func newEnvWith(t *testing.T, set *rules.Set, edit func(*rls.Config)) *env {
 	t.Helper()
-	st, err := memory.New(memory.DefaultConfig())
+	return newEnvOn(t, set, memory.DefaultConfig(), edit)
+}
+
+// newEnvOn is newEnvWith over a memory store of config mc (its Clock, say).
+func newEnvOn(t *testing.T, set *rules.Set, mc memory.Config, edit func(*rls.Config)) *env {
+	t.Helper()
+	st, err := memory.New(mc)
 	if err != nil {
 		t.Fatal(err)
 	}
