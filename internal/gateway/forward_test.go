@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/listen/listentest"
 )
 
 // countingUpstream is an upstream that counts the connections it accepted.
@@ -331,31 +332,17 @@ func TestForwardReusesConnections(t *testing.T) {
 // rawUpstream answers every connection with reply and closes it.
 func rawUpstream(t *testing.T, reply string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+	return "http://" + listentest.ServeTCP(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for { // the request's head
+			l, err := br.ReadString('\n')
+			if err != nil || l == "\r\n" {
+				break
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for { // the request's head
-					l, err := br.ReadString('\n')
-					if err != nil || l == "\r\n" {
-						break
-					}
-				}
-				io.WriteString(c, reply)
-			}()
 		}
-	}()
-	return "http://" + ln.Addr().String()
+		io.WriteString(c, reply)
+	})
 }
 
 func TestForwardBrokenAnswers(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/internal/listen/listentest"
 	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -136,31 +137,10 @@ func TestLeanGoAway(t *testing.T) {
 	}
 }
 
-// rawServer listens on loopback until the test ends and gives each
-// connection it accepts to serve, in the accepting goroutine.
-func rawServer(t *testing.T, serve func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			serve(nc)
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // TestLeanServerCloses: a call on a connection the server closes fails at
 // once, and the next call dials again.
 func TestLeanServerCloses(t *testing.T) {
-	addr := rawServer(t, func(nc net.Conn) {
+	addr := listentest.ServeTCP(t, func(nc net.Conn) {
 		// Read the preface and the first request, then hang up.
 		nc.Read(make([]byte, 4096))
 		nc.Close()
@@ -198,8 +178,8 @@ func TestLeanServerCloses(t *testing.T) {
 // TestLeanTimeout: a server that never answers makes calls fail with
 // DeadlineExceeded after the timeout.
 func TestLeanTimeout(t *testing.T) {
-	addr := rawServer(t, func(nc net.Conn) {
-		go io.Copy(io.Discard, nc) //nolint:errcheck // until the client leaves
+	addr := listentest.ServeTCP(t, func(nc net.Conn) {
+		io.Copy(io.Discard, nc) //nolint:errcheck // until the client leaves
 	})
 	c := leanCheck(t, addr, 1, 100*time.Millisecond, mustLoad(t, 1, "user", "d", "GET /x"))
 	call := c.NewCall(0)
