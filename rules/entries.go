@@ -105,15 +105,7 @@ func (ix *Index) addEntries(c *Compiled) {
 	}
 	n := ix.entries
 	for _, e := range c.Match.Entries {
-		if n.keys == nil {
-			n.keys = make(map[string]*entryKey)
-		}
-		k := n.keys[e.Key]
-		if k == nil {
-			k = &entryKey{}
-			n.keys[e.Key] = k
-		}
-		n = k.node(e.Value)
+		n = child(&n.keys, e.Key).node(e.Value)
 	}
 	n.rules = append(n.rules, c)
 }
@@ -146,15 +138,7 @@ func (k *entryKey) node(v string) *entryNode {
 		slices.SortStableFunc(k.prefixes, func(a, b entryPrefix) int { return len(b.prefix) - len(a.prefix) })
 		return n
 	}
-	if k.values == nil {
-		k.values = make(map[string]*entryNode)
-	}
-	n := k.values[v]
-	if n == nil {
-		n = &entryNode{}
-		k.values[v] = n
-	}
-	return n
+	return child(&k.values, v)
 }
 
 // MatchEntries appends to dst the enabled rules whose match.entries select

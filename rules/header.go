@@ -150,15 +150,7 @@ func (hi *headerIndex) matcherFor(hc *headerCond) *matcher {
 			hi.tails[t/64] |= 1 << (t % 64)
 		}
 	}
-	if *m == nil {
-		*m = make(map[string]*matcher)
-	}
-	sub := (*m)[hc.value]
-	if sub == nil {
-		sub = &matcher{}
-		(*m)[hc.value] = sub
-	}
-	return sub
+	return child(m, hc.value)
 }
 
 // match appends the rules indexed under value v (the call's, non-empty)

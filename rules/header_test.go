@@ -170,13 +170,7 @@ func TestValidateHeaders(t *testing.T) {
 		{Match{Endpoint: strings.Repeat("A|", MaxMethods) + "B /a"}, `at most 16 methods joined by "|", got 17`},
 	} {
 		r := Rule{ID: "r", Match: tt.m, Limit: 1, Window: Duration(time.Second)}
-		err := r.Validate()
-		switch {
-		case tt.want == "" && err != nil:
-			t.Errorf("Validate(%+v) = %v, want nil", tt.m, err)
-		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-			t.Errorf("Validate(%+v) = %v, want %q", tt.m, err, tt.want)
-		}
+		checkErr(t, fmt.Sprintf("Validate(%+v)", tt.m), r.Validate(), tt.want)
 	}
 }
 

@@ -339,14 +339,7 @@ func (m *matcher) add(c *Compiled, path string, prefix bool) {
 }
 
 func (pi *pathIndex) add(c *Compiled, path string, prefix bool) {
-	if pi.m == nil {
-		pi.m = make(map[string]*pathRules)
-	}
-	pr := pi.m[path]
-	if pr == nil {
-		pr = &pathRules{}
-		pi.m[path] = pr
-	}
+	pr := child(&pi.m, path)
 	l := &pr.lists
 	if c.Match.Plan != "" {
 		l = nil
@@ -367,6 +360,20 @@ func (pi *pathIndex) add(c *Compiled, path string, prefix bool) {
 	} else {
 		l.exact = append(l.exact, c)
 	}
+}
+
+// child returns the node under key k of the index map *m, first making the
+// map and a new node if need be.
+func child[N any](m *map[string]*N, k string) *N {
+	if *m == nil {
+		*m = make(map[string]*N)
+	}
+	n := (*m)[k]
+	if n == nil {
+		n = new(N)
+		(*m)[k] = n
+	}
+	return n
 }
 
 // Replaces reports whether some rule of the Set, enabled or not, names

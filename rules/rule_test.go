@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -202,13 +203,19 @@ func TestValidClientID(t *testing.T) {
 		{"user:h:0123456789abcdef0123456789abcdef0", `names a digest`},
 	}
 	for _, tt := range tests {
-		err := ValidClientID(tt.id)
-		switch {
-		case tt.want == "" && err != nil:
-			t.Errorf("ValidClientID(%q) = %v, want nil", tt.id, err)
-		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-			t.Errorf("ValidClientID(%q) = %v, want an error containing %q", tt.id, err, tt.want)
-		}
+		checkErr(t, fmt.Sprintf("ValidClientID(%q)", tt.id), ValidClientID(tt.id), tt.want)
+	}
+}
+
+// checkErr fails the test unless call, which returned err, succeeded when
+// want is "" and else failed with an error containing want.
+func checkErr(t *testing.T, call string, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("%s = %v, want nil", call, err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Errorf("%s = %v, want an error containing %q", call, err, want)
 	}
 }
 

@@ -16,9 +16,16 @@ import (
 func New(t testing.TB, set *rules.Set, cfg memory.Config) (*limiter.Limiter, *memory.Store) {
 	t.Helper()
 	st := Store(t, cfg)
+	return Over(t, st, set), st
+}
+
+// Over compiles set and returns a limiter with it in force over st. It
+// fails the test when the rules are refused.
+func Over(t testing.TB, st limiter.Store, set *rules.Set) *limiter.Limiter {
+	t.Helper()
 	l := limiter.New(st, limiter.Config{})
 	l.SetRules(Compile(t, set))
-	return l, st
+	return l
 }
 
 // Store returns an embedded store made with cfg, closed when the test

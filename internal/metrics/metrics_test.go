@@ -189,6 +189,56 @@ func TestStore(t *testing.T) {
 	}
 }
 
+// errRedis stands for an error reply only the store can name.
+var errRedis = errors.New("ERR from the server")
+
+// namingStore is a store that reserves and names errRedis "redis", as
+// store/redis and store/failover name a Redis error reply.
+type namingStore struct{ fakeStore }
+
+func (s namingStore) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.Result, _ int64) (limiter.TakeInfo, int64, error) {
+	info, err := s.Take(ctx, ops, res)
+	return info, 7, err
+}
+
+func (namingStore) ErrorKind(err error) string {
+	if errors.Is(err, errRedis) {
+		return "redis"
+	}
+	return ""
+}
+
+// TestStoreReserve: a reservation is timed and its errors counted as a take
+// is, under the kind the store names; a store that cannot reserve says so.
+func TestStoreReserve(t *testing.T) {
+	m := New()
+	st := m.Instrument(namingStore{fakeStore{err: errRedis}})
+	ops := []limiter.Op{{Client: "user:a", Rule: "a"}}
+	res := make([]algorithm.Result, 1)
+	if _, err := st.Take(context.Background(), ops, res); !errors.Is(err, errRedis) {
+		t.Fatalf("Take = %v, want the store's error", err)
+	}
+	if info, wait, err := st.Reserve(context.Background(), ops, res, 10); !errors.Is(err, errRedis) || info.Now != 1 || wait != 7 {
+		t.Fatalf("Reserve = %v, %d, %v, want what the store answered", info, wait, err)
+	}
+	fams := gather(t, m)
+	if got := series(fams["sluice_store_errors_total"]); len(got) != 1 || got[0] != "kind=redis,store=other 2" {
+		t.Errorf("sluice_store_errors_total = %v, want the take's and the reservation's error, both of kind redis", got)
+	}
+	if got := fams["sluice_store_duration_seconds"].GetMetric(); len(got) != 1 || got[0].GetHistogram().GetSampleCount() != 2 {
+		t.Errorf("sluice_store_duration_seconds = %v, want 2 samples", got)
+	}
+	ok := m.Store("memory", namingStore{})
+	if n := testing.AllocsPerRun(100, func() { ok.Reserve(context.Background(), ops, res, 10) }); n != 0 {
+		t.Errorf("Store.Reserve allocates %v times, want 0", n)
+	}
+
+	_, _, err := m.Store("plain", fakeStore{}).Reserve(context.Background(), ops, res, 10)
+	if !errors.Is(err, limiter.ErrReserveUnsupported) || !strings.Contains(err.Error(), "metrics.fakeStore") {
+		t.Errorf("Reserve on a store that cannot reserve = %v, want ErrReserveUnsupported naming the store", err)
+	}
+}
+
 type timeoutErr struct{}
 
 func (timeoutErr) Error() string   { return "i/o timeout" }

@@ -21,9 +21,6 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	}
 	start := time.Now()
 	info, wait, err := rs.Reserve(ctx, ops, res, maxWait)
-	s.took.Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.m.storeErrs.WithLabelValues(s.name, ErrorKind(err)).Inc()
-	}
+	s.done(start, err)
 	return info, wait, err
 }

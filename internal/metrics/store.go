@@ -39,11 +39,17 @@ func (m *Metrics) Store(name string, next limiter.Store) *Store {
 func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
 	start := time.Now()
 	info, err := s.next.Take(ctx, ops, res)
+	s.done(start, err)
+	return info, err
+}
+
+// done records a call to the wrapped store made at start that ended in err:
+// its duration and, if it failed, its error kind.
+func (s *Store) done(start time.Time, err error) {
 	s.took.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.m.storeErrs.WithLabelValues(s.name, s.m.errorKind(err)).Inc()
 	}
-	return info, err
 }
 
 // SharedCall records one call to the shared store made by the failover

@@ -55,8 +55,13 @@ func DefaultFileConfig() FileConfig {
 
 // Validate reports a configuration OpenFile cannot use.
 func (c FileConfig) Validate() error {
-	if c.PollInterval < 0 {
-		return fmt.Errorf("rulestore: poll interval must be ≥ 0 (0 = default 1s), got %s", c.PollInterval)
+	return notNegative("poll interval", c.PollInterval, DefaultFileConfig().PollInterval)
+}
+
+// notNegative reports a setting given as v < 0, where 0 stands for def.
+func notNegative[T ~int32 | ~int64](setting string, v, def T) error {
+	if v < 0 {
+		return fmt.Errorf("rulestore: %s must be ≥ 0 (0 = default %v), got %v", setting, def, v)
 	}
 	return nil
 }

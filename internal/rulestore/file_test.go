@@ -739,8 +739,9 @@ func TestUpdateCanceled(t *testing.T) {
 }
 
 func TestFileConfigValidate(t *testing.T) {
-	if _, err := OpenFile(FileConfig{Path: filepath.Join(t.TempDir(), "r.yaml"), PollInterval: -time.Second}); err == nil {
-		t.Error("OpenFile(PollInterval -1s) = nil error, want one")
+	want := fmt.Sprintf("rulestore: poll interval must be ≥ 0 (0 = default %s), got -1s", DefaultFileConfig().PollInterval)
+	if _, err := OpenFile(FileConfig{Path: filepath.Join(t.TempDir(), "r.yaml"), PollInterval: -time.Second}); err == nil || err.Error() != want {
+		t.Errorf("OpenFile(PollInterval -1s) = %v, want %q", err, want)
 	}
 }
 

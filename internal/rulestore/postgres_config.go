@@ -3,7 +3,6 @@ package rulestore
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -82,19 +81,16 @@ func DefaultPostgresConfig() PostgresConfig {
 
 // Validate reports a configuration OpenPostgres cannot use.
 func (c PostgresConfig) Validate() error {
-	switch {
-	case c.URL == "":
+	if c.URL == "" {
 		return errors.New("rulestore: postgres: a database URL is required, e.g. postgres://sluice@db:5432/sluice")
-	case c.RefreshInterval < 0:
-		return fmt.Errorf("rulestore: postgres: refresh interval must be ≥ 0 (0 = default 5s), got %s", c.RefreshInterval)
-	case c.ConnectTimeout < 0:
-		return fmt.Errorf("rulestore: postgres: connect timeout must be ≥ 0 (0 = default 5s), got %s", c.ConnectTimeout)
-	case c.WriteTimeout < 0:
-		return fmt.Errorf("rulestore: postgres: write timeout must be ≥ 0 (0 = default 10s), got %s", c.WriteTimeout)
-	case c.MaxConns < 0:
-		return fmt.Errorf("rulestore: postgres: max conns must be ≥ 0 (0 = default 4), got %d", c.MaxConns)
 	}
-	return nil
+	d := DefaultPostgresConfig()
+	return cmp.Or(
+		notNegative("postgres: refresh interval", c.RefreshInterval, d.RefreshInterval),
+		notNegative("postgres: connect timeout", c.ConnectTimeout, d.ConnectTimeout),
+		notNegative("postgres: write timeout", c.WriteTimeout, d.WriteTimeout),
+		notNegative("postgres: max conns", c.MaxConns, d.MaxConns),
+	)
 }
 
 func (c PostgresConfig) withDefaults() PostgresConfig {

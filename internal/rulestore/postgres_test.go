@@ -124,6 +124,7 @@ func TestIsPostgresURL(t *testing.T) {
 }
 
 func TestPostgresConfigValidate(t *testing.T) {
+	d := DefaultPostgresConfig()
 	for _, tc := range []struct {
 		name string
 		cfg  PostgresConfig
@@ -131,10 +132,14 @@ func TestPostgresConfigValidate(t *testing.T) {
 	}{
 		{"ok", PostgresConfig{URL: "postgres://db/x"}, ""},
 		{"no url", PostgresConfig{}, "a database URL is required"},
-		{"refresh", PostgresConfig{URL: "postgres://db/x", RefreshInterval: -1}, "refresh interval"},
-		{"connect", PostgresConfig{URL: "postgres://db/x", ConnectTimeout: -1}, "connect timeout"},
-		{"write", PostgresConfig{URL: "postgres://db/x", WriteTimeout: -1}, "write timeout"},
-		{"conns", PostgresConfig{URL: "postgres://db/x", MaxConns: -1}, "max conns"},
+		{"refresh", PostgresConfig{URL: "postgres://db/x", RefreshInterval: -1},
+			fmt.Sprintf("rulestore: postgres: refresh interval must be ≥ 0 (0 = default %s), got -1ns", d.RefreshInterval)},
+		{"connect", PostgresConfig{URL: "postgres://db/x", ConnectTimeout: -1},
+			fmt.Sprintf("rulestore: postgres: connect timeout must be ≥ 0 (0 = default %s), got -1ns", d.ConnectTimeout)},
+		{"write", PostgresConfig{URL: "postgres://db/x", WriteTimeout: -1},
+			fmt.Sprintf("rulestore: postgres: write timeout must be ≥ 0 (0 = default %s), got -1ns", d.WriteTimeout)},
+		{"conns", PostgresConfig{URL: "postgres://db/x", MaxConns: -1},
+			fmt.Sprintf("rulestore: postgres: max conns must be ≥ 0 (0 = default %d), got -1", d.MaxConns)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -95,13 +96,7 @@ func newFailoverWith(t *testing.T, edit func(*sredis.Config, *failover.Config), 
 		}
 		return s, nil
 	}, fcfg)
-	ix, err := rules.Compile(faultRules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := limiter.New(fo, limiter.Config{})
-	l.SetRules(ix)
-	return fo, l
+	return fo, limitertest.Over(t, fo, faultRules)
 }
 
 // startFailover starts a redis-server and a failover store over it made by

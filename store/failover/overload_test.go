@@ -111,14 +111,7 @@ func TestBusyProcessIsNotARedisFailure(t *testing.T) {
 // and that is no verdict on Redis: the breaker stays closed.
 func TestCallerDeadlineGetsAnAnswer(t *testing.T) {
 	srv := redistest.Start(t)
-	fo := busyFailover(t, srv.Addr(), 50*time.Millisecond,
-		failover.Config{Instances: 1, Timeout: 5 * time.Millisecond, Logger: testLogger()})
-	ix, err := rules.Compile(faultRules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := limiter.New(fo, limiter.Config{})
-	l.SetRules(ix)
+	fo, l := waitLimiter(t, srv.Addr(), 50*time.Millisecond, failover.Config{Timeout: 5 * time.Millisecond})
 	for i := range 5 {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		d, err := l.Check(ctx, &limiter.Request{User: "u", Method: "GET", Path: "/api/orders"})

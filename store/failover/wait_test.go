@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/limiter"
-	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/failover"
 )
 
@@ -18,13 +18,7 @@ func waitLimiter(t *testing.T, addr string, delay time.Duration, cfg failover.Co
 	t.Helper()
 	cfg.Instances, cfg.Logger = 1, testLogger()
 	fo := busyFailover(t, addr, delay, cfg)
-	ix, err := rules.Compile(faultRules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := limiter.New(fo, limiter.Config{})
-	l.SetRules(ix)
-	return fo, l
+	return fo, limitertest.Over(t, fo, faultRules)
 }
 
 // TestCallerCancelEndsTheWait: a caller that gives up while its call waits

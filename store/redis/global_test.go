@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -40,13 +41,10 @@ func globalBudget(t *testing.T, addrs []string) {
 		perUser  = 8
 		fixedNow = int64(1_700_006_400_000_000)
 	)
-	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{
+	ix := limitertest.Compile(t, &rules.Set{Rules: []rules.Rule{
 		{ID: "budget", By: rules.ByGlobal, Limit: budget, Window: rules.Duration(time.Hour)},
 		{ID: "per-user", By: rules.ByUser, Limit: perUser, Window: rules.Duration(time.Hour)},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ls [3]*limiter.Limiter
 	for i := range ls {
 		// One instant for the whole run: a token bucket refilling 1,000 an
@@ -107,11 +105,7 @@ func globalBudget(t *testing.T, addrs []string) {
 	}
 	// Without the budget, each caller's own bucket shows that only its
 	// allowed calls took from it: the denied ones were given back.
-	own, err := rules.Compile(&rules.Set{Rules: ix.Set().Rules[1:]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls[1].SetRules(own)
+	ls[1].SetRules(limitertest.Compile(t, &rules.Set{Rules: ix.Set().Rules[1:]}))
 	for c := range callers {
 		req := limiter.Request{User: fmt.Sprintf("caller-%03d", c)}
 		d, err := ls[1].Check(ctx, &req)
@@ -138,14 +132,9 @@ func BenchmarkGlobalKey(b *testing.B) {
 	for _, by := range []rules.By{rules.ByGlobal, rules.ByUser} {
 		b.Run("by="+string(by), func(b *testing.B) {
 			srv := redistest.Start(b)
-			ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{
+			l := limitertest.Over(b, openStore(b, nil, srv.Addr()), &rules.Set{Rules: []rules.Rule{
 				{ID: "r", By: by, Limit: rules.MaxLimit, Window: rules.Duration(time.Hour)},
 			}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			l := limiter.New(openStore(b, nil, srv.Addr()), limiter.Config{})
-			l.SetRules(ix)
 			var n atomic.Int64
 			before := scriptUsec(b, srv)
 			b.ReportAllocs()
