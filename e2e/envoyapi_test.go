@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/internal/listen/listentest"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/rlstest"
 )
@@ -263,7 +263,7 @@ func serveEnvoy(t *testing.T, dir, name string, rulesYAML []byte, extra ...strin
 	if err := os.WriteFile(path, rulesYAML, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := listentest.FreeAddr(t)
 	in := serve(t, path, append(slices.Clip(extra), "--grpc-listen", addr)...)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

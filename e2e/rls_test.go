@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/listen/listentest"
 )
 
 // TestEnvoyRLS runs sluice serve with --grpc-listen and --access-log and
@@ -27,7 +29,7 @@ import (
 // buckets as the HTTP API, denials with statuses and headers, domains,
 // malformed requests, the health service, metrics and pprof.
 func TestEnvoyRLS(t *testing.T) {
-	port := freePort(t)
+	port := listentest.FreePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	in := serve(t, filepath.Join(t.TempDir(), "rules.yaml"), "--grpc-listen", addr, "--access-log", "--log-format", "json", "--pprof")
 	in.putRule(t, map[string]any{"id": "per-user", "by": "user", "limit": 3, "window": "1m"})
