@@ -156,35 +156,11 @@ func get(t *testing.T, url, host string, kv ...string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// startCmd runs sluice with args until the test ends, and waits until
-// url answers.
+// startCmd runs sluice with args, logging errors only, until the test
+// ends, and waits until url answers.
 func startCmd(t *testing.T, url string, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var stderr strings.Builder
-	go func() {
-		defer close(done)
-		root := NewRoot()
-		root.SetOut(io.Discard)
-		root.SetErr(io.Discard)
-		run(ctx, root, append(args, "--log-level", "error"), &stderr)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			return
-		}
-		select {
-		case <-done:
-			t.Fatalf("sluice %q exited: %s", args, stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sluice %q: %s not answering after 20s", args, url)
-		}
-	}
+	start(t, append(args, "--log-level", "error")...).waitUp(t, http.DefaultClient, url)
 }
 
 // TestServeAdminListenerGuarded: `sluice serve` wires the flags to its
