@@ -79,12 +79,9 @@ type wantStatus struct {
 // limit_remaining and duration_until_reset; hits_addend 0 checking
 // without taking; hits_addend past any limit; shadow_mode; nested
 // descriptors; a descriptor no limit names; envoyproxy/ratelimit's
-// RateLimit-* headers; and
-//
-// a descriptor's own limit (Envoy's dynamic limits).
-//
-// Not covered yet: unlimited, replaces and requests_per_unit: 0, which
-// sluice rules import does not convert yet (docs/envoy.md).
+// RateLimit-* headers; and a descriptor's own limit (Envoy's dynamic
+// limits). TestEnvoyImportedFeatures replays unlimited, replaces and
+// requests_per_unit: 0.
 func TestEnvoyAPIReplay(t *testing.T) {
 	// Minute windows are aligned to the epoch: keep clear of their end.
 	if s := time.Now().Second(); s >= 50 {
