@@ -10,8 +10,8 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/server"
-	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -32,19 +32,10 @@ type delayedSluice struct {
 
 func newDelayedSluice(t *testing.T, clk *clocktest.Clock, skew time.Duration, delays [][2]time.Duration) *delayedSluice {
 	t.Helper()
-	st, err := memory.New(memory.Config{Clock: func() int64 { return clk.Now().Add(skew).UnixMicro() }, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	// 10 calls a second, one each 100 ms after the two of the burst.
-	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{{ID: "egress", Match: rules.Match{Plan: "egress"}, By: rules.ByUser,
-		Limit: 10, Window: rules.Duration(time.Second), Algorithm: algorithm.LeakyBucket}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := limiter.New(st, limiter.Config{})
-	l.SetRules(ix)
+	l, _ := limitertest.New(t, &rules.Set{Rules: []rules.Rule{{ID: "egress", Match: rules.Match{Plan: "egress"}, By: rules.ByUser,
+		Limit: 10, Window: rules.Duration(time.Second), Algorithm: algorithm.LeakyBucket}}},
+		memory.Config{Clock: func() int64 { return clk.Now().Add(skew).UnixMicro() }, SweepInterval: -1})
 	return &delayedSluice{clk: clk, h: server.New(l, server.DefaultConfig()), delays: delays}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
@@ -53,12 +54,7 @@ func newSluice(t *testing.T) *sluice {
 	t.Cleanup(func() { src.Close() })
 	var clock atomic.Int64
 	clock.Store(1_700_006_400_000_000) // a whole hour
-	st, err := memory.New(memory.Config{Clock: clock.Load, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	lim := limiter.New(st, limiter.Config{})
+	lim := limiter.New(limitertest.Store(t, memory.Config{Clock: clock.Load, SweepInterval: -1}), limiter.Config{})
 	lim.SetRules(src.Current())
 	src.Subscribe(lim.SetRules)
 

@@ -2,12 +2,11 @@ package e2e
 
 import (
 	"context"
-	"math"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -18,7 +17,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/internal/listen/listentest"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rlstest"
 )
 
 // An envoyproxy/ratelimit configuration written for this test: a fixed
@@ -78,12 +79,9 @@ type wantStatus struct {
 // limit_remaining and duration_until_reset; hits_addend 0 checking
 // without taking; hits_addend past any limit; shadow_mode; nested
 // descriptors; a descriptor no limit names; envoyproxy/ratelimit's
-// RateLimit-* headers; and
-//
-// a descriptor's own limit (Envoy's dynamic limits).
-//
-// Not covered yet: unlimited, replaces and requests_per_unit: 0, which
-// sluice rules import does not convert yet (docs/envoy.md).
+// RateLimit-* headers; and a descriptor's own limit (Envoy's dynamic
+// limits). TestEnvoyImportedFeatures replays unlimited, replaces and
+// requests_per_unit: 0.
 func TestEnvoyAPIReplay(t *testing.T) {
 	// Minute windows are aligned to the epoch: keep clear of their end.
 	if s := time.Now().Second(); s >= 50 {
@@ -262,7 +260,7 @@ func serveEnvoy(t *testing.T, dir, name string, rulesYAML []byte, extra ...strin
 	if err := os.WriteFile(path, rulesYAML, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := listentest.FreeAddr(t)
 	in := serve(t, path, append(slices.Clip(extra), "--grpc-listen", addr)...)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -281,41 +279,7 @@ func descriptor(kv ...string) *ratelimitv3.RateLimitDescriptor {
 	return d
 }
 
-// An envoyproxy/ratelimit configuration written for this test, with
-// unlimited, requests_per_unit 0, a descriptor without rate_limit next to
-// its key, and name/replaces (also from an unlimited descriptor).
-const envoyFeatures = `domain: feat
-descriptors:
-  - key: client
-    rate_limit: {unit: hour, requests_per_unit: 3}
-  - key: client
-    value: internal
-    rate_limit: {unlimited: true}
-  - key: client
-    value: trusted
-  - key: client
-    value: banned
-    rate_limit: {unit: hour, requests_per_unit: 0}
-  - key: area
-    value: north
-    descriptors:
-      - key: member
-        rate_limit: {name: member_north, unit: hour, requests_per_unit: 2}
-  - key: area
-    value: south
-    descriptors:
-      - key: member
-        rate_limit:
-          replaces: [{name: member_north}]
-          unit: hour
-          requests_per_unit: 4
-  - key: vip
-    rate_limit:
-      unlimited: true
-      replaces: [{name: member_north}]
-`
-
-// TestEnvoyImportedFeatures converts envoyFeatures with `sluice rules
+// TestEnvoyImportedFeatures converts rlstest.Features with `sluice rules
 // import`, serves it with `sluice serve` on Redis, and replays request
 // sequences through the Envoy API: per descriptor the code, the limit and
 // its name, limit_remaining and duration_until_reset, as
@@ -326,16 +290,10 @@ func TestEnvoyImportedFeatures(t *testing.T) {
 		time.Sleep(d + time.Second)
 	}
 	dir := t.TempDir()
-	_, c := serveEnvoy(t, dir, "feat", importEnvoy(t, dir, "feat.yaml", envoyFeatures), "--redis", redistest.Start(t).Addr())
+	_, c := serveEnvoy(t, dir, "feat", importEnvoy(t, dir, "feat.yaml", rlstest.Features), "--redis", redistest.Start(t).Addr())
 	const ok, over = rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
-	type want struct {
-		code      rlsv3.RateLimitResponse_Code
-		limited   bool // a current_limit
-		limit     uint32
-		remaining uint32
-		name      string
-	}
-	none, unl := want{code: ok}, want{code: ok, remaining: math.MaxUint32}
+	type want = rlstest.Status
+	none, unl, lim := rlstest.NoLimit, rlstest.Unlimited, rlstest.Limited
 	d := func(ds ...*ratelimitv3.RateLimitDescriptor) []*ratelimitv3.RateLimitDescriptor { return ds }
 	north, south := descriptor("area", "north", "member", "kim"), descriptor("area", "south", "member", "kim")
 	steps := []struct {
@@ -345,17 +303,17 @@ func TestEnvoyImportedFeatures(t *testing.T) {
 	}{
 		{"unlimited", d(descriptor("client", "internal")), []want{unl}},
 		{"unlimited again", d(descriptor("client", "internal")), []want{unl}},
-		{"unlimited next to its key", d(descriptor("client", "internal"), descriptor("client", "acme")), []want{unl, {ok, true, 3, 2, "feat.1"}}},
+		{"unlimited next to its key", d(descriptor("client", "internal"), descriptor("client", "acme")), []want{unl, lim(ok, 3, 2, "feat.1")}},
 		{"no rate_limit: the key's limit does not apply", d(descriptor("client", "trusted")), []want{unl}},
-		{"requests_per_unit 0", d(descriptor("client", "banned")), []want{{over, true, 0, 0, "feat.4"}}},
+		{"requests_per_unit 0", d(descriptor("client", "banned")), []want{lim(over, 0, 0, "feat.4")}},
 		{"requests_per_unit 0 denies the request, takes nothing", d(descriptor("client", "acme"), descriptor("client", "banned")),
-			[]want{{ok, true, 3, 1, "feat.1"}, {over, true, 0, 0, "feat.4"}}},
-		{"acme kept its call", d(descriptor("client", "acme")), []want{{ok, true, 3, 1, "feat.1"}}},
-		{"a named limit", d(north), []want{{ok, true, 2, 1, "member_north"}}},
-		{"replaced across descriptors", d(north, south), []want{none, {ok, true, 4, 3, "feat.6"}}},
+			[]want{lim(ok, 3, 1, "feat.1"), lim(over, 0, 0, "feat.4")}},
+		{"acme kept its call", d(descriptor("client", "acme")), []want{lim(ok, 3, 1, "feat.1")}},
+		{"a named limit", d(north), []want{lim(ok, 2, 1, "member_north")}},
+		{"replaced across descriptors", d(north, south), []want{none, lim(ok, 4, 3, "feat.6")}},
 		{"replaced by an unlimited descriptor", d(descriptor("vip", "v"), north), []want{unl, none}},
-		{"the replaced limit was not counted", d(north), []want{{ok, true, 2, 0, "member_north"}}},
-		{"then over", d(north), []want{{over, true, 2, 0, "member_north"}}},
+		{"the replaced limit was not counted", d(north), []want{lim(ok, 2, 0, "member_north")}},
+		{"then over", d(north), []want{lim(over, 2, 0, "member_north")}},
 	}
 	for i, s := range steps {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -364,27 +322,6 @@ func TestEnvoyImportedFeatures(t *testing.T) {
 		if err != nil {
 			t.Fatalf("step %d (%s): %v", i, s.name, err)
 		}
-		overall := ok
-		for j, w := range s.want {
-			if w.code == over {
-				overall = over
-			}
-			st := resp.Statuses[j]
-			cl := st.GetCurrentLimit()
-			got := want{st.Code, cl != nil, cl.GetRequestsPerUnit(), st.LimitRemaining, cl.GetName()}
-			if got != w {
-				t.Errorf("step %d (%s), descriptor %d: %+v, want %+v", i, s.name, j, got, w)
-			}
-			reset := st.GetDurationUntilReset().AsDuration()
-			switch {
-			case cl == nil && st.DurationUntilReset != nil:
-				t.Errorf("step %d (%s), descriptor %d: duration_until_reset %v without a limit", i, s.name, j, reset)
-			case cl != nil && (cl.Unit != rlsv3.RateLimitResponse_RateLimit_HOUR || reset <= 0 || reset > time.Hour):
-				t.Errorf("step %d (%s), descriptor %d: unit %v, duration_until_reset %v, want HOUR and (0, 1h]", i, s.name, j, cl.Unit, reset)
-			}
-		}
-		if resp.OverallCode != overall {
-			t.Errorf("step %d (%s): overall %v, want %v", i, s.name, resp.OverallCode, overall)
-		}
+		rlstest.CheckFeatures(t, fmt.Sprintf("step %d (%s)", i, s.name), resp, s.want)
 	}
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/sluicehq/sluice/internal/listen/listentest"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -63,7 +64,7 @@ func (g *gatewayProc) logs() string {
 // file at rulesPath and extra flags, and waits until its admin API answers.
 func startGateway(t testing.TB, rulesPath, upstream string, extra ...string) *gatewayProc {
 	t.Helper()
-	port, adminPort := freePort(t), freePort(t)
+	port, adminPort := listentest.FreePort(t), listentest.FreePort(t)
 	g := &gatewayProc{
 		url:   "http://127.0.0.1:" + strconv.Itoa(port),
 		admin: "http://127.0.0.1:" + strconv.Itoa(adminPort),
@@ -677,7 +678,7 @@ rules:
 // when the upstream does not answer within --upstream-timeout.
 func TestGatewayUpstreamFailures(t *testing.T) {
 	rulesPath := writeRules(t, "rules: []\n")
-	down := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
+	down := "http://" + listentest.FreeAddr(t)
 	release := make(chan struct{})
 	slow := newCountingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -721,7 +722,7 @@ func TestGatewayPythonUpstream(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hello from python\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := listentest.FreePort(t)
 	var log bytes.Buffer
 	var mu sync.Mutex
 	cmd := exec.Command(py, "-u", "-m", "http.server", strconv.Itoa(port), "--bind", "127.0.0.1", "--directory", dir)

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/listen/listentest"
 )
 
 var binary string
@@ -46,16 +46,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // instance is one `sluice serve` process.
 type instance struct {
 	t         testing.TB
@@ -74,7 +64,7 @@ type instance struct {
 // sluice when missing) and extra flags, and waits until it is healthy.
 func serve(t testing.TB, rulesPath string, extra ...string) *instance {
 	t.Helper()
-	in := &instance{t: t, rules: rulesPath, dataPort: freePort(t), adminPort: freePort(t), args: extra}
+	in := &instance{t: t, rules: rulesPath, dataPort: listentest.FreePort(t), adminPort: listentest.FreePort(t), args: extra}
 	in.start()
 	t.Cleanup(in.stop)
 	return in

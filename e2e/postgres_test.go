@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/internal/listen/listentest"
 	"github.com/sluicehq/sluice/internal/pgtest"
 )
 
@@ -326,7 +327,7 @@ func TestFleetStartFromSnapshot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, "serve", "--rules", url,
-		"--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--admin-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		"--listen", listentest.FreeAddr(t), "--admin-listen", listentest.FreeAddr(t))
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "unreachable") || !strings.Contains(stderr.String(), "--rules-snapshot") {

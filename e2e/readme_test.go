@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/listen/listentest"
 )
 
 // TestReadmeTour runs the commands of the README's two-minute tour, as
@@ -36,7 +38,7 @@ func TestReadmeTour(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	data, admin := freePort(t), freePort(t)
+	data, admin := listentest.FreePort(t), listentest.FreePort(t)
 	// The tour's own start: default flags, only the ports moved off the
 	// defaults so that the test can run beside a real sluice.
 	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:"+strconv.Itoa(data),

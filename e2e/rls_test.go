@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +19,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/listen/listentest"
 )
 
 // TestEnvoyRLS runs sluice serve with --grpc-listen and --access-log and
@@ -27,8 +28,7 @@ import (
 // buckets as the HTTP API, denials with statuses and headers, domains,
 // malformed requests, the health service, metrics and pprof.
 func TestEnvoyRLS(t *testing.T) {
-	port := freePort(t)
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	addr := listentest.FreeAddr(t)
 	in := serve(t, filepath.Join(t.TempDir(), "rules.yaml"), "--grpc-listen", addr, "--access-log", "--log-format", "json", "--pprof")
 	in.putRule(t, map[string]any{"id": "per-user", "by": "user", "limit": 3, "window": "1m"})
 	in.putRule(t, map[string]any{"id": "edge-login", "by": "ip", "limit": 1, "window": "1h",

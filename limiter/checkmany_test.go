@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
@@ -76,12 +77,7 @@ func TestCheckManySteps(t *testing.T) {
 }
 
 func TestCheckManyNoRules(t *testing.T) {
-	st, err := memory.New(memory.Config{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	l := limiter.New(st, limiter.Config{})
+	l := limiter.New(limitertest.Store(t, memory.Config{SweepInterval: -1}), limiter.Config{})
 	if err := l.CheckMany(context.Background(), []limiter.Request{{User: "a"}}, make([]limiter.Decision, 1)); !errors.Is(err, limiter.ErrNoRules) {
 		t.Fatalf("CheckMany before SetRules = %v, want ErrNoRules", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -153,12 +154,7 @@ func TestLimitZeroRedis(t *testing.T) {
 		}))
 	}
 	rs = append(rs, rule("per-user", 5, time.Minute, func(r *rules.Rule) { r.By = rules.ByUser }))
-	ix, err := rules.Compile(&rules.Set{Rules: rs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := limiter.New(st, limiter.Config{})
-	l.SetRules(ix)
+	l := limitertest.Over(t, st, &rules.Set{Rules: rs})
 	for _, kind := range algorithm.Kinds {
 		for i := range 3 {
 			d := check(t, l, limiter.Request{User: "u", IP: "192.0.2.1", Method: "GET", Path: "/" + kind.String()})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
@@ -23,17 +24,7 @@ func newLimiter(t testing.TB, s *rules.Set) (*limiter.Limiter, *atomic.Int64) {
 	t.Helper()
 	var clock atomic.Int64
 	clock.Store(base)
-	st, err := memory.New(memory.Config{Clock: clock.Load, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ix, err := rules.Compile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := limiter.New(st, limiter.Config{})
-	l.SetRules(ix)
+	l, _ := limitertest.New(t, s, memory.Config{Clock: clock.Load, SweepInterval: -1})
 	return l, &clock
 }
 
@@ -201,11 +192,7 @@ func TestRuleEditApplies(t *testing.T) {
 // setRules compiles s and puts it in force on l.
 func setRules(t *testing.T, l *limiter.Limiter, s *rules.Set) {
 	t.Helper()
-	ix, err := rules.Compile(s)
-	if err != nil {
-		t.Fatalf("rules.Compile: %v", err)
-	}
-	l.SetRules(ix)
+	l.SetRules(limitertest.Compile(t, s))
 }
 
 // TestRuleChangesApplyAtOnce: every kind of rule change decides the next
@@ -313,11 +300,7 @@ func TestRuleChangesApplyAtOnce(t *testing.T) {
 // is decided under the set it put in force.
 func TestSetRulesWhileDeciding(t *testing.T) {
 	set := func(rev, limit int64) *rules.Index {
-		ix, err := rules.Compile(&rules.Set{Revision: rev, Rules: []rules.Rule{rule("r", limit, time.Hour, nil)}})
-		if err != nil {
-			t.Fatalf("rules.Compile: %v", err)
-		}
-		return ix
+		return limitertest.Compile(t, &rules.Set{Revision: rev, Rules: []rules.Rule{rule("r", limit, time.Hour, nil)}})
 	}
 	l, _ := newLimiter(t, &rules.Set{Revision: 1, Rules: []rules.Rule{rule("r", 1000, time.Hour, nil)}})
 	ixs := []*rules.Index{set(2, 2000), set(3, 3000)}
@@ -394,17 +377,7 @@ func bigSet(n int) *rules.Set {
 // sweeps) with bigSet(n) in force, for the Check benchmarks.
 func benchLimiter(b *testing.B, n int) *limiter.Limiter {
 	b.Helper()
-	st, err := memory.New(memory.Config{SweepInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	ix, err := rules.Compile(bigSet(n))
-	if err != nil {
-		b.Fatal(err)
-	}
-	l := limiter.New(st, limiter.Config{})
-	l.SetRules(ix)
+	l, _ := limitertest.New(b, bigSet(n), memory.Config{SweepInterval: -1})
 	return l
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
@@ -18,12 +19,7 @@ import (
 // are either refused or decide every call. 33 catch-all rules, once
 // accepted and then failing every call, are refused.
 func TestNoAcceptedRuleSetFailsADecision(t *testing.T) {
-	st, err := memory.New(memory.Config{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	l := limiter.New(st, limiter.Config{})
+	l := limiter.New(limitertest.Store(t, memory.Config{SweepInterval: -1}), limiter.Config{})
 
 	all := &rules.Set{}
 	for i := range 33 {

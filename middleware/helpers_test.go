@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/sluicehq/sluice/rules"
 )
 
 // testNow is the clock of every token test.
@@ -79,18 +77,4 @@ func newRequest(remote string) *http.Request {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = remote
 	return r
-}
-
-// compile compiles a rules document.
-func compile(t testing.TB, yaml string) *rules.Index {
-	t.Helper()
-	set, err := rules.ParseYAML([]byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := rules.Compile(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ix
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/limitertest"
 )
 
 func TestIdentifyIP(t *testing.T) {
@@ -77,7 +78,7 @@ func TestIdentifyIP(t *testing.T) {
 }
 
 func TestIdentifyAPIKeyAndUser(t *testing.T) {
-	ix := compile(t, `
+	ix := limitertest.CompileYAML(t, `
 clients:
   "api_key:k_live_42": {plan: partner}
   "user:bob": {plan: gold}
@@ -139,7 +140,7 @@ rules: []
 }
 
 func TestIdentifyAllocs(t *testing.T) {
-	ix := compile(t, `
+	ix := limitertest.CompileYAML(t, `
 clients:
   "api_key:k_live_42": {plan: partner}
 rules: []

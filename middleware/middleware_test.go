@@ -16,9 +16,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/sluicehq/sluice/headers"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/middleware"
-	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -26,28 +26,9 @@ import (
 // stands still at a fixed instant, holding the rules of doc.
 func newLimiter(t testing.TB, doc string) *limiter.Limiter {
 	t.Helper()
-	st, err := memory.New(memory.Config{Clock: func() int64 { return 1_777_777_777_000_000 }, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	l := limiter.New(st, limiter.Config{})
-	l.SetRules(compile(t, doc))
+	l := limiter.New(limitertest.Store(t, memory.Config{Clock: func() int64 { return 1_777_777_777_000_000 }, SweepInterval: -1}), limiter.Config{})
+	l.SetRules(limitertest.CompileYAML(t, doc))
 	return l
-}
-
-// compile compiles the rules document doc.
-func compile(t testing.TB, doc string) *rules.Index {
-	t.Helper()
-	set, err := rules.ParseYAML([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := rules.Compile(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ix
 }
 
 // counter is the handler behind the middleware: it counts the calls that
@@ -328,12 +309,7 @@ rules:
 }
 
 func TestLimiterError(t *testing.T) {
-	st, err := memory.New(memory.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	l := limiter.New(st, limiter.Config{}) // no rules: Check fails with ErrNoRules
+	l := limiter.New(limitertest.Store(t, memory.DefaultConfig()), limiter.Config{}) // no rules: Check fails with ErrNoRules
 	next := &counter{}
 
 	w := call{}.do(middleware.Middleware(l)(next))

@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/middleware"
 )
 
@@ -31,21 +32,21 @@ func TestRuleChangesApplyToTheNextRequest(t *testing.T) {
 	if got := passed(3); got != 2 {
 		t.Fatalf("under limit 2: %d of 3 calls passed, want 2", got)
 	}
-	l.SetRules(compile(t, limit5))
+	l.SetRules(limitertest.CompileYAML(t, limit5))
 	w := call{path: "/api/orders"}.do(h)
 	if w.Code != 200 || w.Header().Get("X-RateLimit-Limit") != "5" || w.Header().Get("X-RateLimit-Remaining") != "2" {
 		t.Fatalf("raised to 5 after 2 calls: %d, limit %q, remaining %q; want 200, 5, 2",
 			w.Code, w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"))
 	}
-	l.SetRules(compile(t, limit1))
+	l.SetRules(limitertest.CompileYAML(t, limit1))
 	if w := (call{path: "/api/orders"}).do(h); w.Code != 429 || w.Header().Get("X-RateLimit-Limit") != "1" {
 		t.Fatalf("lowered to 1 after 3 calls: %d, limit %q; want 429, 1", w.Code, w.Header().Get("X-RateLimit-Limit"))
 	}
-	l.SetRules(compile(t, other))
+	l.SetRules(limitertest.CompileYAML(t, other))
 	if got := passed(3); got != 3 {
 		t.Fatalf("with the rule removed: %d of 3 calls passed, want 3", got)
 	}
-	l.SetRules(compile(t, other+"  - {id: orders, match: {endpoint: \"GET /api/orders\"}, by: ip, limit: 1, window: 1h, algorithm: fixed_window}\n"))
+	l.SetRules(limitertest.CompileYAML(t, other+"  - {id: orders, match: {endpoint: \"GET /api/orders\"}, by: ip, limit: 1, window: 1h, algorithm: fixed_window}\n"))
 	if got := passed(3); got != 1 {
 		t.Fatalf("with a new rule on the endpoint (limit 1): %d of 3 calls passed, want 1", got)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sluicehq/sluice/internal/listen/listentest"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -155,35 +156,11 @@ func get(t *testing.T, url, host string, kv ...string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// startCmd runs sluice with args until the test ends, and waits until
-// url answers.
+// startCmd runs sluice with args, logging errors only, until the test
+// ends, and waits until url answers.
 func startCmd(t *testing.T, url string, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var stderr strings.Builder
-	go func() {
-		defer close(done)
-		root := NewRoot()
-		root.SetOut(io.Discard)
-		root.SetErr(io.Discard)
-		run(ctx, root, append(args, "--log-level", "error"), &stderr)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			return
-		}
-		select {
-		case <-done:
-			t.Fatalf("sluice %q exited: %s", args, stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sluice %q: %s not answering after 20s", args, url)
-		}
-	}
+	start(t, append(args, "--log-level", "error")...).waitUp(t, http.DefaultClient, url)
 }
 
 // TestServeAdminListenerGuarded: `sluice serve` wires the flags to its
@@ -191,9 +168,9 @@ func startCmd(t *testing.T, url string, args ...string) {
 // are off without --pprof, and the command line is never served.
 func TestServeAdminListenerGuarded(t *testing.T) {
 	dir := t.TempDir()
-	adminAddr := freePort(t)
+	adminAddr := listentest.FreeAddr(t)
 	base := "http://" + adminAddr
-	startCmd(t, base+"/rules", "serve", "--listen", freePort(t), "--grpc-listen", "", "--admin-listen", adminAddr,
+	startCmd(t, base+"/rules", "serve", "--listen", listentest.FreeAddr(t), "--grpc-listen", "", "--admin-listen", adminAddr,
 		"--rules", filepath.Join(dir, "rules.yaml"), "--admin-allowed-host", "sluice-admin.internal")
 	for _, tt := range []struct {
 		path, host string
@@ -244,9 +221,9 @@ func TestServeAdminListenerGuarded(t *testing.T) {
 		t.Errorf("GET /rules after the attacks: %d %s, want rule keep only", code, body)
 	}
 
-	adminAddr = freePort(t)
+	adminAddr = listentest.FreeAddr(t)
 	base = "http://" + adminAddr
-	startCmd(t, base+"/rules", "serve", "--listen", freePort(t), "--grpc-listen", "", "--admin-listen", adminAddr,
+	startCmd(t, base+"/rules", "serve", "--listen", listentest.FreeAddr(t), "--grpc-listen", "", "--admin-listen", adminAddr,
 		"--rules", filepath.Join(dir, "rules2.yaml"), "--pprof", "--redis-password", "hunter2-secret")
 	if code, body := get(t, base+"/debug/pprof/heap?debug=1", ""); code != 200 || !strings.Contains(body, "heap profile") {
 		t.Errorf("with --pprof, GET /debug/pprof/heap: %d %.100s, want 200 and a heap profile", code, body)
@@ -262,9 +239,9 @@ func TestServeAdminListenerGuarded(t *testing.T) {
 // TestGatewayAdminListenerGuarded: the gateway's admin listener, /healthz
 // and /readyz included, refuses a rebinding Host.
 func TestGatewayAdminListenerGuarded(t *testing.T) {
-	adminAddr := freePort(t)
+	adminAddr := listentest.FreeAddr(t)
 	base := "http://" + adminAddr
-	startCmd(t, base+"/healthz", "gateway", "--upstream", "http://127.0.0.1:1", "--listen", freePort(t),
+	startCmd(t, base+"/healthz", "gateway", "--upstream", "http://127.0.0.1:1", "--listen", listentest.FreeAddr(t),
 		"--admin-listen", adminAddr, "--rules", filepath.Join(t.TempDir(), "rules.yaml"))
 	for _, p := range []string{"/healthz", "/readyz", "/rules", "/clients"} {
 		if code, body := get(t, base+p, "rebind.evil.example"); code != 403 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
@@ -35,12 +36,7 @@ func startSluice(t *testing.T, token string) *testSluice {
 		t.Fatalf("rulestore.OpenFile: %v", err)
 	}
 	t.Cleanup(func() { src.Close() })
-	st, err := memory.New(memory.DefaultConfig())
-	if err != nil {
-		t.Fatalf("memory.New: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	lim := limiter.New(st, limiter.Config{})
+	lim := limiter.New(limitertest.Store(t, memory.DefaultConfig()), limiter.Config{})
 	lim.SetRules(src.Current())
 	src.Subscribe(lim.SetRules)
 	data := httptest.NewServer(server.New(lim, server.Config{Logger: log}))

@@ -1,20 +1,17 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,16 +27,6 @@ import (
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/listen/listentest"
 )
-
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // perUser is a rules file: 1000 calls a day per user (a token back
 // every 86 s: none comes back during a test).
@@ -139,7 +126,7 @@ var aliceRLS = &rlsv3.RateLimitRequest{Domain: "sluice", Descriptors: []*ratelim
 func TestServeDataToken(t *testing.T) {
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "rules.yaml", perUser)
-	data, grpcAddr, admin := freePort(t), freePort(t), freePort(t)
+	data, grpcAddr, admin := listentest.FreeAddr(t), listentest.FreeAddr(t), listentest.FreeAddr(t)
 	s := start(t, "serve", "--rules", rules, "--listen", data, "--grpc-listen", grpcAddr, "--admin-listen", admin,
 		"--data-token", "old-token, new-token")
 	base := "http://" + data
@@ -224,7 +211,7 @@ func TestServeTLS(t *testing.T) {
 	adminCert, adminKey := ca.Server(t).Files(t, dir, "admin")
 	caFile, clientCA := ca.File(t), clients.File(t)
 	rules := writeFile(t, dir, "rules.yaml", perUser)
-	data, grpcAddr, admin := freePort(t), freePort(t), freePort(t)
+	data, grpcAddr, admin := listentest.FreeAddr(t), listentest.FreeAddr(t), listentest.FreeAddr(t)
 	s := start(t, "serve", "--rules", rules, "--listen", data, "--grpc-listen", grpcAddr, "--admin-listen", admin,
 		"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA,
 		"--admin-tls-cert", adminCert, "--admin-tls-key", adminKey)
@@ -306,61 +293,25 @@ func TestServeTLSFlagErrors(t *testing.T) {
 	}
 }
 
-// trickle opens n connections to addr, each sending head (a request line
-// and headers announcing a body) and then one body byte every gap, and
-// returns how many were still open after limit, what the closed ones
-// were answered, and the longest a closed one stayed open after its
-// headers were sent.
+// trickle opens n connections to addr with listentest.Trickle, each
+// sending head and then one byte every gap, and returns how many were
+// still open after limit, what the closed ones were answered, and the
+// longest a closed one stayed open after its headers were sent.
 func trickle(t *testing.T, addr, head string, n int, gap, limit time.Duration) (open int, answers []string, slowest time.Duration) {
 	t.Helper()
-	var (
-		wg sync.WaitGroup
-		mu sync.Mutex
-	)
-	stop := make(chan struct{})
-	defer close(stop)
-	for range n {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatalf("connection to %s: %v", addr, err)
-		}
-		if _, err := io.WriteString(c, head); err != nil {
-			t.Fatal(err)
-		}
-		t0 := time.Now()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Close()
-			go func() { // the body, one byte every gap, for at most limit
-				tk := time.NewTicker(gap)
-				defer tk.Stop()
-				for range int(limit/gap) + 1 {
-					select {
-					case <-stop:
-						return
-					case <-tk.C:
-						if _, err := c.Write([]byte("x")); err != nil {
-							return
-						}
-					}
-				}
-			}()
-			c.SetReadDeadline(t0.Add(limit)) //nolint:errcheck
-			b, err := io.ReadAll(bufio.NewReader(c))
-			mu.Lock()
-			defer mu.Unlock()
-			if d := time.Since(t0); d > slowest && err == nil {
-				slowest = d
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				open++
-				return
-			}
-			answers = append(answers, string(b))
-		}()
+	conns := make([]<-chan listentest.Trickled, n)
+	for i := range conns {
+		conns[i] = listentest.Trickle(t, addr, head, int(limit/gap)+1, gap, limit)
 	}
-	wg.Wait()
+	for _, c := range conns {
+		r := <-c
+		if r.Open {
+			open++
+			continue
+		}
+		answers = append(answers, r.Answer)
+		slowest = max(slowest, r.After)
+	}
 	return open, answers, slowest
 }
 
@@ -371,7 +322,7 @@ func trickle(t *testing.T, addr, head string, n int, gap, limit time.Duration) (
 func TestServeSlowClients(t *testing.T) {
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "rules.yaml", perUser)
-	data, admin := freePort(t), freePort(t)
+	data, admin := listentest.FreeAddr(t), listentest.FreeAddr(t)
 	s := start(t, "serve", "--rules", rules, "--listen", data, "--grpc-listen", "", "--admin-listen", admin,
 		"--read-header-timeout", "500ms", "--body-timeout", "1s", "--idle-timeout", "1s")
 	s.waitUp(t, http.DefaultClient, "http://"+data+"/healthz")
@@ -438,7 +389,7 @@ func TestGatewaySlowBodies(t *testing.T) {
 	defer up.Close()
 	dir := t.TempDir()
 	rules := writeFile(t, dir, "rules.yaml", perUser)
-	proxy := freePort(t)
+	proxy := listentest.FreeAddr(t)
 	s := start(t, "gateway", "--upstream", up.URL, "--rules", rules, "--listen", proxy,
 		"--min-body-rate", "100", "--body-rate-grace", "1s", "--read-header-timeout", "500ms")
 	s.waitUp(t, http.DefaultClient, "http://"+proxy+"/ready")
@@ -479,7 +430,7 @@ func TestBenchReachesAProtectedServe(t *testing.T) {
 	cert, key := ca.Server(t).Files(t, dir, "data")
 	clientCert, clientKey := clients.Client(t, "bench").Files(t, dir, "bench")
 	rules := writeFile(t, dir, "rules.yaml", perUser)
-	data, grpcAddr, admin := freePort(t), freePort(t), freePort(t)
+	data, grpcAddr, admin := listentest.FreeAddr(t), listentest.FreeAddr(t), listentest.FreeAddr(t)
 	s := start(t, "serve", "--rules", rules, "--listen", data, "--grpc-listen", grpcAddr, "--admin-listen", admin,
 		"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clients.File(t), "--data-token", "s3cret")
 	s.waitUp(t, &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
@@ -530,7 +481,7 @@ func TestGatewayTLS(t *testing.T) {
 	cert, key := ca.Server(t).Files(t, dir, "proxy")
 	adminCert, adminKey := ca.Server(t).Files(t, dir, "admin")
 	rules := writeFile(t, dir, "rules.yaml", perUser)
-	proxy, admin := freePort(t), freePort(t)
+	proxy, admin := listentest.FreeAddr(t), listentest.FreeAddr(t)
 	s := start(t, "gateway", "--upstream", up.URL, "--rules", rules, "--listen", proxy, "--admin-listen", admin,
 		"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clients.File(t),
 		"--admin-tls-cert", adminCert, "--admin-tls-key", adminKey)

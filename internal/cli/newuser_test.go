@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/listen/listentest"
 	"github.com/sluicehq/sluice/internal/loadgen"
 )
 
@@ -49,7 +50,7 @@ func TestRulesAdminHints(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "not the admin API") || !strings.Contains(errOut, "--admin-listen") {
 		t.Errorf("rules list against the data plane: exit %d, stderr %q; want a hint at the admin address", code, errOut)
 	}
-	dead := freePort(t)
+	dead := listentest.FreeAddr(t)
 	code, _, errOut = sluice(t, "", "rules", "list", "--admin", "http://"+dead)
 	if code != 1 || !strings.Contains(errOut, "nothing answers at http://"+dead) || !strings.Contains(errOut, "--admin-listen") {
 		t.Errorf("rules list against a closed port: exit %d, stderr %q; want a hint at the admin address", code, errOut)
@@ -120,8 +121,8 @@ func TestGatewayUpstreamNeedsScheme(t *testing.T) {
 
 // TestGatewayReadyzOneLine: the gateway's /readyz is one line, as serve's.
 func TestGatewayReadyzOneLine(t *testing.T) {
-	admin := freePort(t)
-	startCmd(t, "http://"+admin+"/healthz", "gateway", "--upstream", "http://127.0.0.1:1", "--listen", freePort(t),
+	admin := listentest.FreeAddr(t)
+	startCmd(t, "http://"+admin+"/healthz", "gateway", "--upstream", "http://127.0.0.1:1", "--listen", listentest.FreeAddr(t),
 		"--admin-listen", admin, "--rules", filepath.Join(t.TempDir(), "rules.yaml"))
 	code, body := get(t, "http://"+admin+"/readyz", "")
 	if code != http.StatusOK || !strings.HasPrefix(body, `{"status":"ready",`) || strings.Count(body, "\n") != 1 {

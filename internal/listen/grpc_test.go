@@ -3,10 +3,6 @@ package listen_test
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"io"
-	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -159,29 +155,19 @@ func TestGRPCLimits(t *testing.T) {
 
 	// 200 connections that send half the HTTP/2 preface and stop.
 	const n = 200
-	var wg sync.WaitGroup
-	open := make(chan string, n)
 	start := time.Now()
-	for range n {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(c, "PRI * HTTP/2.0\r\n") //nolint:errcheck
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Close()
-			c.SetReadDeadline(time.Now().Add(20 * time.Second)) //nolint:errcheck
-			if _, err := io.ReadAll(c); errors.Is(err, os.ErrDeadlineExceeded) {
-				open <- c.LocalAddr().String()
-			}
-		}()
+	conns := make([]<-chan listentest.Trickled, n)
+	for i := range conns {
+		conns[i] = listentest.Trickle(t, addr, "PRI * HTTP/2.0\r\n", 0, 0, 20*time.Second)
 	}
-	wg.Wait()
-	close(open)
-	if len(open) > 0 {
-		t.Errorf("%d of %d connections that never finished their setup were still open after 20 s; want them closed after %s", len(open), n, l.ReadHeaderTimeout)
+	open := 0
+	for _, c := range conns {
+		if (<-c).Open {
+			open++
+		}
+	}
+	if open > 0 {
+		t.Errorf("%d of %d connections that never finished their setup were still open after 20 s; want them closed after %s", open, n, l.ReadHeaderTimeout)
 	}
 	t.Logf("%d stalled connections closed in %s", n, time.Since(start).Round(time.Millisecond))
 }

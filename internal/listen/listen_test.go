@@ -286,49 +286,6 @@ func TestNewTLSErrors(t *testing.T) {
 	}
 }
 
-// slowBody opens a connection to addr, sends a POST's headers announcing
-// a body of n bytes and starts sending it one byte every gap. It returns
-// a channel that gets what the server answered (possibly nothing) once it
-// closed the connection, or "still open" after limit.
-func slowBody(t *testing.T, addr string, n int, gap, limit time.Duration, wg *sync.WaitGroup) <-chan string {
-	t.Helper()
-	out := make(chan string, 1)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", n)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer c.Close()
-		stop := make(chan struct{})
-		go func() {
-			tk := time.NewTicker(gap)
-			defer tk.Stop()
-			for range n {
-				select {
-				case <-stop:
-					return
-				case <-tk.C:
-					if _, err := c.Write([]byte("x")); err != nil {
-						return
-					}
-				}
-			}
-		}()
-		c.SetReadDeadline(time.Now().Add(limit)) //nolint:errcheck
-		b, err := io.ReadAll(bufio.NewReader(c))
-		close(stop)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			out <- "still open"
-			return
-		}
-		out <- string(b)
-	}()
-	return out
-}
-
 // TestMinBodyRate: a body trickled below the rate fails once the grace has
 // passed and its connection is closed; a body the handler is slow to read
 // (a slow upstream) is not the client's fault and passes; a body nobody
@@ -357,35 +314,14 @@ func TestMinBodyRate(t *testing.T) {
 	}), rate, grace)
 	addr := serve(t, h, listen.Limits{}, true, nil)
 
-	var wg sync.WaitGroup
 	start := time.Now()
-	slow := slowBody(t, addr, 100, 50*time.Millisecond, 10*time.Second, &wg)
-	denied := func() <-chan string {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(c, "POST /deny HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nx")
-		out := make(chan string, 1)
-		go func() {
-			defer c.Close()
-			c.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck
-			b, err := io.ReadAll(c)
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				out <- "still open"
-				return
-			}
-			out <- string(b)
-		}()
-		return out
-	}()
-	for name, ch := range map[string]<-chan string{"trickled body": slow, "unread body of a denied call": denied} {
-		got := <-ch
-		if got == "still open" {
+	slow := listentest.Trickle(t, addr, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n", 100, 50*time.Millisecond, 10*time.Second)
+	denied := listentest.Trickle(t, addr, "POST /deny HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nx", 0, 0, 10*time.Second)
+	for name, ch := range map[string]<-chan listentest.Trickled{"trickled body": slow, "unread body of a denied call": denied} {
+		if (<-ch).Open {
 			t.Errorf("%s: the connection was still open after 10 s; want it closed after the %s grace", name, grace)
 		}
 	}
-	wg.Wait()
 	if took := time.Since(start); took > 8*time.Second {
 		t.Errorf("the slow connections took %s to close, want about the %s grace", took, grace)
 	}

@@ -9,6 +9,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/rules"
@@ -18,19 +19,11 @@ import (
 // benchServer is an RLS server over the embedded store with one
 // 100-per-second rule by user and a 100,000-user keyspace of requests.
 func benchServer(b *testing.B) (*rls.Server, []*rlsv3.RateLimitRequest) {
-	st, err := memory.New(memory.DefaultConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
 	m := metrics.New()
-	srv := rls.New(m.Store("memory", st), rls.Config{Metrics: m})
-	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{
+	srv := rls.New(m.Store("memory", limitertest.Store(b, memory.DefaultConfig())), rls.Config{Metrics: m})
+	ix := limitertest.Compile(b, &rules.Set{Rules: []rules.Rule{
 		{ID: "per-user", Limit: 100, Window: rules.Duration(time.Second), By: rules.ByUser},
 	}})
-	if err != nil {
-		b.Fatal(err)
-	}
 	srv.SetRules(ix)
 	m.SetRules(ix)
 	reqs := make([]*rlsv3.RateLimitRequest, 100_000)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -29,20 +30,11 @@ func FuzzShouldRateLimit(f *testing.F) {
 	f.Add("edge", "method", "GET", "path", "/login", "plan", "free", uint32(3), uint64(5), true)
 	f.Add("", "", "", "ip", "[::1]", "x", "y", uint32(1_000_000_001), uint64(1), true)
 	f.Add("d", "user", "a\x00", "api_key", "k", "path", "/ x", uint32(1), uint64(1_000_000_001), true)
-	st, err := memory.New(memory.DefaultConfig())
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer st.Close()
-	s := New(st, Config{})
-	ix, err := rules.Compile(&rules.Set{Rules: []rules.Rule{
+	s := New(limitertest.Store(f, memory.DefaultConfig()), Config{})
+	s.SetRules(limitertest.Compile(f, &rules.Set{Rules: []rules.Rule{
 		{ID: "u", By: rules.ByUser, Limit: 5, Window: rules.Duration(time.Minute)},
 		{ID: "e", Match: rules.Match{Domain: "edge", Endpoint: "* /login"}, By: rules.ByIP, Limit: 1, Window: rules.Duration(time.Minute)},
-	}})
-	if err != nil {
-		f.Fatal(err)
-	}
-	s.SetRules(ix)
+	}}))
 	f.Fuzz(func(t *testing.T, domain, k1, v1, k2, v2, k3, v3 string, hits uint32, dhits uint64, setD bool) {
 		d2 := &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: k2, Value: v2}, {Key: k3, Value: v3}}}
 		if setD {

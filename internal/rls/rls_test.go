@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/rules"
@@ -58,11 +59,7 @@ func newEnvWith(t *testing.T, set *rules.Set, edit func(*rls.Config)) *env {
 // newEnvOn is newEnvWith over a memory store of config mc (its Clock, say).
 func newEnvOn(t *testing.T, set *rules.Set, mc memory.Config, edit func(*rls.Config)) *env {
 	t.Helper()
-	st, err := memory.New(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := limitertest.Store(t, mc)
 	m := metrics.New()
 	log := &bytes.Buffer{}
 	cfg := rls.Config{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(log, nil))}
@@ -70,10 +67,7 @@ func newEnvOn(t *testing.T, set *rules.Set, mc memory.Config, edit func(*rls.Con
 		edit(&cfg)
 	}
 	srv := rls.New(m.Store("memory", st), cfg)
-	ix, err := rules.Compile(set)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ix := limitertest.Compile(t, set)
 	srv.SetRules(ix)
 	m.SetRules(ix)
 
@@ -446,10 +440,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	// Deleting the rule drops its series.
-	ix, err := rules.Compile(&rules.Set{Revision: 4, Rules: []rules.Rule{{ID: "other", Limit: 1, Window: minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ix := limitertest.Compile(t, &rules.Set{Revision: 4, Rules: []rules.Rule{{ID: "other", Limit: 1, Window: minute}}})
 	e.srv.SetRules(ix)
 	e.metrics.SetRules(ix)
 	fams = scrape(t, e)

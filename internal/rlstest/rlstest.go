@@ -1,5 +1,7 @@
 // Package rlstest serves the Envoy rate-limit API on loopback for the tests
-// of its callers: a real rls.Server over an embedded memory store.
+// of its callers (a real rls.Server over an embedded memory store), and
+// holds an envoyproxy/ratelimit configuration that tests of the API at
+// every level replay, with the check of its answers.
 package rlstest
 
 import (

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
@@ -36,18 +37,9 @@ func seconds(d time.Duration) rules.Duration { return rules.Duration(d) }
 func newTestServer(t testing.TB, set *rules.Set, cfg Config) (*Server, *clocktest.Clock) {
 	t.Helper()
 	clk := newClock()
-	st, err := memory.New(memory.Config{Shards: 16, Clock: clk.Micros, SweepInterval: -1})
-	if err != nil {
-		t.Fatalf("memory.New: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	l := limiter.New(st, limiter.Config{})
+	l := limiter.New(limitertest.Store(t, memory.Config{Shards: 16, Clock: clk.Micros, SweepInterval: -1}), limiter.Config{})
 	if set != nil {
-		ix, err := rules.Compile(set)
-		if err != nil {
-			t.Fatalf("rules.Compile: %v", err)
-		}
-		l.SetRules(ix)
+		l.SetRules(limitertest.Compile(t, set))
 	}
 	return New(l, cfg), clk
 }

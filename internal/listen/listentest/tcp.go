@@ -2,6 +2,7 @@ package listentest
 
 import (
 	"net"
+	"strconv"
 	"testing"
 )
 
@@ -26,4 +27,22 @@ func ServeTCP(t testing.TB, serve func(net.Conn)) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago, for a
+// server a test starts to listen on.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// FreeAddr is FreePort's port on loopback, 127.0.0.1:port.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return "127.0.0.1:" + strconv.Itoa(FreePort(t))
 }
