@@ -395,15 +395,11 @@ func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res
 	return limiter.TakeInfo{}, nil, false
 }
 
-// sharedDeadline is when a call to the shared store stops waiting: after
-// MaxWait, or callerMargin before the caller's own deadline (Envoy's
-// filter timeout arrives as one), and then capped is true: a local answer
-// beats the error the caller would get, which a proxy may turn into "allow".
-func (s *Store) sharedDeadline(ctx context.Context) (end time.Time, capped bool) {
-	return s.deadlineAt(ctx, time.Now())
-}
-
-// deadlineAt is sharedDeadline for a call made at now.
+// deadlineAt is when a call to the shared store made at now stops
+// waiting: after MaxWait, or callerMargin before the caller's own deadline
+// (Envoy's filter timeout arrives as one), and then capped is true: a
+// local answer beats the error the caller would get, which a proxy may
+// turn into "allow".
 func (s *Store) deadlineAt(ctx context.Context, now time.Time) (end time.Time, capped bool) {
 	end = now.Add(s.cfg.MaxWait)
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-callerMargin).Before(end) {
@@ -426,7 +422,7 @@ func (s *Store) called(took time.Duration, err error) {
 
 // callerGone reports whether a call to the shared store that failed with
 // err ended because the caller gave up, not because the store failed: the
-// caller's context ended, and not at the deadline sharedDeadline capped.
+// caller's context ended, and not at the deadline deadlineAt capped.
 func callerGone(ctx context.Context, err error, capped bool) bool {
 	ours := capped && timedOut(err) && !errors.Is(ctx.Err(), context.Canceled)
 	return ctx.Err() != nil && !ours

@@ -40,14 +40,12 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 // reservation must be denied as while the store is unavailable.
 func (s *Store) reserveShared(ctx context.Context, rs limiter.Reserver, ops []limiter.Op, res []algorithm.Result, maxWait int64) (info limiter.TakeInfo, wait int64, err error, decided bool) {
 	e := s.opened.Load()
-	end, capped := s.sharedDeadline(ctx)
-	cctx, cancel := context.WithDeadline(ctx, end)
-	stopOpened := context.AfterFunc(e.ctx, cancel)
 	start := time.Now()
-	info, wait, err = rs.Reserve(cctx, ops, res, maxWait)
+	end, capped := s.deadlineAt(ctx, start)
+	w := s.newWait(ctx, e, ops, start, end)
+	info, wait, err = rs.Reserve(w, ops, res, maxWait)
 	took := time.Since(start)
-	stopOpened()
-	cancel()
+	w.finish()
 	s.called(took, err)
 	if err == nil {
 		return info, wait, nil, true
