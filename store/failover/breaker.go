@@ -104,11 +104,12 @@ type wait struct {
 	parent     context.Context
 	s          *Store
 	e          *epoch
-	due, end   time.Time
+	due, end   time.Time // due is Timeout after the call was made
 	done       chan struct{}
 	stopParent func() bool // nil when the parent never ends
 	prev, next *wait       // e's list, under e.mu
 	listed     bool        // under e.mu
+	capped     bool        // end is the caller's deadline (deadlineAt)
 
 	mu      sync.Mutex
 	t       *time.Timer
@@ -117,10 +118,14 @@ type wait struct {
 	err     error
 }
 
-// newWait is the wait of a call about ops to the shared store, made at
-// now in epoch e, ending at end.
-func (s *Store) newWait(parent context.Context, e *epoch, ops []limiter.Op, now, end time.Time) *wait {
-	w := &wait{parent: parent, s: s, e: e, due: now.Add(s.cfg.Timeout), end: end, ops: ops, done: make(chan struct{})}
+// newWait is the wait of a call about ops to the shared store made now,
+// for parent, in the breaker's current epoch, ending at the deadline
+// deadlineAt gives. The call ends it with returned.
+func (s *Store) newWait(parent context.Context, ops []limiter.Op) *wait {
+	e := s.opened.Load()
+	now := time.Now()
+	end, capped := s.deadlineAt(parent, now)
+	w := &wait{parent: parent, s: s, e: e, due: now.Add(s.cfg.Timeout), end: end, capped: capped, ops: ops, done: make(chan struct{})}
 	if parent.Done() != nil {
 		w.stopParent = context.AfterFunc(parent, func() { w.cancel(parent.Err()) })
 	}

@@ -82,3 +82,47 @@ func TestHungStoreOpensTheBreaker(t *testing.T) {
 		})
 	}
 }
+
+// TestCallEndedByTheBreakerIsNoError: a call the breaker's opening ended is
+// answered locally and is not counted as an error of the store: it did
+// not fail, it was given up.
+func TestCallEndedByTheBreakerIsNoError(t *testing.T) {
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			fo, _, _ := hungCall(t, c.call, storeTimeout, 0)
+			if st, reason := fo.State(); st != failover.Open {
+				t.Fatalf("breaker %s (%s) when a call Redis left unanswered was answered, want open", st, reason)
+			}
+			if n := fo.Stats().Errors.Load(); n != 0 {
+				t.Errorf("store errors = %d after a call the breaker's opening ended, want 0", n)
+			}
+		})
+	}
+}
+
+// TestWaitEndProbes: a call whose wait for Redis ends (MaxWait, here
+// before Timeout) is answered locally and makes the breaker probe: on a
+// hung Redis the probes fail and the breaker opens.
+func TestWaitEndProbes(t *testing.T) {
+	const maxWait = 200 * time.Millisecond
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			fo, _, took := hungCall(t, c.call, time.Minute, maxWait)
+			if took < maxWait {
+				t.Errorf("answered after %v, want after MaxWait (%v)", took, maxWait)
+			}
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if st, _ := fo.State(); st == failover.Open {
+					break
+				}
+				if time.Now().After(deadline) {
+					st, reason := fo.State()
+					t.Fatalf("breaker %s (%s) 5 s after a call's wait for a hung Redis ended, want open", st, reason)
+				}
+			}
+			if n := fo.Stats().Probes.Load(); n == 0 {
+				t.Errorf("no probe after a call's wait for Redis ended")
+			}
+		})
+	}
+}
