@@ -30,7 +30,7 @@ type epoch struct {
 
 	mu    sync.Mutex
 	ended bool
-	waits *wait // the takes out, listed through wait.prev and wait.next
+	waits *wait // the calls out, listed through wait.prev and wait.next
 }
 
 func newEpoch() *epoch {
@@ -38,7 +38,7 @@ func newEpoch() *epoch {
 	return &epoch{ctx: ctx, cancel: cancel}
 }
 
-// add lists w, a take out in this epoch; false when the epoch has ended.
+// add lists w, a call out in this epoch; false when the epoch has ended.
 func (e *epoch) add(w *wait) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -71,7 +71,7 @@ func (e *epoch) remove(w *wait) {
 	w.prev, w.next, w.listed = nil, nil, false
 }
 
-// end cancels the epoch's ctx, then the waits of the takes out.
+// end cancels the epoch's ctx, then the waits of the calls out.
 func (e *epoch) end() {
 	e.cancel()
 	e.mu.Lock()
@@ -90,24 +90,26 @@ func (e *epoch) end() {
 // waiting for the store is answered locally.
 const callerMargin = 2 * time.Millisecond
 
-// wait is the context a take from the shared store runs under (see
-// takeShared). It ends at end, when the breaker opens (its epoch ends) or
-// when the caller's context ends, whichever comes first, with the error
+// wait is the context a call to the shared store (a take or a
+// reservation) runs under (see takeShared, reserveShared). It ends at
+// end, when the breaker opens (its epoch ends) or when the caller's
+// context ends, whichever comes first, with the error
 // context.WithDeadline would give; and at due, Timeout into the call, a
 // call still out is overdue: the breaker probes the store. One timer
 // serves both instants, and the epoch ends its waits from a list of its
-// own, so that a take costs one timer, one registration on the caller's
+// own, so that a call costs one timer, one registration on the caller's
 // context and a few allocations, on the path of every decision. Values
 // are the caller's.
 type wait struct {
 	parent     context.Context
 	s          *Store
 	e          *epoch
-	due, end   time.Time
+	due, end   time.Time // due is Timeout after the call was made
 	done       chan struct{}
 	stopParent func() bool // nil when the parent never ends
 	prev, next *wait       // e's list, under e.mu
 	listed     bool        // under e.mu
+	capped     bool        // end is the caller's deadline (deadlineAt)
 
 	mu      sync.Mutex
 	t       *time.Timer
@@ -116,10 +118,14 @@ type wait struct {
 	err     error
 }
 
-// newWait is the wait of a take of ops from the shared store, made at
-// now in epoch e, ending at end.
-func (s *Store) newWait(parent context.Context, e *epoch, ops []limiter.Op, now, end time.Time) *wait {
-	w := &wait{parent: parent, s: s, e: e, due: now.Add(s.cfg.Timeout), end: end, ops: ops, done: make(chan struct{})}
+// newWait is the wait of a call about ops to the shared store made now,
+// for parent, in the breaker's current epoch, ending at the deadline
+// deadlineAt gives. The call ends it with returned.
+func (s *Store) newWait(parent context.Context, ops []limiter.Op) *wait {
+	e := s.opened.Load()
+	now := time.Now()
+	end, capped := s.deadlineAt(parent, now)
+	w := &wait{parent: parent, s: s, e: e, due: now.Add(s.cfg.Timeout), end: end, capped: capped, ops: ops, done: make(chan struct{})}
 	if parent.Done() != nil {
 		w.stopParent = context.AfterFunc(parent, func() { w.cancel(parent.Err()) })
 	}

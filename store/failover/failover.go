@@ -359,51 +359,57 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 // takeShared asks the shared store; decided is false when the call is to
 // be answered locally (it failed, or the breaker opened while it waited).
 func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res []algorithm.Result) (info limiter.TakeInfo, err error, decided bool) {
-	e := s.opened.Load()
-	start := time.Now()
-	end, capped := s.deadlineAt(ctx, start)
-	w := s.newWait(ctx, e, ops, start, end)
+	w := s.newWait(ctx, ops)
 	info, err = p.Take(w, ops, res)
-	took := time.Since(start)
+	if err, decided = s.returned(w, ops, err); err != nil || !decided {
+		return limiter.TakeInfo{}, err, decided
+	}
+	return info, nil, true
+}
+
+// returned ends w, the wait of a call about ops to the shared store (a
+// take or a reservation) that returned err: it tells OnCall and the
+// breaker about the call, and says what the caller gets. decided is false
+// when the call is to be decided as while the store is unavailable (it
+// failed, or the breaker opened while it waited); else err is the
+// caller's (nil: the store's answer stands).
+func (s *Store) returned(w *wait, ops []limiter.Op, err error) (error, bool) {
+	took := time.Since(w.due) + s.cfg.Timeout
 	w.finish()
 	s.called(took, err)
 	if err == nil {
-		return info, nil, true
+		return nil, true
 	}
-	if callerGone(ctx, err, capped) {
-		return limiter.TakeInfo{}, ctx.Err(), true // the caller gave up: not the store's fault
+	if callerGone(w.parent, err, w.capped) {
+		return w.parent.Err(), true // the caller gave up: not the store's fault
 	}
-	if errors.Is(err, limiter.ErrTooManyRules) {
-		return limiter.TakeInfo{}, err, true
+	if errors.Is(err, limiter.ErrTooManyRules) || errors.Is(err, algorithm.ErrReserveKind) || errors.Is(err, limiter.ErrReserveUnsupported) {
+		return err, true // the call's, not the store's
 	}
 	if errors.Is(err, limiter.ErrStoreReply) {
 		// The store answered, but not readably for this call: decide it
 		// as if the store were unavailable, and leave the breaker to what
 		// the store's health says.
 		s.stats.Errors.Add(1)
-		return limiter.TakeInfo{}, nil, false
+		return nil, false
 	}
-	if e.ctx.Err() != nil {
-		return limiter.TakeInfo{}, nil, false // the breaker opened while it waited
+	if w.e.ctx.Err() != nil {
+		return nil, false // the breaker opened while it waited
 	}
 	s.stats.Errors.Add(1)
 	s.suspectCall(ops)
 	if timedOut(err) {
-		return limiter.TakeInfo{}, nil, false // the wait ended: time is the probe's to judge
+		return nil, false // the wait ended: time is the probe's to judge
 	}
 	s.failed(err, ops)
-	return limiter.TakeInfo{}, nil, false
+	return nil, false
 }
 
-// sharedDeadline is when a call to the shared store stops waiting: after
-// MaxWait, or callerMargin before the caller's own deadline (Envoy's
-// filter timeout arrives as one), and then capped is true: a local answer
-// beats the error the caller would get, which a proxy may turn into "allow".
-func (s *Store) sharedDeadline(ctx context.Context) (end time.Time, capped bool) {
-	return s.deadlineAt(ctx, time.Now())
-}
-
-// deadlineAt is sharedDeadline for a call made at now.
+// deadlineAt is when a call to the shared store made at now stops
+// waiting: after MaxWait, or callerMargin before the caller's own deadline
+// (Envoy's filter timeout arrives as one), and then capped is true: a
+// local answer beats the error the caller would get, which a proxy may
+// turn into "allow".
 func (s *Store) deadlineAt(ctx context.Context, now time.Time) (end time.Time, capped bool) {
 	end = now.Add(s.cfg.MaxWait)
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-callerMargin).Before(end) {
@@ -426,7 +432,7 @@ func (s *Store) called(took time.Duration, err error) {
 
 // callerGone reports whether a call to the shared store that failed with
 // err ended because the caller gave up, not because the store failed: the
-// caller's context ended, and not at the deadline sharedDeadline capped.
+// caller's context ended, and not at the deadline deadlineAt capped.
 func callerGone(ctx context.Context, err error, capped bool) bool {
 	ours := capped && timedOut(err) && !errors.Is(ctx.Err(), context.Canceled)
 	return ctx.Err() != nil && !ours

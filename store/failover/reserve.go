@@ -2,7 +2,6 @@ package failover
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
@@ -35,34 +34,14 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	return limiter.TakeInfo{Now: time.Now().UnixMicro(), Source: limiter.SourceUnavailable}, 0, nil
 }
 
-// reserveShared is takeShared for a reservation: the same deadline, the
-// same accounting of the store's failures. decided is false when the
+// reserveShared is takeShared for a reservation: the same wait, the same
+// handling of the store's failures (returned). decided is false when the
 // reservation must be denied as while the store is unavailable.
 func (s *Store) reserveShared(ctx context.Context, rs limiter.Reserver, ops []limiter.Op, res []algorithm.Result, maxWait int64) (info limiter.TakeInfo, wait int64, err error, decided bool) {
-	e := s.opened.Load()
-	end, capped := s.sharedDeadline(ctx)
-	cctx, cancel := context.WithDeadline(ctx, end)
-	stopOpened := context.AfterFunc(e.ctx, cancel)
-	start := time.Now()
-	info, wait, err = rs.Reserve(cctx, ops, res, maxWait)
-	took := time.Since(start)
-	stopOpened()
-	cancel()
-	s.called(took, err)
-	if err == nil {
-		return info, wait, nil, true
+	w := s.newWait(ctx, ops)
+	info, wait, err = rs.Reserve(w, ops, res, maxWait)
+	if err, decided = s.returned(w, ops, err); err != nil || !decided {
+		return limiter.TakeInfo{}, 0, err, decided
 	}
-	if callerGone(ctx, err, capped) {
-		return limiter.TakeInfo{}, 0, ctx.Err(), true
-	}
-	if errors.Is(err, algorithm.ErrReserveKind) || errors.Is(err, limiter.ErrReserveUnsupported) || errors.Is(err, limiter.ErrTooManyRules) {
-		return limiter.TakeInfo{}, 0, err, true // the call's, not the store's
-	}
-	s.stats.Errors.Add(1)
-	if errors.Is(err, limiter.ErrStoreReply) || e.ctx.Err() != nil || timedOut(err) {
-		return limiter.TakeInfo{}, 0, nil, false
-	}
-	s.suspectCall(ops)
-	s.failed(err, ops)
-	return limiter.TakeInfo{}, 0, nil, false
+	return info, wait, nil, true
 }
