@@ -44,18 +44,6 @@ type forwarder struct {
 	idle []*upConn // LIFO: the most recently used connection is reused first
 }
 
-// upConn is one keep-alive connection to the upstream.
-type upConn struct {
-	c        net.Conn
-	br       *bufio.Reader
-	bw       *bufio.Writer
-	lastUsed time.Time
-	// The header map of the answers readPlainResponse reads, cleared for
-	// each: respond copies the answer's headers out of it before the
-	// connection goes back to the idle ones.
-	h http.Header
-}
-
 // staleCheckAfter is how long a connection may sit idle before it is
 // checked, with a non-blocking peek, for the upstream having closed it,
 // for a call that could be retried on a new connection should it turn out
@@ -142,7 +130,7 @@ func (f *forwarder) dial(ctx context.Context) (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &upConn{c: c, br: bufio.NewReaderSize(c, 4<<10), bw: bufio.NewWriterSize(c, 4<<10)}, nil
+	return newUpConn(c), nil
 }
 
 // closeIdle closes the idle connections.
@@ -345,8 +333,9 @@ func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) 
 		if werr != nil {
 			return nil, werr
 		}
-		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
-			// Not a byte of an answer: a connection the upstream closed.
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || notSent(err) {
+			// Not a byte of an answer, or not even the end of the
+			// request out (see upConn): a connection the upstream closed.
 			err = errors.Join(errUpstreamClosed, err)
 		}
 		return nil, err
@@ -470,7 +459,7 @@ func (f *forwarder) writeRequest(uc *upConn, r *http.Request, h *fwdHeaders) err
 	}
 	bw.WriteString("\r\n")
 	if !body || r.ContentLength == 0 {
-		return bw.Flush()
+		return uc.flushLast()
 	}
 	buf := buffers.Get().(*[]byte)
 	defer buffers.Put(buf)
@@ -484,7 +473,7 @@ func (f *forwarder) writeRequest(uc *upConn, r *http.Request, h *fwdHeaders) err
 		if err != nil || br.err != nil {
 			return bodyError(err, br)
 		}
-		return bw.Flush()
+		return uc.flushLast()
 	}
 	cw := httputil.NewChunkedWriter(bw)
 	br := &bodyReader{r: r.Body}

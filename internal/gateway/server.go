@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -177,9 +178,14 @@ func (s *Server) track(c *srvConn, add bool) bool {
 type srvConn struct {
 	s    *Server
 	nc   net.Conn
-	br   *bufio.Reader
+	in   inBuf
 	bw   *bufio.Writer
 	idle atomic.Bool // waiting for a request: Shutdown may close it
+
+	first                   bool // no request served yet
+	remote                  string
+	hdrTimeout, idleTimeout time.Duration
+	deadline                int // the read deadline set: noDeadline, idleDeadline, headerDeadline
 
 	// The request's and the answer's header maps and the request's
 	// header values, used again by each request: nothing keeps a request
@@ -191,8 +197,9 @@ type srvConn struct {
 	// The watch on the client going away (see watch).
 	timer     *time.Timer
 	wmu       sync.Mutex
-	watching  bool // a request runs: the timer may start the watch
-	active    bool // the watch is reading
+	watching  bool     // a request runs: the timer may start the watch
+	active    bool     // the watch runs
+	wfile     *os.File // the watch's descriptor of the socket (watchFile)
 	watchDone chan struct{}
 	cancel    context.CancelFunc
 
@@ -238,6 +245,13 @@ func (c *srvConn) stopAfterGone() bool {
 	return !started
 }
 
+// serve runs the connection's requests. All of its reads happen inside
+// one raw read of the socket (see advance), which waits only when a read
+// came back short or found nothing: Go's network poller forgets, when a
+// read starts, that the socket became readable earlier, so every
+// net.Conn.Read after an answer would first find nothing. A connection
+// without a file descriptor goes to Fallback whole.
+//
 // The buffers of connections waiting for their next request are not
 // pooled: a kept-alive connection keeps its own.
 func (c *srvConn) serve() {
@@ -251,110 +265,164 @@ func (c *srvConn) serve() {
 			c.nc.Close()
 		}
 	}()
-	c.br = bufio.NewReaderSize(c.nc, maxRequestHeader)
-	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
-	hdrTimeout, idleTimeout := c.s.Fallback.ReadHeaderTimeout, c.s.Fallback.IdleTimeout
-	if idleTimeout == 0 {
-		idleTimeout = hdrTimeout
+	rc := rawConn(c.nc)
+	if rc == nil {
+		handed = true
+		c.s.handoff.deliver(c.nc)
+		return
 	}
-	remote := c.nc.RemoteAddr().String()
+	c.in = inBuf{b: make([]byte, maxRequestHeader)}
+	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
+	c.hdrTimeout, c.idleTimeout = c.s.Fallback.ReadHeaderTimeout, c.s.Fallback.IdleTimeout
+	if c.idleTimeout == 0 {
+		c.idleTimeout = c.hdrTimeout
+	}
+	c.remote = c.nc.RemoteAddr().String()
 	c.reqHeader, c.resHeader = make(http.Header, 8), make(http.Header, 8)
 	c.base = context.WithValue(context.Background(), connKey{}, c)
 	c.stopGone = c.stopAfterGone
-	first := true
-	deadline := false // a read deadline is set
+	c.first = true
+	var next loopStep
+	err := rc.Read(func(fd uintptr) bool {
+		next = c.advance(fd)
+		return next != waitForBytes
+	})
+	if err != nil || next != handOff {
+		return // the client went away or timed out, as net/http: no answer
+	}
+	handed = true
+	c.nc.SetReadDeadline(time.Time{})
+	rest := bytes.Clone(c.in.bytes())
+	c.s.handoff.deliver(&handedConn{Conn: c.nc, r: io.MultiReader(bytes.NewReader(rest), c.nc)})
+}
+
+// loopStep is what advance leaves the connection to do.
+type loopStep int
+
+const (
+	waitForBytes loopStep = iota // wait for the socket to be readable, then advance again
+	closeConn                    // the connection is done
+	handOff                      // hand it to Fallback, with the bytes in c.in
+)
+
+// advance serves the requests whose line and headers are whole in c.in
+// and reads from the socket fd, until it must wait for bytes. It runs
+// inside the socket's raw read, so that bytes arriving after any of its
+// reads wake the wait that follows: it waits without reading first when
+// its last read came back short (the socket was empty then).
+func (c *srvConn) advance(fd uintptr) loopStep {
+	c.idle.Store(false)
+	drained := false
 	for {
-		if !first {
-			c.idle.Store(true)
-			if c.s.shutting.Load() {
-				return
-			}
-			if idleTimeout > 0 {
-				c.nc.SetReadDeadline(time.Now().Add(idleTimeout))
-				deadline = true
-			}
-			if _, err := c.br.Peek(1); err != nil {
-				return
-			}
-			c.idle.Store(false)
-		}
-		first = false
-		// A request whose line and headers came whole with its first
-		// bytes is not read from again: the idle deadline is left in
-		// place rather than replaced by the header deadline.
-		if !c.headerBuffered() {
-			if hdrTimeout > 0 {
-				c.nc.SetReadDeadline(time.Now().Add(hdrTimeout))
-				deadline = true
-			} else if deadline {
-				c.nc.SetReadDeadline(time.Time{})
-				deadline = false
-			}
-		}
-		n, ok, err := c.headerBlock()
-		if err != nil {
-			return // the client went away or timed out mid-request, as net/http: no answer
-		}
-		var req http.Request
-		if ok {
-			block, _ := c.br.Peek(n)
+		buf := c.in.bytes()
+		if i := bytes.Index(buf, crlfcrlf); i >= 0 {
+			n := i + 4
+			var req http.Request
 			clear(c.reqHeader)
-			ok = parsePlain(block, &req, c.reqHeader, &c.vals)
-		}
-		if !ok {
-			handed = true
-			c.nc.SetReadDeadline(time.Time{})
-			c.s.handoff.deliver(&handedConn{Conn: c.nc, r: c.br})
-			return
-		}
-		c.br.Discard(n)
-		// The read deadline stays while the request runs: nothing reads
-		// from the client then but the watch, which clears it first.
-		req.RemoteAddr = remote
-		if !c.serveRequest(&req) {
-			return
-		}
-	}
-}
-
-// headerBuffered reports whether the buffer holds a whole request line
-// and header block.
-func (c *srvConn) headerBuffered() bool {
-	buf, _ := c.br.Peek(c.br.Buffered())
-	return bytes.Contains(buf, crlfcrlf)
-}
-
-// headerBlock reads until the buffer holds a whole request line and
-// header block, and returns its length; ok is false when it does not fit
-// in the buffer.
-func (c *srvConn) headerBlock() (n int, ok bool, err error) {
-	from := 0
-	for {
-		buf, _ := c.br.Peek(c.br.Buffered())
-		if i := bytes.Index(buf[max(from-3, 0):], crlfcrlf); i >= 0 {
-			return max(from-3, 0) + i + 4, true, nil
-		}
-		// A request whose headers end in bare LFs is net/http's to judge.
-		if bytes.Contains(buf, lflf) {
-			return 0, false, nil
-		}
-		if len(buf) == c.br.Size() {
-			return 0, false, nil
-		}
-		from = len(buf)
-		if _, err := c.br.Peek(len(buf) + 1); err != nil {
-			if errors.Is(err, io.EOF) && c.br.Buffered() > 0 {
-				return 0, false, nil // a request cut short: net/http answers it
+			if !parsePlain(buf[:n], &req, c.reqHeader, &c.vals) {
+				return handOff
 			}
-			return 0, false, err
+			c.in.discard(n)
+			c.first = false
+			req.RemoteAddr = c.remote
+			if !c.serveRequest(&req) {
+				return closeConn
+			}
+			continue
 		}
+		// A request whose headers end in bare LFs, or do not fit in the
+		// buffer, is net/http's to judge.
+		if bytes.Contains(buf, lflf) || len(buf) == len(c.in.b) {
+			return handOff
+		}
+		if len(buf) == 0 && !c.first && c.s.shutting.Load() {
+			return closeConn
+		}
+		if drained {
+			c.waitDeadline(len(buf) == 0)
+			return waitForBytes
+		}
+		space := c.in.space()
+		m, err := readFD(fd, space)
+		switch {
+		case err == syscall.EAGAIN:
+			c.waitDeadline(len(buf) == 0)
+			return waitForBytes
+		case err != nil:
+			return closeConn
+		case m == 0:
+			if len(buf) > 0 {
+				return handOff // a request cut short: net/http answers it
+			}
+			return closeConn
+		}
+		c.in.end += m
+		drained = m < len(space)
 	}
 }
+
+// waitDeadline sets the read deadline of the wait for the client's next
+// bytes: the idle timeout before a request's first byte, the header
+// timeout, from the first wait, for the rest of its line and headers. A
+// request whose line and headers came whole with its first bytes has not
+// waited: the idle deadline was left in place.
+func (c *srvConn) waitDeadline(empty bool) {
+	if empty && !c.first {
+		c.idle.Store(true)
+		if c.idleTimeout > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(c.idleTimeout))
+			c.deadline = idleDeadline
+		}
+		return
+	}
+	if c.deadline == headerDeadline {
+		return
+	}
+	if c.hdrTimeout > 0 {
+		c.nc.SetReadDeadline(time.Now().Add(c.hdrTimeout))
+		c.deadline = headerDeadline
+	} else if c.deadline != noDeadline {
+		c.nc.SetReadDeadline(time.Time{})
+		c.deadline = noDeadline
+	}
+}
+
+// The read deadline set on a connection of the loop.
+const (
+	noDeadline = iota
+	idleDeadline
+	headerDeadline
+)
 
 var (
 	crlfcrlf = []byte("\r\n\r\n")
 	lflf     = []byte("\n\n")
 )
+
+// inBuf holds the bytes read from a client and not yet used: b[start:end].
+type inBuf struct {
+	b          []byte
+	start, end int
+}
+
+func (b *inBuf) bytes() []byte { return b.b[b.start:b.end] }
+
+func (b *inBuf) discard(n int) {
+	b.start += n
+	if b.start == b.end {
+		b.start, b.end = 0, 0
+	}
+}
+
+// space is the room after the bytes held, all of it: they are moved to
+// the front first.
+func (b *inBuf) space() []byte {
+	if b.start > 0 {
+		b.end = copy(b.b, b.b[b.start:b.end])
+		b.start = 0
+	}
+	return b.b[b.end:]
+}
 
 // serveRequest runs the handler on parsed, with a context, and writes
 // its answer. It reports whether the connection may serve another
@@ -404,11 +472,13 @@ func (c *srvConn) startWatch(cancel context.CancelFunc) {
 	c.timer.Reset(watchDelay)
 }
 
-// watch runs when a request has run for watchDelay: it reads from the
-// client until the request ends (stopWatch moves the read deadline to
-// the past) and cancels the request's context when the client closed the
-// connection or reset it. A byte of a next request (pipelining) stays in
-// the buffer and ends the watch.
+// watch runs when a request has run for watchDelay: it waits, through a
+// second descriptor of the socket (watchFile: the loop holds the
+// connection's reads), until the request ends (stopWatch moves that
+// descriptor's read deadline to the past) and cancels the request's
+// context when the client closed the connection or reset it. A byte of a
+// next request (pipelining) is only peeked at: it stays to be read, and
+// ends the watch.
 func (c *srvConn) watch() {
 	c.wmu.Lock()
 	if !c.watching || c.active {
@@ -419,16 +489,29 @@ func (c *srvConn) watch() {
 	}
 	c.active = true
 	cancel := c.cancel
-	// The deadline of the wait for the request may still be set. Cleared
-	// under wmu: stopWatch's deadline in the past comes after.
-	c.nc.SetReadDeadline(time.Time{})
 	c.wmu.Unlock()
-	_, err := c.br.Peek(1)
+	gone := false
+	f, err := watchFile(c.nc)
+	if err == nil {
+		c.wmu.Lock()
+		watching := c.watching
+		if watching {
+			c.wfile = f
+		}
+		c.wmu.Unlock()
+		if watching {
+			gone = waitGone(f)
+		}
+		c.wmu.Lock()
+		c.wfile = nil
+		c.wmu.Unlock()
+		f.Close()
+	}
 	c.wmu.Lock()
 	stopped := !c.watching
 	c.active = false
 	c.wmu.Unlock()
-	if err != nil && !stopped {
+	if gone && !stopped {
 		cancel()
 		c.wmu.Lock()
 		f := c.gone
@@ -449,11 +532,12 @@ func (c *srvConn) stopWatch() {
 	c.wmu.Lock()
 	c.watching = false
 	active := c.active
+	if c.wfile != nil {
+		c.wfile.SetReadDeadline(aLongTimeAgo)
+	}
 	c.wmu.Unlock()
 	if active {
-		c.nc.SetReadDeadline(aLongTimeAgo)
 		<-c.watchDone
-		c.nc.SetReadDeadline(time.Time{}) // the watch's Peek took the deadline's error
 	}
 }
 
@@ -461,7 +545,7 @@ func (c *srvConn) stopWatch() {
 // had already read in front.
 type handedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r io.Reader
 }
 
 func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

@@ -483,3 +483,42 @@ func TestServerHeadersPerRequest(t *testing.T) {
 		t.Errorf("second answer:\n%s\nwant only X-Three=3, and no X-Only-A", b)
 	}
 }
+
+// TestServerPipelinedWhileServing: a request that arrives while the one
+// before it runs — shorter than watchDelay, and longer — is answered as
+// soon as that one is: the loop's wait on the socket does not lose that
+// the socket became readable while a request ran.
+func TestServerPipelinedWhileServing(t *testing.T) {
+	for _, d := range []time.Duration{20 * time.Millisecond, 3 * watchDelay} {
+		loopAddr, _ := startServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				time.Sleep(d)
+			}
+			io.WriteString(w, r.URL.Path)
+		}))
+		c, err := net.Dial("tcp", loopAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		start := time.Now()
+		io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+		time.Sleep(d / 2)
+		io.WriteString(c, "GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+		br := bufio.NewReader(c)
+		for _, want := range []string{"/slow", "/next"} {
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("request of %s while the one before ran %s: answer to %s: %v", want, d, want, err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			if string(body) != want {
+				t.Fatalf("answer %q, want %q", body, want)
+			}
+		}
+		if took := time.Since(start); took > d+time.Second {
+			t.Errorf("the pipelined request was answered %s after the first was sent (the first took %s)", took, d)
+		}
+		c.Close()
+	}
+}

@@ -1,0 +1,108 @@
+//go:build unix
+
+package gateway
+
+import (
+	"errors"
+	"net"
+	"os"
+	"syscall"
+)
+
+// connAlive reports whether c, an idle connection, is still open: a
+// non-blocking peek finds nothing to read (EAGAIN). EOF, an error or
+// unexpected bytes from an idle upstream all mean it is not to be used.
+func connAlive(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	alive := false
+	var b [1]byte
+	err = rc.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		alive = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
+		return true
+	})
+	return err == nil && alive
+}
+
+// rawConn is c's raw connection, for the server loop's reads (see
+// srvConn.serve); nil when c has no file descriptor.
+func rawConn(c net.Conn) syscall.RawConn {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
+
+// readFD is one read of the non-blocking fd; EAGAIN when there is
+// nothing to read, 0 and nil at the end of the stream.
+func readFD(fd uintptr, p []byte) (int, error) {
+	for {
+		n, err := syscall.Read(int(fd), p)
+		if err == syscall.EINTR {
+			continue
+		}
+		return max(n, 0), err
+	}
+}
+
+// watchFile is a second descriptor of c's socket, registered with the
+// network poller on its own: the watch on a client going away reads
+// through it while the loop holds c's reads (see srvConn.watch).
+func watchFile(c net.Conn) (*os.File, error) {
+	rc := rawConn(c)
+	if rc == nil {
+		return nil, errors.New("gateway: no file descriptor")
+	}
+	var (
+		fd   int
+		derr error
+	)
+	if err := rc.Control(func(s uintptr) {
+		syscall.ForkLock.RLock()
+		defer syscall.ForkLock.RUnlock()
+		if fd, derr = syscall.Dup(int(s)); derr == nil {
+			syscall.CloseOnExec(fd)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, derr
+	}
+	// The copy shares the socket's non-blocking mode: os.NewFile makes
+	// it pollable, so its read deadline works.
+	return os.NewFile(uintptr(fd), "client"), nil
+}
+
+// waitGone waits until the client of f's socket closes or resets it
+// (true) or sends a byte, which stays to be read (false); an error of f's
+// own (its deadline, Close) ends the wait with false.
+func waitGone(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	gone := false
+	var b [1]byte
+	err = rc.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if err == syscall.EAGAIN || err == syscall.EINTR {
+			return false
+		}
+		gone = err != nil || n == 0
+		return true
+	})
+	return err == nil && gone
+}
