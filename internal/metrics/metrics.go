@@ -5,8 +5,8 @@
 //	sluice_decisions_total{rule,outcome,source}      decisions made
 //	sluice_decision_duration_seconds{api}           time to decide a call (histogram)
 //	sluice_rls_requests_total{code}                 Envoy ShouldRateLimit answers
-//	sluice_store_duration_seconds{store}            one atomic take from the counter store (histogram)
-//	sluice_store_errors_total{store,kind}           failed takes, by kind of error
+//	sluice_store_duration_seconds{store}            one call to the counter store, a take or a reservation (histogram)
+//	sluice_store_errors_total{store,kind}           failed calls to the counter store (takes and reservations), by kind of error
 //	sluice_store_buckets                            buckets held by the embedded store
 //	sluice_store_evictions_total                    buckets the embedded store evicted to stay under its ceiling
 //	sluice_store_local_denials_total                calls the Redis store's local denial cache denied without a round trip
@@ -166,12 +166,12 @@ func New() *Metrics {
 	})
 	m.storeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_store_duration_seconds",
-		Help:    "Time of one atomic take from the counter store (one call's rules), by store (memory, redis).",
+		Help:    "Time of one call to the counter store, a take or a reservation (one call's rules), by store (memory, failover, redis, other).",
 		Buckets: latencyBuckets,
 	}, []string{"store"})
 	m.storeErrs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_store_errors_total",
-		Help: "Takes from the counter store that failed, by store and kind (timeout, canceled, network, redis, reply, too_many_rules, other).",
+		Help: "Calls to the counter store (takes and reservations) that failed, by store and kind (timeout, canceled, network, redis, reply, too_many_rules, other).",
 	}, []string{"store", "kind"})
 	m.reg.MustRegister(m.decisions, decideTime, m.rlsCodes, m.revision, m.storeTime, m.storeErrs,
 		collectors.NewGoCollector(),
