@@ -37,8 +37,42 @@ func TestReadmeTour(t *testing.T) {
 		t.Fatalf("the tour has %d sh blocks, want at least 4 (PUT, the ten checks, the 11th, rules list)", len(blocks))
 	}
 
+	// The rule is 10 a minute: a token comes back every 6 s. The 11th
+	// call is denied, as the README shows, when the ten before it and it
+	// come within 6 s; a machine too slow for that gets the tour again,
+	// on a new sluice, at most three times.
+	for attempt := 1; ; attempt++ {
+		errs, took, data := runTour(t, blocks)
+		if len(errs) == 0 {
+			// "Another caller has its own bucket ({"user": "bob"} passes)".
+			var a checkAnswer
+			do(t, "POST", "http://127.0.0.1:"+strconv.Itoa(data)+"/ratelimit/check", map[string]any{"user": "bob", "endpoint": "GET /api/orders"}, &a)
+			if !a.Allowed {
+				t.Errorf("bob after alice's 11 calls: %+v, want allowed", a)
+			}
+			return
+		}
+		if took < 6*time.Second || attempt == 3 {
+			for _, err := range errs {
+				t.Error(err)
+			}
+			if took >= 6*time.Second {
+				t.Errorf("the ten checks and the 11th took %s, more than the 6 s in which the README's answers hold, in each of 3 tours", took)
+			}
+			return
+		}
+		t.Logf("tour %d: the ten checks and the 11th took %s, more than 6 s (a token came back): again", attempt, took)
+	}
+}
+
+// runTour starts sluice as the tour starts it and runs the tour's blocks,
+// returning each difference from what the README shows, how long the
+// blocks from the ten checks to the 11th call took, and the data port.
+func runTour(t *testing.T, blocks []shBlock) (errs []error, took time.Duration, data int) {
+	t.Helper()
 	dir := t.TempDir()
-	data, admin := listentest.FreePort(t), listentest.FreePort(t)
+	data = listentest.FreePort(t)
+	admin := listentest.FreePort(t)
 	// The tour's own start: default flags, only the ports moved off the
 	// defaults so that the test can run beside a real sluice.
 	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:"+strconv.Itoa(data),
@@ -71,7 +105,9 @@ func TestReadmeTour(t *testing.T) {
 		t.Fatalf("the tour says sluice creates sluice-rules.yaml with a commented example: %q, %v", b, err)
 	}
 
+	var checks time.Time
 	for i, b := range blocks {
+		start := time.Now()
 		script := strings.NewReplacer(
 			"localhost:8080", "127.0.0.1:"+strconv.Itoa(data),
 			"localhost:9090", "127.0.0.1:"+strconv.Itoa(admin),
@@ -86,21 +122,22 @@ func TestReadmeTour(t *testing.T) {
 		}
 		got := strings.Split(strings.TrimSuffix(strings.ReplaceAll(string(out), "\r\n", "\n"), "\n"), "\n")
 		if err := matchLines(b.want, got, time.Now()); err != nil {
-			t.Errorf("tour block %d:\n%s\nprints:\n%s\nwhich is not what the README shows:\n%s\n%v",
-				i+1, b.script, out, strings.Join(b.want, "\n"), err)
+			errs = append(errs, fmt.Errorf("tour block %d:\n%s\nprints:\n%s\nwhich is not what the README shows:\n%s\n%v",
+				i+1, b.script, out, strings.Join(b.want, "\n"), err))
+		}
+		switch i {
+		case 1: // the ten checks
+			checks = start
+		case 2: // the 11th
+			took = time.Since(checks)
 		}
 	}
 
 	// "The rule is now in sluice-rules.yaml too".
 	if b, _ := os.ReadFile(dir + "/sluice-rules.yaml"); !bytes.Contains(b, []byte("free-per-user")) {
-		t.Errorf("sluice-rules.yaml after the tour does not hold free-per-user:\n%s", b)
+		errs = append(errs, fmt.Errorf("sluice-rules.yaml after the tour does not hold free-per-user:\n%s", b))
 	}
-	// "Another caller has its own bucket ({"user": "bob"} passes)".
-	var a checkAnswer
-	do(t, "POST", "http://127.0.0.1:"+strconv.Itoa(data)+"/ratelimit/check", map[string]any{"user": "bob", "endpoint": "GET /api/orders"}, &a)
-	if !a.Allowed {
-		t.Errorf("bob after alice's 11 calls: %+v, want allowed", a)
-	}
+	return errs, took, data
 }
 
 // cleanEnv is the environment without SLUICE_ variables, which would
