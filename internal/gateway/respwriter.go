@@ -228,7 +228,11 @@ func writeField(bw *bufio.Writer, name string, vv []string) {
 	}
 }
 
+// writeFieldValue writes v trimmed, its line breaks turned into spaces,
+// as net/http does. (Trimming first is the same: the blanks trimmed
+// include CR and LF.)
 func writeFieldValue(bw *bufio.Writer, v string) {
+	v = textproto.TrimString(v)
 	start := 0
 	for i := 0; i < len(v); i++ {
 		if v[i] == '\r' || v[i] == '\n' {
@@ -237,14 +241,21 @@ func writeFieldValue(bw *bufio.Writer, v string) {
 			start = i + 1
 		}
 	}
-	bw.WriteString(textproto.TrimString(v[start:]))
+	bw.WriteString(v[start:])
 }
 
+// writeStatusLine writes the status line of code as net/http does: its
+// reason, or "status code N" for a code without one.
 func writeStatusLine(bw *bufio.Writer, code int) {
 	bw.WriteString("HTTP/1.1 ")
 	bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(code), 10))
 	bw.WriteByte(' ')
-	bw.WriteString(http.StatusText(code))
+	if text := http.StatusText(code); text != "" {
+		bw.WriteString(text)
+	} else {
+		bw.WriteString("status code ")
+		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(code), 10))
+	}
 	bw.WriteString("\r\n")
 }
 
