@@ -10,7 +10,6 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -259,19 +258,19 @@ func (g *Gateway) forwarding(in *http.Request, h *fwdHeaders) {
 }
 
 // write writes h as header lines.
-func (h *fwdHeaders) write(bw *bufio.Writer) {
+func (h *fwdHeaders) write(hb *headBuf) {
 	if !h.ok {
 		return
 	}
-	writeHeader(bw, middleware.HeaderXForwardedFor, h.xff)
+	hb.field(middleware.HeaderXForwardedFor, h.xff)
 	for _, v := range h.proto {
-		writeHeader(bw, "X-Forwarded-Proto", v)
+		hb.field("X-Forwarded-Proto", v)
 	}
 	for _, v := range h.host {
-		writeHeader(bw, "X-Forwarded-Host", v)
+		hb.field("X-Forwarded-Host", v)
 	}
 	if h.forwarded != "" {
-		writeHeader(bw, middleware.HeaderForwarded, h.forwarded)
+		hb.field(middleware.HeaderForwarded, h.forwarded)
 	}
 }
 

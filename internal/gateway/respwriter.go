@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"errors"
 	"net/http"
 	"net/textproto"
@@ -50,9 +49,11 @@ func (w *respWriter) WriteHeader(code int) {
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
 		// An interim answer goes out at once; the final one follows.
 		bw := w.c.bw
-		writeStatusLine(bw, code)
-		w.writeFields(false)
-		bw.WriteString("\r\n")
+		hb := newHeadBuf(bw)
+		hb.statusLine(code)
+		w.writeFields(&hb, false)
+		hb.str("\r\n")
+		hb.done()
 		if bw.Flush() != nil {
 			w.failed = true
 		}
@@ -137,7 +138,8 @@ func (w *respWriter) sendHeader(finished bool) {
 	w.sent = true
 	h := w.Header()
 	bw := w.c.bw
-	writeStatusLine(bw, w.status)
+	hb := newHeadBuf(bw)
+	hb.statusLine(w.status)
 	trailers := len(h["Trailer"]) > 0
 	if !trailers {
 		for k := range h {
@@ -148,34 +150,34 @@ func (w *respWriter) sendHeader(finished bool) {
 		}
 	}
 	if _, ok := h["Content-Type"]; !ok && !w.noBody && len(w.buf) > 0 {
-		bw.WriteString("Content-Type: ")
-		bw.WriteString(http.DetectContentType(w.buf))
-		bw.WriteString("\r\n")
+		hb.field("Content-Type", http.DetectContentType(w.buf))
 	}
 	if _, ok := h["Date"]; !ok {
-		bw.WriteString("Date: ")
-		bw.Write(time.Now().UTC().AppendFormat(bw.AvailableBuffer(), http.TimeFormat))
-		bw.WriteString("\r\n")
+		var a [64]byte
+		hb.str("Date: ")
+		hb.bytes(time.Now().UTC().AppendFormat(a[:0], http.TimeFormat))
+		hb.str("\r\n")
 	}
 	delete(h, "Transfer-Encoding")
 	switch {
 	case w.noBody:
 	case w.cl >= 0:
 	case finished && !trailers:
-		bw.WriteString("Content-Length: ")
-		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(len(w.buf)), 10))
-		bw.WriteString("\r\n")
+		hb.str("Content-Length: ")
+		hb.int(int64(len(w.buf)))
+		hb.str("\r\n")
 	default:
 		w.chunked = true
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		hb.str("Transfer-Encoding: chunked\r\n")
 	}
 	if w.req.Close || w.closeAfter {
 		if _, ok := h["Connection"]; !ok {
-			bw.WriteString("Connection: close\r\n")
+			hb.str("Connection: close\r\n")
 		}
 	}
-	w.writeFields(false)
-	bw.WriteString("\r\n")
+	w.writeFields(&hb, false)
+	hb.str("\r\n")
+	hb.done()
 	if len(w.buf) > 0 {
 		buf := w.buf
 		w.buf = nil
@@ -193,8 +195,7 @@ func (w *respWriter) sendHeader(finished bool) {
 // writeFields writes the headers (trailers: the trailer fields) of w.h,
 // skipping invalid names and turning line breaks in values into spaces,
 // as net/http does.
-func (w *respWriter) writeFields(trailer bool) {
-	bw := w.c.bw
+func (w *respWriter) writeFields(hb *headBuf, trailer bool) {
 	for k, vv := range w.h {
 		if !trailer && len(k) >= len(http.TrailerPrefix) && k[:len(http.TrailerPrefix)] == http.TrailerPrefix {
 			continue
@@ -202,7 +203,9 @@ func (w *respWriter) writeFields(trailer bool) {
 		if !validFieldName(k) {
 			continue
 		}
-		writeField(bw, k, vv)
+		for _, v := range vv {
+			hb.answerField(k, v)
+		}
 	}
 }
 
@@ -216,47 +219,6 @@ func validFieldName(k string) bool {
 		}
 	}
 	return true
-}
-
-// writeField writes one header line name: v for each of vv.
-func writeField(bw *bufio.Writer, name string, vv []string) {
-	for _, v := range vv {
-		bw.WriteString(name)
-		bw.WriteString(": ")
-		writeFieldValue(bw, v)
-		bw.WriteString("\r\n")
-	}
-}
-
-// writeFieldValue writes v trimmed, its line breaks turned into spaces,
-// as net/http does. (Trimming first is the same: the blanks trimmed
-// include CR and LF.)
-func writeFieldValue(bw *bufio.Writer, v string) {
-	v = textproto.TrimString(v)
-	start := 0
-	for i := 0; i < len(v); i++ {
-		if v[i] == '\r' || v[i] == '\n' {
-			bw.WriteString(v[start:i])
-			bw.WriteByte(' ')
-			start = i + 1
-		}
-	}
-	bw.WriteString(v[start:])
-}
-
-// writeStatusLine writes the status line of code as net/http does: its
-// reason, or "status code N" for a code without one.
-func writeStatusLine(bw *bufio.Writer, code int) {
-	bw.WriteString("HTTP/1.1 ")
-	bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(code), 10))
-	bw.WriteByte(' ')
-	if text := http.StatusText(code); text != "" {
-		bw.WriteString(text)
-	} else {
-		bw.WriteString("status code ")
-		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(code), 10))
-	}
-	bw.WriteString("\r\n")
 }
 
 // finish completes the answer after the handler returned and sends it.
@@ -273,9 +235,11 @@ func (w *respWriter) finish() bool {
 	}
 	bw := w.c.bw
 	if w.chunked {
-		bw.WriteString("0\r\n")
-		w.writeTrailers()
-		bw.WriteString("\r\n")
+		hb := newHeadBuf(bw)
+		hb.str("0\r\n")
+		w.writeTrailers(&hb)
+		hb.str("\r\n")
+		hb.done()
 	}
 	if err := bw.Flush(); err != nil || w.failed {
 		return false
@@ -288,8 +252,7 @@ func (w *respWriter) finish() bool {
 
 // writeTrailers writes the trailer fields: those the Trailer header
 // announced, and those set with http.TrailerPrefix.
-func (w *respWriter) writeTrailers() {
-	bw := w.c.bw
+func (w *respWriter) writeTrailers(hb *headBuf) {
 	for _, v := range w.h["Trailer"] {
 		for v != "" {
 			var f string
@@ -299,10 +262,7 @@ func (w *respWriter) writeTrailers() {
 				continue
 			}
 			for _, tv := range w.h[k] {
-				bw.WriteString(k)
-				bw.WriteString(": ")
-				writeFieldValue(bw, tv)
-				bw.WriteString("\r\n")
+				hb.answerField(k, tv)
 			}
 		}
 	}
@@ -312,7 +272,9 @@ func (w *respWriter) writeTrailers() {
 			if !validFieldName(name) {
 				continue
 			}
-			writeField(bw, name, vv)
+			for _, v := range vv {
+				hb.answerField(name, v)
+			}
 		}
 	}
 }
