@@ -39,7 +39,7 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 		return false
 	}
 	buf, _ := br.Peek(br.Buffered())
-	end := bytes.Index(buf, crlfcrlf)
+	end := headerEnd(buf)
 	if end < 0 {
 		return false
 	}
@@ -65,7 +65,7 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
 		return false
 	}
-	if n := strings.Count(rest, "\r\n") - 1; len(vals) < n { // header lines
+	if n := strings.Count(rest, "\n") - 1; len(vals) < n { // header lines, at most
 		vals = make([]string, n)
 	}
 	if h == nil {
@@ -126,6 +126,21 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 		res.Body = body
 	}
 	return true
+}
+
+// headerEnd is bytes.Index(b, crlfcrlf), found a line at a time: the end
+// of the first line followed by an empty one.
+func headerEnd(b []byte) int {
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if i >= 3 && b[i-1] == '\r' && b[i-2] == '\n' && b[i-3] == '\r' {
+			return i - 3
+		}
+	}
 }
 
 // plainBody is the body of a plain answer (readPlainResponse): the next

@@ -141,3 +141,15 @@ func FuzzReadPlainResponse(f *testing.F) {
 		}
 	})
 }
+
+// TestHeaderEnd: headerEnd finds what bytes.Index finds.
+func TestHeaderEnd(t *testing.T) {
+	for _, s := range []string{
+		"", "\r\n\r\n", "\n\r\n\r\n", "\r\n\r\r\n\r\n", "a\r\n\r", "a\r\nb\r\n\r\nc\r\n\r\n",
+		"\n\n\r\n", "\r\r\n\r\n", "HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody\r\n\r\n", "x\n\r\n",
+	} {
+		if got, want := headerEnd([]byte(s)), bytes.Index([]byte(s), crlfcrlf); got != want {
+			t.Errorf("headerEnd(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
