@@ -143,18 +143,16 @@ func (f *forwarder) closeIdle() {
 	}
 }
 
-// hopHeaders are the hop-by-hop headers (RFC 9110 section 7.6.1), never
-// passed on in either direction, with those ReverseProxy drops too.
-var hopHeaders = map[string]bool{
-	"Connection":          true,
-	"Proxy-Connection":    true,
-	"Keep-Alive":          true,
-	"Proxy-Authenticate":  true,
-	"Proxy-Authorization": true,
-	"Te":                  true,
-	"Trailer":             true,
-	"Transfer-Encoding":   true,
-	"Upgrade":             true,
+// isHopHeader reports whether k is a hop-by-hop header (RFC 9110 section
+// 7.6.1), never passed on in either direction, or one of those
+// ReverseProxy drops too.
+func isHopHeader(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
 }
 
 // skipRequestHeader reports whether the request header k is not copied as
@@ -166,7 +164,7 @@ func skipRequestHeader(k string, conn []string) bool {
 	case "Host", "Content-Length", middleware.HeaderXForwardedFor, "X-Forwarded-Host", "X-Forwarded-Proto", middleware.HeaderForwarded:
 		return true
 	}
-	return hopHeaders[k] || namedByConnection(k, conn)
+	return isHopHeader(k) || namedByConnection(k, conn)
 }
 
 // namedByConnection reports whether k is one of the headers the
@@ -568,7 +566,7 @@ func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, 
 	out := w.Header()
 	conn := res.Header["Connection"]
 	for k, vv := range res.Header {
-		if hopHeaders[k] || namedByConnection(k, conn) || (dropQuota && isQuotaHeader(k)) {
+		if isHopHeader(k) || namedByConnection(k, conn) || (dropQuota && isQuotaHeader(k)) {
 			continue
 		}
 		if prev, ok := out[k]; ok {

@@ -108,12 +108,46 @@ func (h *headBuf) answerField(k, v string) {
 	b = append(b, ": "...)
 	start := len(b)
 	b = append(b, v...)
-	for i := start; i < len(b); i++ {
-		if c := b[i]; c == '\r' || c == '\n' {
-			b[i] = ' '
+	if !printable(v) { // else no CR or LF
+		for i := start; i < len(b); i++ {
+			if c := b[i]; c == '\r' || c == '\n' {
+				b[i] = ' '
+			}
 		}
 	}
 	h.b = append(b, "\r\n"...)
+}
+
+// printable reports whether s is printable ASCII (0x20…0x7e), eight bytes
+// at a time.
+func printable(s string) bool {
+	i := 0
+	for ; len(s)-i >= 8; i += 8 {
+		if !printable8(load64(s[i : i+8])) {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// printable8 reports whether every byte of x is printable ASCII: none is
+// below 0x20 and none above 0x7e (exact for the word as a whole, not byte
+// by byte).
+func printable8(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	return ((x-0x20*lo)&^x|(x+lo)|x)&hi == 0
+}
+
+// load64 reads eight bytes of s, little endian.
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // statusLine appends the status line of code as net/http writes it: its

@@ -140,15 +140,6 @@ func (w *respWriter) sendHeader(finished bool) {
 	bw := w.c.bw
 	hb := newHeadBuf(bw)
 	hb.statusLine(w.status)
-	trailers := len(h["Trailer"]) > 0
-	if !trailers {
-		for k := range h {
-			if len(k) > len(http.TrailerPrefix) && k[:len(http.TrailerPrefix)] == http.TrailerPrefix {
-				trailers = true
-				break
-			}
-		}
-	}
 	if _, ok := h["Content-Type"]; !ok && !w.noBody && len(w.buf) > 0 {
 		hb.field("Content-Type", http.DetectContentType(w.buf))
 	}
@@ -162,7 +153,7 @@ func (w *respWriter) sendHeader(finished bool) {
 	switch {
 	case w.noBody:
 	case w.cl >= 0:
-	case finished && !trailers:
+	case finished && !hasTrailers(h):
 		hb.str("Content-Length: ")
 		hb.int(int64(len(w.buf)))
 		hb.str("\r\n")
@@ -190,6 +181,20 @@ func (w *respWriter) sendHeader(finished bool) {
 			bw.Write(buf)
 		}
 	}
+}
+
+// hasTrailers reports whether h announces trailers or holds any set with
+// http.TrailerPrefix.
+func hasTrailers(h http.Header) bool {
+	if len(h["Trailer"]) > 0 {
+		return true
+	}
+	for k := range h {
+		if len(k) > len(http.TrailerPrefix) && k[:len(http.TrailerPrefix)] == http.TrailerPrefix {
+			return true
+		}
+	}
+	return false
 }
 
 // writeFields writes the headers (trailers: the trailer fields) of w.h,
@@ -227,7 +232,7 @@ func (w *respWriter) finish() bool {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
-	if _, ok := w.h["Connection"]; ok && hasToken(w.h["Connection"], "close") {
+	if v, ok := w.h["Connection"]; ok && hasToken(v, "close") {
 		w.closeAfter = true
 	}
 	if !w.sent {
