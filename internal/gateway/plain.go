@@ -229,9 +229,11 @@ func plainField(block string) (key, value, rest string, end, ok bool) {
 		return "", "", "", false, false
 	}
 	name, v := hl[:colon], hl[colon+1:]
-	for j := 0; j < len(v); j++ {
-		if fieldBytes[v[j]]&valueByte == 0 {
-			return "", "", "", false, false
+	if !printable(v) { // a tab, or a byte not allowed
+		for j := 0; j < len(v); j++ {
+			if fieldBytes[v[j]]&valueByte == 0 {
+				return "", "", "", false, false
+			}
 		}
 	}
 	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
