@@ -166,6 +166,11 @@ func AppendIP(dst []byte, ip string, bits int) []byte {
 		return dst
 	}
 	dst = append(dst, PrefixIP...)
+	if _, ok := ParseIPv4(ip); ok {
+		// Its key is itself: netip spells an IPv4 address one way, the
+		// only way ParseIPv4 takes.
+		return append(dst, ip...)
+	}
 	if a, err := ParseIP(ip); err == nil {
 		return AppendIPKey(dst, a, bits)
 	}
@@ -201,6 +206,9 @@ func ParseIP(s string) (netip.Addr, error) {
 	if s == "" {
 		return netip.Addr{}, errNotIP
 	}
+	if a, ok := ParseIPv4(s); ok {
+		return a, nil
+	}
 	if s[0] != '[' {
 		if a, err := netip.ParseAddr(s); err == nil {
 			return a, nil
@@ -214,6 +222,41 @@ func ParseIP(s string) (netip.Addr, error) {
 		return ap.Addr(), nil
 	}
 	return netip.Addr{}, errNotIP
+}
+
+// ParseIPv4 parses s when it is an IPv4 address in dotted decimal
+// ("203.0.113.7"): what netip.ParseAddr takes as IPv4, and the same
+// address, at a fraction of the cost. ok is false for anything else.
+func ParseIPv4(s string) (a netip.Addr, ok bool) {
+	var b [4]byte
+	n, val, digits := 0, 0, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case '0' <= c && c <= '9':
+			if digits == 1 && val == 0 {
+				return netip.Addr{}, false // a leading zero
+			}
+			val = val*10 + int(c-'0')
+			digits++
+			if val > 255 {
+				return netip.Addr{}, false
+			}
+		case c == '.':
+			if digits == 0 || n == 3 {
+				return netip.Addr{}, false
+			}
+			b[n] = byte(val)
+			n, val, digits = n+1, 0, 0
+		default:
+			return netip.Addr{}, false
+		}
+	}
+	if n != 3 || digits == 0 {
+		return netip.Addr{}, false
+	}
+	b[3] = byte(val)
+	return netip.AddrFrom4(b), true
 }
 
 // ClientID returns the id of the identity's bucket for kind "user",

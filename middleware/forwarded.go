@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/sluicehq/sluice/identity"
 )
 
 // Forwarding headers a trusted proxy may name the client in.
@@ -81,6 +83,9 @@ func hostOf(s string) (a netip.Addr, host string, ok bool) {
 		host = s[:i]
 	} else {
 		host = s
+	}
+	if a, ok := identity.ParseIPv4(host); ok {
+		return a, host, true
 	}
 	a, err := netip.ParseAddr(host)
 	if err != nil {
