@@ -240,7 +240,7 @@ func (g *Gateway) forwarding(in *http.Request, h *fwdHeaders) {
 	h.vals[0], h.vals[1] = proto, in.Host
 	h.proto, h.host = h.vals[0:1:1], h.vals[1:2:2]
 	h.xff = addrText(in.RemoteAddr, peer)
-	if len(g.id.TrustedProxies) > 0 && g.id.TrustsPeer(in) {
+	if g.id.TrustsAddr(peer) {
 		peerText := h.xff
 		if prior := in.Header[middleware.HeaderXForwardedFor]; len(prior) > 0 {
 			h.xff = strings.Join(prior, ", ") + ", " + peerText
