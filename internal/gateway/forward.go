@@ -518,7 +518,7 @@ func sendsZeroLength(method string) bool {
 // writeTarget writes the origin-form request target: the upstream's path
 // prefix joined with the call's path, and the call's query.
 func (f *forwarder) writeTarget(hb *headBuf, u *url.URL) {
-	path := u.EscapedPath()
+	path := escapedPath(u)
 	if f.prefix != "" {
 		path = joinPath(f.prefix, path)
 	}

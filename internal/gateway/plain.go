@@ -42,8 +42,8 @@ func parsePlain(blockBytes []byte, req *http.Request, h http.Header, vals *[]str
 		}
 	}
 	rawURI := target
-	u, err := url.ParseRequestURI(rawURI)
-	if err != nil {
+	u := parseTarget(target)
+	if u == nil {
 		return false
 	}
 	if h == nil {
@@ -102,6 +102,58 @@ func parsePlain(blockBytes []byte, req *http.Request, h http.Header, vals *[]str
 		RequestURI: rawURI,
 	}
 	return true
+}
+
+// parseTarget is url.ParseRequestURI for an origin-form target (it
+// starts with '/', and holds no control byte); nil where that fails. A
+// path of bytes that are never escaped (plainPath) is its own unescaped
+// and escaped form, so that the URL is made without the work of
+// unescaping and escaping it again.
+func parseTarget(target string) *url.URL {
+	rest, query, forceQuery := target, "", false
+	if i := strings.IndexByte(target, '?'); i >= 0 {
+		if i == len(target)-1 {
+			rest, forceQuery = target[:i], true
+		} else {
+			rest, query = target[:i], target[i+1:]
+		}
+	}
+	if !plainPath(rest) {
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
+			return nil
+		}
+		return u
+	}
+	return &url.URL{Path: rest, RawQuery: query, ForceQuery: forceQuery}
+}
+
+// plainPath reports whether every byte of p is one a path never escapes
+// or unescapes: letters, digits and -._~/$&+,:;=@ (no '%').
+func plainPath(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if !pathBytes[p[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+var pathBytes = func() (t [256]bool) {
+	for b := 0; b < 256; b++ {
+		t[b] = 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
+			strings.IndexByte("-._~/$&+,:;=@", byte(b)) >= 0
+	}
+	return t
+}()
+
+// escapedPath is u.EscapedPath(), without the work of escaping for a path
+// that needs none.
+func escapedPath(u *url.URL) string {
+	if u.RawPath == "" && plainPath(u.Path) {
+		return u.Path
+	}
+	return u.EscapedPath()
 }
 
 // plainMethods are the methods plainMethod names.
