@@ -140,8 +140,10 @@ func (w *respWriter) sendHeader(finished bool) {
 	bw := w.c.bw
 	hb := newHeadBuf(bw)
 	hb.statusLine(w.status)
-	if _, ok := h["Content-Type"]; !ok && !w.noBody && len(w.buf) > 0 {
-		hb.field("Content-Type", http.DetectContentType(w.buf))
+	if !w.noBody && len(w.buf) > 0 {
+		if _, ok := h["Content-Type"]; !ok {
+			hb.field("Content-Type", http.DetectContentType(w.buf))
+		}
 	}
 	if _, ok := h["Date"]; !ok {
 		var a [64]byte
@@ -218,7 +220,13 @@ func validFieldName(k string) bool {
 	if k == "" {
 		return false
 	}
-	for i := 0; i < len(k); i++ {
+	i := 0
+	for ; len(k)-i >= 4; i += 4 { // four bytes a step
+		if fieldBytes[k[i]]&fieldBytes[k[i+1]]&fieldBytes[k[i+2]]&fieldBytes[k[i+3]]&tokenByte == 0 {
+			return false
+		}
+	}
+	for ; i < len(k); i++ {
 		if !isTokenByte(k[i]) {
 			return false
 		}

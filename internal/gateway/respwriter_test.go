@@ -135,3 +135,23 @@ func TestPrintable(t *testing.T) {
 		}
 	}
 }
+
+// TestValidFieldName: validFieldName, four bytes a step, agrees with a
+// byte by byte check on every byte in every position.
+func TestValidFieldName(t *testing.T) {
+	for n := 1; n <= 9; n++ {
+		for pos := 0; pos < n; pos++ {
+			for c := 0; c < 256; c++ {
+				b := []byte(strings.Repeat("a", n))
+				b[pos] = byte(c)
+				want := strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0 || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+				if got := validFieldName(string(b)); got != want {
+					t.Fatalf("validFieldName(%q) = %v, want %v", b, got, want)
+				}
+			}
+		}
+	}
+	if validFieldName("") {
+		t.Error(`validFieldName("") = true`)
+	}
+}
