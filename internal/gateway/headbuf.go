@@ -119,15 +119,22 @@ func (h *headBuf) answerField(k, v string) {
 }
 
 // printable reports whether s is printable ASCII (0x20…0x7e), eight bytes
-// at a time.
+// at a time: the last word overlaps the one before, and under eight bytes
+// two words of four overlap.
 func printable(s string) bool {
-	i := 0
-	for ; len(s)-i >= 8; i += 8 {
-		if !printable8(load64(s[i : i+8])) {
-			return false
+	n := len(s)
+	switch {
+	case n >= 8:
+		for i := 0; n-i > 8; i += 8 {
+			if !printable8(load64(s[i : i+8])) {
+				return false
+			}
 		}
+		return printable8(load64(s[n-8:]))
+	case n >= 4:
+		return printable8(load32(s[:4]) | load32(s[n-4:])<<32)
 	}
-	for ; i < len(s); i++ {
+	for i := 0; i < n; i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f {
 			return false
 		}
@@ -141,6 +148,12 @@ func printable(s string) bool {
 func printable8(x uint64) bool {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	return ((x-0x20*lo)&^x|(x+lo)|x)&hi == 0
+}
+
+// load32 reads four bytes of s, little endian.
+func load32(s string) uint64 {
+	_ = s[3]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
 }
 
 // load64 reads eight bytes of s, little endian.

@@ -175,11 +175,7 @@ func plainHost(v string) bool {
 		return false
 	}
 	for i := 0; i < len(v); i++ {
-		b := v[i]
-		switch {
-		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		case b == '.', b == '-', b == ':', b == '[', b == ']', b == '_':
-		default:
+		if fieldBytes[v[i]]&hostByte == 0 {
 			return false
 		}
 	}
@@ -191,7 +187,7 @@ func isTokenByte(b byte) bool { return fieldBytes[b]&tokenByte != 0 }
 
 // fieldBytes says of every byte what it may be in a header line of the
 // plain form: in a name (a token byte; a letter, upper or lower case), in
-// a value (printable ASCII or tab).
+// a value (printable ASCII or tab), in a Host.
 var fieldBytes = func() (t [256]uint8) {
 	for b := 0; b < 256; b++ {
 		switch {
@@ -205,6 +201,9 @@ var fieldBytes = func() (t [256]uint8) {
 		if (' ' <= b && b < 0x7f) || b == '\t' {
 			t[b] |= valueByte
 		}
+		if 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || strings.IndexByte(".-:[]_", byte(b)) >= 0 {
+			t[b] |= hostByte
+		}
 	}
 	return t
 }()
@@ -214,6 +213,7 @@ const (
 	lowerByte
 	upperByte
 	valueByte
+	hostByte // may be in a Host of the plain form
 )
 
 // plainConnection reads a Connection value of the plain form: close, or
