@@ -229,33 +229,34 @@ func ParseIP(s string) (netip.Addr, error) {
 // address, at a fraction of the cost. ok is false for anything else.
 func ParseIPv4(s string) (a netip.Addr, ok bool) {
 	var b [4]byte
-	n, val, digits := 0, 0, 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case '0' <= c && c <= '9':
-			if digits == 1 && val == 0 {
-				return netip.Addr{}, false // a leading zero
-			}
-			val = val*10 + int(c-'0')
-			digits++
-			if val > 255 {
+	i := 0
+	for n := range 4 {
+		if n > 0 {
+			if i == len(s) || s[i] != '.' {
 				return netip.Addr{}, false
 			}
-		case c == '.':
-			if digits == 0 || n == 3 {
-				return netip.Addr{}, false
-			}
-			b[n] = byte(val)
-			n, val, digits = n+1, 0, 0
-		default:
+			i++
+		}
+		// An octet: one to three digits, no leading zero, at most 255.
+		if i == len(s) || s[i]-'0' > 9 {
 			return netip.Addr{}, false
 		}
+		v := uint(s[i] - '0')
+		i++
+		if v != 0 {
+			for k := 0; k < 2 && i < len(s) && s[i]-'0' <= 9; k++ {
+				v = v*10 + uint(s[i]-'0')
+				i++
+			}
+			if v > 255 {
+				return netip.Addr{}, false
+			}
+		}
+		b[n] = byte(v)
 	}
-	if n != 3 || digits == 0 {
+	if i != len(s) {
 		return netip.Addr{}, false
 	}
-	b[3] = byte(val)
 	return netip.AddrFrom4(b), true
 }
 

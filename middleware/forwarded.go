@@ -75,7 +75,7 @@ func hostOf(s string) (a netip.Addr, host string, ok bool) {
 			return netip.Addr{}, "", false
 		}
 		host = s[1:end]
-	} else if i := strings.LastIndexByte(s, ':'); i >= 0 && strings.IndexByte(s, ':') == i {
+	} else if i := strings.IndexByte(s, ':'); i >= 0 && strings.IndexByte(s[i+1:], ':') < 0 {
 		// Exactly one colon: IPv4 with a port. (Bare IPv6 has two or more.)
 		if !isPort(s[i:]) {
 			return netip.Addr{}, "", false
