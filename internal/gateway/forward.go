@@ -450,11 +450,11 @@ func (f *forwarder) writeRequest(uc *upConn, r *http.Request, h *fwdHeaders) err
 	case r.ContentLength > 0 || (r.ContentLength == 0 && sendsZeroLength(r.Method)):
 		hb.str("Content-Length: ")
 		hb.int(r.ContentLength)
-		hb.str("\r\n")
+		hb.crlf()
 	case r.ContentLength < 0 && body:
 		hb.str("Transfer-Encoding: chunked\r\n")
 	}
-	hb.str("\r\n")
+	hb.crlf()
 	hb.done()
 	if !body || r.ContentLength == 0 {
 		return uc.flushLast()

@@ -72,10 +72,10 @@ func (h *headBuf) int(n int64) {
 // field appends the line "k: v" as it is.
 func (h *headBuf) field(k, v string) {
 	if h.room(len(k) + len(v) + 4) {
-		h.b = append(h.b, k...)
-		h.b = append(h.b, ": "...)
-		h.b = append(h.b, v...)
-		h.b = append(h.b, "\r\n"...)
+		b := append(h.b, k...)
+		b = append(b, ':', ' ') // bytes, not a string: no memmove call
+		b = append(b, v...)
+		h.b = append(b, '\r', '\n')
 		return
 	}
 	h.bw.WriteString(k)
@@ -105,7 +105,7 @@ func (h *headBuf) answerField(k, v string) {
 		return
 	}
 	b := append(h.b, k...)
-	b = append(b, ": "...)
+	b = append(b, ':', ' ')
 	start := len(b)
 	b = append(b, v...)
 	if !printable(v) { // else no CR or LF
@@ -115,7 +115,17 @@ func (h *headBuf) answerField(k, v string) {
 			}
 		}
 	}
-	h.b = append(b, "\r\n"...)
+	h.b = append(b, '\r', '\n')
+}
+
+// crlf appends CRLF.
+func (h *headBuf) crlf() {
+	if h.room(2) {
+		h.b = append(h.b, '\r', '\n')
+		return
+	}
+	h.bw.WriteString("\r\n")
+	h.b = h.bw.AvailableBuffer()
 }
 
 // printable reports whether s is printable ASCII (0x20…0x7e), eight bytes

@@ -52,7 +52,7 @@ func (w *respWriter) WriteHeader(code int) {
 		hb := newHeadBuf(bw)
 		hb.statusLine(code)
 		w.writeFields(&hb, false)
-		hb.str("\r\n")
+		hb.crlf()
 		hb.done()
 		if bw.Flush() != nil {
 			w.failed = true
@@ -149,7 +149,7 @@ func (w *respWriter) sendHeader(finished bool) {
 		var a [64]byte
 		hb.str("Date: ")
 		hb.bytes(time.Now().UTC().AppendFormat(a[:0], http.TimeFormat))
-		hb.str("\r\n")
+		hb.crlf()
 	}
 	delete(h, "Transfer-Encoding")
 	switch {
@@ -158,7 +158,7 @@ func (w *respWriter) sendHeader(finished bool) {
 	case finished && !hasTrailers(h):
 		hb.str("Content-Length: ")
 		hb.int(int64(len(w.buf)))
-		hb.str("\r\n")
+		hb.crlf()
 	default:
 		w.chunked = true
 		hb.str("Transfer-Encoding: chunked\r\n")
@@ -169,7 +169,7 @@ func (w *respWriter) sendHeader(finished bool) {
 		}
 	}
 	w.writeFields(&hb, false)
-	hb.str("\r\n")
+	hb.crlf()
 	hb.done()
 	if len(w.buf) > 0 {
 		buf := w.buf
@@ -251,7 +251,7 @@ func (w *respWriter) finish() bool {
 		hb := newHeadBuf(bw)
 		hb.str("0\r\n")
 		w.writeTrailers(&hb)
-		hb.str("\r\n")
+		hb.crlf()
 		hb.done()
 	}
 	if err := bw.Flush(); err != nil || w.failed {
