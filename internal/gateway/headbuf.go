@@ -135,12 +135,13 @@ func printable(s string) bool {
 	n := len(s)
 	switch {
 	case n >= 8:
-		for i := 0; n-i > 8; i += 8 {
-			if !printable8(load64(s[i : i+8])) {
+		last := load64(s[n-8:])
+		for ; len(s) > 8; s = s[8:] {
+			if !printable8(load64(s)) {
 				return false
 			}
 		}
-		return printable8(load64(s[n-8:]))
+		return printable8(last)
 	case n >= 4:
 		return printable8(load32(s[:4]) | load32(s[n-4:])<<32)
 	}

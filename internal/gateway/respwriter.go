@@ -220,13 +220,12 @@ func validFieldName(k string) bool {
 	if k == "" {
 		return false
 	}
-	i := 0
-	for ; len(k)-i >= 4; i += 4 { // four bytes a step
-		if fieldBytes[k[i]]&fieldBytes[k[i+1]]&fieldBytes[k[i+2]]&fieldBytes[k[i+3]]&tokenByte == 0 {
+	for ; len(k) >= 4; k = k[4:] { // four bytes a step
+		if fieldBytes[k[0]]&fieldBytes[k[1]]&fieldBytes[k[2]]&fieldBytes[k[3]]&tokenByte == 0 {
 			return false
 		}
 	}
-	for ; i < len(k); i++ {
+	for i := 0; i < len(k); i++ {
 		if !isTokenByte(k[i]) {
 			return false
 		}
