@@ -228,7 +228,7 @@ type fwdHeaders struct {
 //     proto and host are the gateway's own view, and Forwarded is dropped:
 //     what a client wrote there is not passed on as if a proxy had.
 func (g *Gateway) forwarding(in *http.Request, h *fwdHeaders) {
-	peer, ok := middleware.Peer(in)
+	peer, ok := peerOf(in)
 	if !ok {
 		return
 	}
@@ -255,6 +255,22 @@ func (g *Gateway) forwarding(in *http.Request, h *fwdHeaders) {
 			h.forwarded = strings.Join(prior, ", ") + ", " + forwardedElement(peerText, proto)
 		}
 	}
+}
+
+// peerOf is middleware.Peer(in), parsed once a connection for the
+// requests the server loop serves: their connection holds it.
+func peerOf(in *http.Request) (netip.Addr, bool) {
+	ctx := in.Context()
+	if c, ok := ctx.Value(connKey{}).(*srvConn); ok && c.reqCtx == ctx && in.RemoteAddr == c.remote {
+		// The request runs on its connection's goroutine, the only one
+		// that touches these fields.
+		if !c.peerParsed {
+			c.peer, c.peerOK = middleware.Peer(in)
+			c.peerParsed = true
+		}
+		return c.peer, c.peerOK
+	}
+	return middleware.Peer(in)
 }
 
 // write writes h as header lines.
