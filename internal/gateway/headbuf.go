@@ -31,10 +31,10 @@ func (h *headBuf) done() {
 // room reports whether n more bytes fit in b, handing what b holds to bw
 // and flushing bw when they do not fit otherwise. When it reports false,
 // b is empty and bw is to be written to directly.
-func (h *headBuf) room(n int) bool {
-	if cap(h.b)-len(h.b) >= n {
-		return true
-	}
+func (h *headBuf) room(n int) bool { return cap(h.b)-len(h.b) >= n || h.grow(n) } // inlined
+
+// grow is room when b has no room for n bytes.
+func (h *headBuf) grow(n int) bool {
 	h.done()
 	if h.bw.Available() < n {
 		h.bw.Flush() // a failure stays in bw: every later write fails
@@ -49,6 +49,11 @@ func (h *headBuf) str(s string) {
 		h.b = append(h.b, s...)
 		return
 	}
+	h.strDirect(s)
+}
+
+// strDirect writes s to bw directly: it does not fit in bw's buffer.
+func (h *headBuf) strDirect(s string) {
 	h.bw.WriteString(s)
 	h.b = h.bw.AvailableBuffer()
 }
@@ -124,8 +129,7 @@ func (h *headBuf) crlf() {
 		h.b = append(h.b, '\r', '\n')
 		return
 	}
-	h.bw.WriteString("\r\n")
-	h.b = h.bw.AvailableBuffer()
+	h.strDirect("\r\n")
 }
 
 // printable reports whether s is printable ASCII (0x20…0x7e), eight bytes
