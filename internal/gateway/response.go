@@ -86,11 +86,15 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 			if length >= 0 || v == "" {
 				return false
 			}
-			l, err := strconv.ParseUint(v, 10, 63)
-			if err != nil {
-				return false
+			l, ok := parseDigits(v)
+			if !ok {
+				u, err := strconv.ParseUint(v, 10, 63)
+				if err != nil {
+					return false
+				}
+				l = int64(u)
 			}
-			length = int64(l)
+			length = l
 		case "Transfer-Encoding", "Trailer", "Pragma":
 			return false
 		case "Connection":
@@ -126,6 +130,23 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 		res.Body = body
 	}
 	return true
+}
+
+// parseDigits is strconv.ParseInt(s, 10, 64) for s of one to eighteen
+// ASCII digits, which cannot overflow; not ok for any other s.
+func parseDigits(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		n = n*10 + int64(d)
+	}
+	return n, true
 }
 
 // headerEnd is bytes.Index(b, crlfcrlf), found a line at a time: the end

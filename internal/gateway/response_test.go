@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -153,6 +154,20 @@ func TestHeaderEnd(t *testing.T) {
 	} {
 		if got, want := headerEnd([]byte(s)), bytes.Index([]byte(s), crlfcrlf); got != want {
 			t.Errorf("headerEnd(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+// TestParseDigits: parseDigits takes what strconv.ParseInt takes, as the
+// same number, for up to eighteen digits, and nothing else.
+func TestParseDigits(t *testing.T) {
+	for _, s := range []string{"0", "7", "55", "007", "123456789012345678", "999999999999999999", "1234567890123456789",
+		"", "+5", "-5", "5 ", " 5", "1_000", "0x10", "5a", "９"} {
+		got, ok := parseDigits(s)
+		want, err := strconv.ParseInt(s, 10, 64)
+		digits := len(s) > 0 && len(s) <= 18 && strings.Trim(s, "0123456789") == ""
+		if ok != digits || ok && (err != nil || got != want) {
+			t.Errorf("parseDigits(%q) = %d, %v; strconv: %d, %v", s, got, ok, want, err)
 		}
 	}
 }

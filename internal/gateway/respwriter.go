@@ -62,7 +62,9 @@ func (w *respWriter) WriteHeader(code int) {
 	w.status = code
 	w.noBody = code == http.StatusNoContent || code == http.StatusNotModified || code < 200
 	if v := w.h["Content-Length"]; len(v) == 1 {
-		if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n >= 0 {
+		if n, ok := parseDigits(v[0]); ok {
+			w.cl = n
+		} else if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n >= 0 {
 			w.cl = n
 		}
 	}
