@@ -63,7 +63,7 @@ func Set(h http.Header, d *limiter.Decision) {
 	b = append(b, '"')
 	b = append(b, d.Rule.ID...) // [a-z0-9._-]: nothing to escape
 	b = append(b, `";r=`...)
-	b = strconv.AppendInt(b, remaining, 10)
+	b = append(b, b[end[0]:end[1]]...) // remaining, formatted above
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, ceilDiv(int64(resetAfter), int64(time.Second)), 10)
 	end[3] = len(b)

@@ -166,6 +166,11 @@ func AppendIP(dst []byte, ip string, bits int) []byte {
 		return dst
 	}
 	dst = append(dst, PrefixIP...)
+	if _, ok := ParseIPv4(ip); ok {
+		// Its key is itself: netip spells an IPv4 address one way, the
+		// only way ParseIPv4 takes.
+		return append(dst, ip...)
+	}
 	if a, err := ParseIP(ip); err == nil {
 		return AppendIPKey(dst, a, bits)
 	}
@@ -201,6 +206,9 @@ func ParseIP(s string) (netip.Addr, error) {
 	if s == "" {
 		return netip.Addr{}, errNotIP
 	}
+	if a, ok := ParseIPv4(s); ok {
+		return a, nil
+	}
 	if s[0] != '[' {
 		if a, err := netip.ParseAddr(s); err == nil {
 			return a, nil
@@ -214,6 +222,42 @@ func ParseIP(s string) (netip.Addr, error) {
 		return ap.Addr(), nil
 	}
 	return netip.Addr{}, errNotIP
+}
+
+// ParseIPv4 parses s when it is an IPv4 address in dotted decimal
+// ("203.0.113.7"): what netip.ParseAddr takes as IPv4, and the same
+// address, at a fraction of the cost. ok is false for anything else.
+func ParseIPv4(s string) (a netip.Addr, ok bool) {
+	var b [4]byte
+	i := 0
+	for n := range 4 {
+		if n > 0 {
+			if i == len(s) || s[i] != '.' {
+				return netip.Addr{}, false
+			}
+			i++
+		}
+		// An octet: one to three digits, no leading zero, at most 255.
+		if i == len(s) || s[i]-'0' > 9 {
+			return netip.Addr{}, false
+		}
+		v := uint(s[i] - '0')
+		i++
+		if v != 0 {
+			for k := 0; k < 2 && i < len(s) && s[i]-'0' <= 9; k++ {
+				v = v*10 + uint(s[i]-'0')
+				i++
+			}
+			if v > 255 {
+				return netip.Addr{}, false
+			}
+		}
+		b[n] = byte(v)
+	}
+	if i != len(s) {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom4(b), true
 }
 
 // ClientID returns the id of the identity's bucket for kind "user",

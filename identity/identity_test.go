@@ -138,3 +138,62 @@ func TestPlainWords(t *testing.T) {
 		}
 	}
 }
+
+var ipv4Seeds = []string{
+	"203.0.113.7", "0.0.0.0", "255.255.255.255", "256.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "1..2.3",
+	".1.2.3", "1.2.3.", "1.2.3.4:80", "::ffff:1.2.3.4", "1.2.3.4%eth0", "", "1.2.3.04", "1.2.3.0", "1.2.3.255x",
+	"2001:db8::1", "999.1.1.1", "1.2.3.4 ",
+}
+
+// FuzzParseIPv4: ParseIPv4 takes what netip.ParseAddr takes as an IPv4
+// address, as the same address, which netip spells as it was written.
+func FuzzParseIPv4(f *testing.F) {
+	for _, s := range ipv4Seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := ParseIPv4(s)
+		want, err := netip.ParseAddr(s)
+		if wantOK := err == nil && want.Is4(); ok != wantOK || got != want && ok {
+			t.Fatalf("ParseIPv4(%q) = %v, %v; netip.ParseAddr: %v, %v", s, got, ok, want, err)
+		}
+		if ok && got.String() != s {
+			t.Fatalf("ParseIPv4(%q) = %v, spelled otherwise", s, got)
+		}
+		var a, b [MaxID]byte
+		fast := string(AppendIP(a[:0], s, 64))
+		slow := string(appendIPSlow(b[:0], s, 64))
+		if fast != slow {
+			t.Fatalf("AppendIP(%q) = %q, want %q", s, fast, slow)
+		}
+	})
+}
+
+// appendIPSlow is AppendIP through netip alone.
+func appendIPSlow(dst []byte, ip string, bits int) []byte {
+	if ip == "" {
+		return dst
+	}
+	dst = append(dst, PrefixIP...)
+	if a, err := parseIPNetip(ip); err == nil {
+		return AppendIPKey(dst, a, bits)
+	}
+	return AppendDigest(dst, ip)
+}
+
+// parseIPNetip is ParseIP through netip alone.
+func parseIPNetip(s string) (netip.Addr, error) {
+	if s[0] != '[' {
+		if a, err := netip.ParseAddr(s); err == nil {
+			return a, nil
+		}
+	} else if s[len(s)-1] == ']' {
+		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
+			return a, nil
+		}
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr(), nil
+	}
+	return netip.Addr{}, errNotIP
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/sluicehq/sluice/identity"
 )
 
 // Forwarding headers a trusted proxy may name the client in.
@@ -73,7 +75,7 @@ func hostOf(s string) (a netip.Addr, host string, ok bool) {
 			return netip.Addr{}, "", false
 		}
 		host = s[1:end]
-	} else if i := strings.LastIndexByte(s, ':'); i >= 0 && strings.IndexByte(s, ':') == i {
+	} else if i := strings.IndexByte(s, ':'); i >= 0 && strings.IndexByte(s[i+1:], ':') < 0 {
 		// Exactly one colon: IPv4 with a port. (Bare IPv6 has two or more.)
 		if !isPort(s[i:]) {
 			return netip.Addr{}, "", false
@@ -81,6 +83,9 @@ func hostOf(s string) (a netip.Addr, host string, ok bool) {
 		host = s[:i]
 	} else {
 		host = s
+	}
+	if a, ok := identity.ParseIPv4(host); ok {
+		return a, host, true
 	}
 	a, err := netip.ParseAddr(host)
 	if err != nil {

@@ -83,9 +83,10 @@ func (id *Identifier) Identify(r *http.Request, ix *rules.Index) Caller {
 }
 
 // canonical returns the canonical form of a header name, without
-// allocating for the default.
+// allocating or looking at its bytes for the default (Middleware has made
+// it "X-Api-Key").
 func canonical(name string) string {
-	if name == DefaultAPIKeyHeader {
+	if name == DefaultAPIKeyHeader || name == "X-Api-Key" {
 		return "X-Api-Key"
 	}
 	return http.CanonicalHeaderKey(name)
@@ -135,7 +136,14 @@ func Peer(r *http.Request) (netip.Addr, bool) {
 // proxies, so that its forwarding headers are believed.
 func (id *Identifier) TrustsPeer(r *http.Request) bool {
 	a, ok := Peer(r)
-	return ok && trusted(id.TrustedProxies, a)
+	return ok && id.TrustsAddr(a)
+}
+
+// TrustsAddr reports whether a, the address of a request's connection
+// (Peer), is one of the trusted proxies: TrustsPeer without parsing the
+// address again.
+func (id *Identifier) TrustsAddr(a netip.Addr) bool {
+	return len(id.TrustedProxies) > 0 && trusted(id.TrustedProxies, a)
 }
 
 // ClientAddr returns the address r is keyed by (see Identifier); ok is
@@ -160,10 +168,17 @@ func (id *Identifier) client(r *http.Request) (netip.Addr, string, bool) {
 	if len(id.TrustedProxies) == 0 || !trusted(id.TrustedProxies, peer) {
 		return peer, host, true
 	}
-	if id.ForwardedHeader != "" && http.CanonicalHeaderKey(id.ForwardedHeader) == HeaderForwarded {
+	if readsForwarded(id.ForwardedHeader) {
 		a, h := clientFromForwarded(r.Header[HeaderForwarded], id.TrustedProxies, peer, host)
 		return a, h, true
 	}
 	a, h := clientFromXFF(r.Header[HeaderXForwardedFor], id.TrustedProxies, peer, host)
 	return a, h, true
+}
+
+// readsForwarded reports whether the forwarding header name is
+// HeaderForwarded, in any case: CanonicalHeaderKey(name) ==
+// HeaderForwarded, without canonicalising the name on every call.
+func readsForwarded(name string) bool {
+	return name == HeaderForwarded || len(name) == len(HeaderForwarded) && http.CanonicalHeaderKey(name) == HeaderForwarded
 }

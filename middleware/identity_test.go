@@ -55,6 +55,8 @@ func TestIdentifyIP(t *testing.T) {
 			map[string][]string{"X-Forwarded-For": {"5.6.7.8"}}, "10.0.0.2"},
 		{"XFF wanted, only Forwarded sent", "10.0.0.2:5555", proxies, "",
 			map[string][]string{"Forwarded": {"for=5.6.7.8"}}, "10.0.0.2"},
+		{"Forwarded named in lower case", "10.0.0.2:5555", proxies, "forwarded",
+			map[string][]string{"Forwarded": {"for=1.2.3.4"}, "X-Forwarded-For": {"5.6.7.8"}}, "1.2.3.4"},
 		{"Forwarded unknown", "10.0.0.2:5555", proxies, HeaderForwarded,
 			map[string][]string{"Forwarded": {"for=unknown"}}, "10.0.0.2"},
 		{"no address (Unix socket)", "@", proxies, "", nil, ""},
@@ -74,6 +76,21 @@ func TestIdentifyIP(t *testing.T) {
 				t.Errorf("ClientAddr = %v, %v, want %q", a, ok, tt.want)
 			}
 		})
+	}
+}
+
+func TestTrustsAddr(t *testing.T) {
+	id := &Identifier{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}}
+	for a, want := range map[string]bool{
+		"10.1.2.3": true, "11.1.2.3": false, "fd00::1": true, "fd00::1%eth0": true, "::ffff:10.0.0.1": true,
+		"2001:db8::1": false, "::ffff:11.0.0.1": false,
+	} {
+		if got := id.TrustsAddr(netip.MustParseAddr(a)); got != want {
+			t.Errorf("TrustsAddr(%s) = %v, want %v", a, got, want)
+		}
+	}
+	if (&Identifier{}).TrustsAddr(netip.MustParseAddr("10.1.2.3")) {
+		t.Error("an Identifier without trusted proxies trusts an address")
 	}
 }
 

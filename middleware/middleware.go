@@ -13,6 +13,8 @@ package middleware
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/headers"
@@ -74,8 +76,31 @@ func WithErrorHandler(fn func(w http.ResponseWriter, r *http.Request, err error)
 // part of it. It allocates only when the path needs escaping and the
 // request did not spell it.
 func DefaultEndpoint(r *http.Request) (method, p string) {
-	return r.Method, r.URL.EscapedPath()
+	return r.Method, escapedPath(r.URL)
 }
+
+// escapedPath is u.EscapedPath(), without the work of escaping for a path
+// that needs none: one of letters, digits and -._~/$&+,:;=@ only, which a
+// path never escapes.
+func escapedPath(u *url.URL) string {
+	if u.RawPath == "" {
+		for i := 0; i < len(u.Path); i++ {
+			if !pathBytes[u.Path[i]] {
+				return u.EscapedPath()
+			}
+		}
+		return u.Path
+	}
+	return u.EscapedPath()
+}
+
+var pathBytes = func() (t [256]bool) {
+	for b := 0; b < 256; b++ {
+		t[b] = 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
+			strings.IndexByte("-._~/$&+,:;=@", byte(b)) >= 0
+	}
+	return t
+}()
 
 // DefaultErrorHandler answers a call the limiter could not decide with 503
 // and {"error":"unavailable","message":"the rate limiter could not decide"}.

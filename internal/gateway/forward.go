@@ -10,7 +10,6 @@ import (
 	"net/http/httputil"
 	"net/textproto"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -144,18 +143,16 @@ func (f *forwarder) closeIdle() {
 	}
 }
 
-// hopHeaders are the hop-by-hop headers (RFC 9110 section 7.6.1), never
-// passed on in either direction, with those ReverseProxy drops too.
-var hopHeaders = map[string]bool{
-	"Connection":          true,
-	"Proxy-Connection":    true,
-	"Keep-Alive":          true,
-	"Proxy-Authenticate":  true,
-	"Proxy-Authorization": true,
-	"Te":                  true,
-	"Trailer":             true,
-	"Transfer-Encoding":   true,
-	"Upgrade":             true,
+// isHopHeader reports whether k is a hop-by-hop header (RFC 9110 section
+// 7.6.1), never passed on in either direction, or one of those
+// ReverseProxy drops too.
+func isHopHeader(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
 }
 
 // skipRequestHeader reports whether the request header k is not copied as
@@ -167,7 +164,7 @@ func skipRequestHeader(k string, conn []string) bool {
 	case "Host", "Content-Length", middleware.HeaderXForwardedFor, "X-Forwarded-Host", "X-Forwarded-Proto", middleware.HeaderForwarded:
 		return true
 	}
-	return hopHeaders[k] || namedByConnection(k, conn)
+	return isHopHeader(k) || namedByConnection(k, conn)
 }
 
 // namedByConnection reports whether k is one of the headers the
@@ -427,37 +424,38 @@ func isBodyErr(err error) bool {
 // An error of the body is a bodyErr.
 func (f *forwarder) writeRequest(uc *upConn, r *http.Request, h *fwdHeaders) error {
 	bw := uc.bw
-	bw.WriteString(r.Method)
-	bw.WriteByte(' ')
-	f.writeTarget(bw, r.URL)
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	bw.WriteString(f.host)
-	bw.WriteString("\r\n")
+	hb := newHeadBuf(bw)
+	hb.str(r.Method)
+	hb.str(" ")
+	f.writeTarget(&hb, r.URL)
+	hb.str(" HTTP/1.1\r\n")
+	hb.field("Host", f.host)
 	conn := r.Header["Connection"]
 	for k, vv := range r.Header {
 		if skipRequestHeader(k, conn) {
 			// "TE: trailers" is passed on, as ReverseProxy does: it is
 			// how a gRPC client says it reads trailers.
 			if k == "Te" && hasToken(vv, "trailers") {
-				bw.WriteString("Te: trailers\r\n")
+				hb.str("Te: trailers\r\n")
 			}
 			continue
 		}
 		for _, v := range vv {
-			writeHeader(bw, k, v)
+			hb.field(k, v)
 		}
 	}
-	h.write(bw)
+	h.write(&hb)
 	body := r.Body != nil && r.Body != http.NoBody
 	switch {
 	case r.ContentLength > 0 || (r.ContentLength == 0 && sendsZeroLength(r.Method)):
-		bw.WriteString("Content-Length: ")
-		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), r.ContentLength, 10))
-		bw.WriteString("\r\n")
+		hb.str("Content-Length: ")
+		hb.int(r.ContentLength)
+		hb.crlf()
 	case r.ContentLength < 0 && body:
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		hb.str("Transfer-Encoding: chunked\r\n")
 	}
-	bw.WriteString("\r\n")
+	hb.crlf()
+	hb.done()
 	if !body || r.ContentLength == 0 {
 		return uc.flushLast()
 	}
@@ -519,18 +517,18 @@ func sendsZeroLength(method string) bool {
 
 // writeTarget writes the origin-form request target: the upstream's path
 // prefix joined with the call's path, and the call's query.
-func (f *forwarder) writeTarget(bw *bufio.Writer, u *url.URL) {
-	path := u.EscapedPath()
+func (f *forwarder) writeTarget(hb *headBuf, u *url.URL) {
+	path := escapedPath(u)
 	if f.prefix != "" {
 		path = joinPath(f.prefix, path)
 	}
 	if path == "" {
 		path = "/"
 	}
-	bw.WriteString(path)
+	hb.str(path)
 	if u.ForceQuery || u.RawQuery != "" {
-		bw.WriteByte('?')
-		bw.WriteString(u.RawQuery)
+		hb.str("?")
+		hb.str(u.RawQuery)
 	}
 }
 
@@ -545,13 +543,6 @@ func joinPath(a, b string) string {
 		return a + "/" + b
 	}
 	return a + b
-}
-
-func writeHeader(bw *bufio.Writer, k, v string) {
-	bw.WriteString(k)
-	bw.WriteString(": ")
-	bw.WriteString(v)
-	bw.WriteString("\r\n")
 }
 
 func hasToken(vv []string, token string) bool {
@@ -575,7 +566,7 @@ func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, 
 	out := w.Header()
 	conn := res.Header["Connection"]
 	for k, vv := range res.Header {
-		if hopHeaders[k] || namedByConnection(k, conn) || (dropQuota && isQuotaHeader(k)) {
+		if isHopHeader(k) || namedByConnection(k, conn) || (dropQuota && isQuotaHeader(k)) {
 			continue
 		}
 		if prev, ok := out[k]; ok {

@@ -10,7 +10,6 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -229,7 +228,7 @@ type fwdHeaders struct {
 //     proto and host are the gateway's own view, and Forwarded is dropped:
 //     what a client wrote there is not passed on as if a proxy had.
 func (g *Gateway) forwarding(in *http.Request, h *fwdHeaders) {
-	peer, ok := middleware.Peer(in)
+	peer, ok := peerOf(in)
 	if !ok {
 		return
 	}
@@ -241,7 +240,7 @@ func (g *Gateway) forwarding(in *http.Request, h *fwdHeaders) {
 	h.vals[0], h.vals[1] = proto, in.Host
 	h.proto, h.host = h.vals[0:1:1], h.vals[1:2:2]
 	h.xff = addrText(in.RemoteAddr, peer)
-	if len(g.id.TrustedProxies) > 0 && g.id.TrustsPeer(in) {
+	if g.id.TrustsAddr(peer) {
 		peerText := h.xff
 		if prior := in.Header[middleware.HeaderXForwardedFor]; len(prior) > 0 {
 			h.xff = strings.Join(prior, ", ") + ", " + peerText
@@ -258,20 +257,36 @@ func (g *Gateway) forwarding(in *http.Request, h *fwdHeaders) {
 	}
 }
 
+// peerOf is middleware.Peer(in), parsed once a connection for the
+// requests the server loop serves: their connection holds it.
+func peerOf(in *http.Request) (netip.Addr, bool) {
+	ctx := in.Context()
+	if c, ok := ctx.Value(connKey{}).(*srvConn); ok && c.reqCtx == ctx && in.RemoteAddr == c.remote {
+		// The request runs on its connection's goroutine, the only one
+		// that touches these fields.
+		if !c.peerParsed {
+			c.peer, c.peerOK = middleware.Peer(in)
+			c.peerParsed = true
+		}
+		return c.peer, c.peerOK
+	}
+	return middleware.Peer(in)
+}
+
 // write writes h as header lines.
-func (h *fwdHeaders) write(bw *bufio.Writer) {
+func (h *fwdHeaders) write(hb *headBuf) {
 	if !h.ok {
 		return
 	}
-	writeHeader(bw, middleware.HeaderXForwardedFor, h.xff)
+	hb.field(middleware.HeaderXForwardedFor, h.xff)
 	for _, v := range h.proto {
-		writeHeader(bw, "X-Forwarded-Proto", v)
+		hb.field("X-Forwarded-Proto", v)
 	}
 	for _, v := range h.host {
-		writeHeader(bw, "X-Forwarded-Host", v)
+		hb.field("X-Forwarded-Host", v)
 	}
 	if h.forwarded != "" {
-		writeHeader(bw, middleware.HeaderForwarded, h.forwarded)
+		hb.field(middleware.HeaderForwarded, h.forwarded)
 	}
 }
 

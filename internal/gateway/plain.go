@@ -42,14 +42,14 @@ func parsePlain(blockBytes []byte, req *http.Request, h http.Header, vals *[]str
 		}
 	}
 	rawURI := target
-	u, err := url.ParseRequestURI(rawURI)
-	if err != nil {
+	u := parseTarget(target)
+	if u == nil {
 		return false
 	}
 	if h == nil {
 		h = make(http.Header, 8)
 	}
-	if n := strings.Count(rest, "\r\n"); cap(*vals) < n {
+	if n := strings.Count(rest, "\n"); cap(*vals) < n { // the lines, at most
 		*vals = make([]string, n)
 	}
 	vs := (*vals)[:cap(*vals)]
@@ -104,6 +104,58 @@ func parsePlain(blockBytes []byte, req *http.Request, h http.Header, vals *[]str
 	return true
 }
 
+// parseTarget is url.ParseRequestURI for an origin-form target (it
+// starts with '/', and holds no control byte); nil where that fails. A
+// path of bytes that are never escaped (plainPath) is its own unescaped
+// and escaped form, so that the URL is made without the work of
+// unescaping and escaping it again.
+func parseTarget(target string) *url.URL {
+	rest, query, forceQuery := target, "", false
+	if i := strings.IndexByte(target, '?'); i >= 0 {
+		if i == len(target)-1 {
+			rest, forceQuery = target[:i], true
+		} else {
+			rest, query = target[:i], target[i+1:]
+		}
+	}
+	if !plainPath(rest) {
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
+			return nil
+		}
+		return u
+	}
+	return &url.URL{Path: rest, RawQuery: query, ForceQuery: forceQuery}
+}
+
+// plainPath reports whether every byte of p is one a path never escapes
+// or unescapes: letters, digits and -._~/$&+,:;=@ (no '%').
+func plainPath(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if !pathBytes[p[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+var pathBytes = func() (t [256]bool) {
+	for b := 0; b < 256; b++ {
+		t[b] = 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
+			strings.IndexByte("-._~/$&+,:;=@", byte(b)) >= 0
+	}
+	return t
+}()
+
+// escapedPath is u.EscapedPath(), without the work of escaping for a path
+// that needs none.
+func escapedPath(u *url.URL) string {
+	if u.RawPath == "" && plainPath(u.Path) {
+		return u.Path
+	}
+	return u.EscapedPath()
+}
+
 // plainMethods are the methods plainMethod names.
 var plainMethods = [...]string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions}
 
@@ -123,11 +175,7 @@ func plainHost(v string) bool {
 		return false
 	}
 	for i := 0; i < len(v); i++ {
-		b := v[i]
-		switch {
-		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		case b == '.', b == '-', b == ':', b == '[', b == ']', b == '_':
-		default:
+		if fieldBytes[v[i]]&hostByte == 0 {
 			return false
 		}
 	}
@@ -135,17 +183,38 @@ func plainHost(v string) bool {
 }
 
 // isTokenByte reports whether b may be in a header name (RFC 9110 tchar).
-func isTokenByte(b byte) bool {
-	switch {
-	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		return true
+func isTokenByte(b byte) bool { return fieldBytes[b]&tokenByte != 0 }
+
+// fieldBytes says of every byte what it may be in a header line of the
+// plain form: in a name (a token byte; a letter, upper or lower case), in
+// a value (printable ASCII or tab), in a Host.
+var fieldBytes = func() (t [256]uint8) {
+	for b := 0; b < 256; b++ {
+		switch {
+		case 'a' <= b && b <= 'z':
+			t[b] |= tokenByte | lowerByte
+		case 'A' <= b && b <= 'Z':
+			t[b] |= tokenByte | upperByte
+		case '0' <= b && b <= '9', strings.IndexByte("!#$%&'*+-.^_`|~", byte(b)) >= 0:
+			t[b] |= tokenByte
+		}
+		if (' ' <= b && b < 0x7f) || b == '\t' {
+			t[b] |= valueByte
+		}
+		if 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || strings.IndexByte(".-:[]_", byte(b)) >= 0 {
+			t[b] |= hostByte
+		}
 	}
-	switch b {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
-}
+	return t
+}()
+
+const (
+	tokenByte = 1 << iota
+	lowerByte
+	upperByte
+	valueByte
+	hostByte // may be in a Host of the plain form
+)
 
 // plainConnection reads a Connection value of the plain form: close, or
 // keep-alive (any case); not ok for any other.
@@ -179,30 +248,56 @@ func addValue(h http.Header, key, v string, vals []string) []string {
 // what follows the line; end at the blank line that ends the block; not ok
 // for a line of any other form, or none whole.
 func plainField(block string) (key, value, rest string, end, ok bool) {
-	hl, rest, ok := cutCRLFString(block)
-	if !ok {
+	i := strings.IndexByte(block, '\n')
+	if i < 1 || block[i-1] != '\r' {
 		return "", "", "", false, false
 	}
+	hl, rest := block[:i-1], block[i+1:]
 	if hl == "" {
 		return "", "", rest, true, true
 	}
-	colon := strings.IndexByte(hl, ':')
-	if colon < 1 {
+	// The name: token bytes up to the colon. It is canonical when no
+	// letter is lower case at its start or after a '-', nor upper case
+	// elsewhere (what CanonicalMIMEHeaderKey checks before it copies).
+	colon := 0
+	var wrongCase uint8
+	caseMask := uint8(lowerByte)
+	for ; colon < len(hl); colon++ {
+		c := hl[colon]
+		if c == ':' {
+			break
+		}
+		t := fieldBytes[c]
+		if t&tokenByte == 0 {
+			return "", "", "", false, false
+		}
+		wrongCase |= t & caseMask
+		caseMask = upperByte
+		if c == '-' {
+			caseMask = lowerByte
+		}
+	}
+	if colon == 0 || colon == len(hl) {
 		return "", "", "", false, false
 	}
-	name := hl[:colon]
-	for i := 0; i < len(name); i++ {
-		if !isTokenByte(name[i]) {
-			return "", "", "", false, false
+	name, v := hl[:colon], hl[colon+1:]
+	if !printable(v) { // a tab, or a byte not allowed
+		for j := 0; j < len(v); j++ {
+			if fieldBytes[v[j]]&valueByte == 0 {
+				return "", "", "", false, false
+			}
 		}
 	}
-	v := hl[colon+1:]
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; (b < ' ' && b != '\t') || b >= 0x7f {
-			return "", "", "", false, false
-		}
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
 	}
-	return textproto.CanonicalMIMEHeaderKey(name), strings.Trim(v, " \t"), rest, false, true
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	if wrongCase != 0 {
+		name = textproto.CanonicalMIMEHeaderKey(name)
+	}
+	return name, v, rest, false, true
 }
 
 // cutCRLFString cuts s after its first line, which must end in CRLF and

@@ -39,7 +39,7 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 		return false
 	}
 	buf, _ := br.Peek(br.Buffered())
-	end := bytes.Index(buf, crlfcrlf)
+	end := headerEnd(buf)
 	if end < 0 {
 		return false
 	}
@@ -65,7 +65,7 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
 		return false
 	}
-	if n := strings.Count(rest, "\r\n") - 1; len(vals) < n { // header lines
+	if n := strings.Count(rest, "\n") - 1; len(vals) < n { // header lines, at most
 		vals = make([]string, n)
 	}
 	if h == nil {
@@ -86,11 +86,15 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 			if length >= 0 || v == "" {
 				return false
 			}
-			l, err := strconv.ParseUint(v, 10, 63)
-			if err != nil {
-				return false
+			l, ok := parseDigits(v)
+			if !ok {
+				u, err := strconv.ParseUint(v, 10, 63)
+				if err != nil {
+					return false
+				}
+				l = int64(u)
 			}
-			length = int64(l)
+			length = l
 		case "Transfer-Encoding", "Trailer", "Pragma":
 			return false
 		case "Connection":
@@ -126,6 +130,38 @@ func readPlainResponse(br *bufio.Reader, method string, res *http.Response, body
 		res.Body = body
 	}
 	return true
+}
+
+// parseDigits is strconv.ParseInt(s, 10, 64) for s of one to eighteen
+// ASCII digits, which cannot overflow; not ok for any other s.
+func parseDigits(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		n = n*10 + int64(d)
+	}
+	return n, true
+}
+
+// headerEnd is bytes.Index(b, crlfcrlf), found a line at a time: the end
+// of the first line followed by an empty one.
+func headerEnd(b []byte) int {
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if i >= 3 && b[i-1] == '\r' && b[i-2] == '\n' && b[i-3] == '\r' {
+			return i - 3
+		}
+	}
 }
 
 // plainBody is the body of a plain answer (readPlainResponse): the next

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -25,6 +26,9 @@ var responseCases = []struct {
 	{"connection keep-alive", "HTTP/1.1 200 OK\r\nConnection: Keep-Alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\nok", true},
 	{"body cut short", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true},
 	{"empty value", "HTTP/1.1 200 OK\r\nX-Empty:\r\nContent-Length: 0\r\n\r\n", true},
+	{"many headers, repeats", "HTTP/1.1 200 OK\r\nX-H0: 0\r\nX-H1: 1\r\nX-H2: 2\r\nX-H3: 3\r\nX-H4: 4\r\nX-H5: 5\r\nX-H6: 6\r\nX-H7: 7\r\nX-H8: 8\r\nX-H9: 9\r\nX-H10: 10\r\nX-H11: 11\r\nX-H12: 12\r\nX-H13: 13\r\nX-H14: 14\r\nX-H15: 15\r\nX-H16: 16\r\nX-H17: 17\r\nX-H18: 18\r\nX-H19: 19\r\nX-H18: again\r\nX-H1: again\r\nx-h19: and again\r\nContent-Length: 0\r\n\r\n", true},
+	{"many headers, two lengths", "HTTP/1.1 200 OK\r\nX-H0: 0\r\nX-H1: 1\r\nX-H2: 2\r\nX-H3: 3\r\nX-H4: 4\r\nX-H5: 5\r\nX-H6: 6\r\nX-H7: 7\r\nX-H8: 8\r\nX-H9: 9\r\nX-H10: 10\r\nX-H11: 11\r\nX-H12: 12\r\nX-H13: 13\r\nX-H14: 14\r\nX-H15: 15\r\nX-H16: 16\r\nX-H17: 17\r\nX-H18: 18\r\nX-H19: 19\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok", false},
+	{"many headers, Connection twice", "HTTP/1.1 200 OK\r\nX-H0: 0\r\nX-H1: 1\r\nX-H2: 2\r\nX-H3: 3\r\nX-H4: 4\r\nX-H5: 5\r\nX-H6: 6\r\nX-H7: 7\r\nX-H8: 8\r\nX-H9: 9\r\nX-H10: 10\r\nX-H11: 11\r\nX-H12: 12\r\nX-H13: 13\r\nX-H14: 14\r\nX-H15: 15\r\nX-H16: 16\r\nX-H17: 17\r\nX-H18: 18\r\nX-H19: 19\r\nConnection: close\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", false},
 	{"no length", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end", false},
 	{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", false},
 	{"two lengths", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok", false},
@@ -140,4 +144,30 @@ func FuzzReadPlainResponse(f *testing.F) {
 			t.Fatalf("%q:%v", raw, err)
 		}
 	})
+}
+
+// TestHeaderEnd: headerEnd finds what bytes.Index finds.
+func TestHeaderEnd(t *testing.T) {
+	for _, s := range []string{
+		"", "\r\n\r\n", "\n\r\n\r\n", "\r\n\r\r\n\r\n", "a\r\n\r", "a\r\nb\r\n\r\nc\r\n\r\n",
+		"\n\n\r\n", "\r\r\n\r\n", "HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody\r\n\r\n", "x\n\r\n",
+	} {
+		if got, want := headerEnd([]byte(s)), bytes.Index([]byte(s), crlfcrlf); got != want {
+			t.Errorf("headerEnd(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+// TestParseDigits: parseDigits takes what strconv.ParseInt takes, as the
+// same number, for up to eighteen digits, and nothing else.
+func TestParseDigits(t *testing.T) {
+	for _, s := range []string{"0", "7", "55", "007", "123456789012345678", "999999999999999999", "1234567890123456789",
+		"", "+5", "-5", "5 ", " 5", "1_000", "0x10", "5a", "９"} {
+		got, ok := parseDigits(s)
+		want, err := strconv.ParseInt(s, 10, 64)
+		digits := len(s) > 0 && len(s) <= 18 && strings.Trim(s, "0123456789") == ""
+		if ok != digits || ok && (err != nil || got != want) {
+			t.Errorf("parseDigits(%q) = %d, %v; strconv: %d, %v", s, got, ok, want, err)
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"errors"
 	"net/http"
 	"net/textproto"
@@ -50,9 +49,11 @@ func (w *respWriter) WriteHeader(code int) {
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
 		// An interim answer goes out at once; the final one follows.
 		bw := w.c.bw
-		writeStatusLine(bw, code)
-		w.writeFields(false)
-		bw.WriteString("\r\n")
+		hb := newHeadBuf(bw)
+		hb.statusLine(code)
+		w.writeFields(&hb, false)
+		hb.crlf()
+		hb.done()
 		if bw.Flush() != nil {
 			w.failed = true
 		}
@@ -61,7 +62,9 @@ func (w *respWriter) WriteHeader(code int) {
 	w.status = code
 	w.noBody = code == http.StatusNoContent || code == http.StatusNotModified || code < 200
 	if v := w.h["Content-Length"]; len(v) == 1 {
-		if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n >= 0 {
+		if n, ok := parseDigits(v[0]); ok {
+			w.cl = n
+		} else if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n >= 0 {
 			w.cl = n
 		}
 	}
@@ -137,45 +140,39 @@ func (w *respWriter) sendHeader(finished bool) {
 	w.sent = true
 	h := w.Header()
 	bw := w.c.bw
-	writeStatusLine(bw, w.status)
-	trailers := len(h["Trailer"]) > 0
-	if !trailers {
-		for k := range h {
-			if len(k) > len(http.TrailerPrefix) && k[:len(http.TrailerPrefix)] == http.TrailerPrefix {
-				trailers = true
-				break
-			}
+	hb := newHeadBuf(bw)
+	hb.statusLine(w.status)
+	if !w.noBody && len(w.buf) > 0 {
+		if _, ok := h["Content-Type"]; !ok {
+			hb.field("Content-Type", http.DetectContentType(w.buf))
 		}
 	}
-	if _, ok := h["Content-Type"]; !ok && !w.noBody && len(w.buf) > 0 {
-		bw.WriteString("Content-Type: ")
-		bw.WriteString(http.DetectContentType(w.buf))
-		bw.WriteString("\r\n")
-	}
 	if _, ok := h["Date"]; !ok {
-		bw.WriteString("Date: ")
-		bw.Write(time.Now().UTC().AppendFormat(bw.AvailableBuffer(), http.TimeFormat))
-		bw.WriteString("\r\n")
+		var a [64]byte
+		hb.str("Date: ")
+		hb.bytes(time.Now().UTC().AppendFormat(a[:0], http.TimeFormat))
+		hb.crlf()
 	}
 	delete(h, "Transfer-Encoding")
 	switch {
 	case w.noBody:
 	case w.cl >= 0:
-	case finished && !trailers:
-		bw.WriteString("Content-Length: ")
-		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(len(w.buf)), 10))
-		bw.WriteString("\r\n")
+	case finished && !hasTrailers(h):
+		hb.str("Content-Length: ")
+		hb.int(int64(len(w.buf)))
+		hb.crlf()
 	default:
 		w.chunked = true
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		hb.str("Transfer-Encoding: chunked\r\n")
 	}
 	if w.req.Close || w.closeAfter {
 		if _, ok := h["Connection"]; !ok {
-			bw.WriteString("Connection: close\r\n")
+			hb.str("Connection: close\r\n")
 		}
 	}
-	w.writeFields(false)
-	bw.WriteString("\r\n")
+	w.writeFields(&hb, false)
+	hb.crlf()
+	hb.done()
 	if len(w.buf) > 0 {
 		buf := w.buf
 		w.buf = nil
@@ -190,11 +187,24 @@ func (w *respWriter) sendHeader(finished bool) {
 	}
 }
 
+// hasTrailers reports whether h announces trailers or holds any set with
+// http.TrailerPrefix.
+func hasTrailers(h http.Header) bool {
+	if len(h["Trailer"]) > 0 {
+		return true
+	}
+	for k := range h {
+		if len(k) > len(http.TrailerPrefix) && k[:len(http.TrailerPrefix)] == http.TrailerPrefix {
+			return true
+		}
+	}
+	return false
+}
+
 // writeFields writes the headers (trailers: the trailer fields) of w.h,
 // skipping invalid names and turning line breaks in values into spaces,
 // as net/http does.
-func (w *respWriter) writeFields(trailer bool) {
-	bw := w.c.bw
+func (w *respWriter) writeFields(hb *headBuf, trailer bool) {
 	for k, vv := range w.h {
 		if !trailer && len(k) >= len(http.TrailerPrefix) && k[:len(http.TrailerPrefix)] == http.TrailerPrefix {
 			continue
@@ -202,13 +212,20 @@ func (w *respWriter) writeFields(trailer bool) {
 		if !validFieldName(k) {
 			continue
 		}
-		writeField(bw, k, vv)
+		for _, v := range vv {
+			hb.answerField(k, v)
+		}
 	}
 }
 
 func validFieldName(k string) bool {
 	if k == "" {
 		return false
+	}
+	for ; len(k) >= 4; k = k[4:] { // four bytes a step
+		if fieldBytes[k[0]]&fieldBytes[k[1]]&fieldBytes[k[2]]&fieldBytes[k[3]]&tokenByte == 0 {
+			return false
+		}
 	}
 	for i := 0; i < len(k); i++ {
 		if !isTokenByte(k[i]) {
@@ -218,43 +235,13 @@ func validFieldName(k string) bool {
 	return true
 }
 
-// writeField writes one header line name: v for each of vv.
-func writeField(bw *bufio.Writer, name string, vv []string) {
-	for _, v := range vv {
-		bw.WriteString(name)
-		bw.WriteString(": ")
-		writeFieldValue(bw, v)
-		bw.WriteString("\r\n")
-	}
-}
-
-func writeFieldValue(bw *bufio.Writer, v string) {
-	start := 0
-	for i := 0; i < len(v); i++ {
-		if v[i] == '\r' || v[i] == '\n' {
-			bw.WriteString(v[start:i])
-			bw.WriteByte(' ')
-			start = i + 1
-		}
-	}
-	bw.WriteString(textproto.TrimString(v[start:]))
-}
-
-func writeStatusLine(bw *bufio.Writer, code int) {
-	bw.WriteString("HTTP/1.1 ")
-	bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(code), 10))
-	bw.WriteByte(' ')
-	bw.WriteString(http.StatusText(code))
-	bw.WriteString("\r\n")
-}
-
 // finish completes the answer after the handler returned and sends it.
 // It reports whether the connection may be reused.
 func (w *respWriter) finish() bool {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
-	if _, ok := w.h["Connection"]; ok && hasToken(w.h["Connection"], "close") {
+	if v, ok := w.h["Connection"]; ok && hasToken(v, "close") {
 		w.closeAfter = true
 	}
 	if !w.sent {
@@ -262,9 +249,11 @@ func (w *respWriter) finish() bool {
 	}
 	bw := w.c.bw
 	if w.chunked {
-		bw.WriteString("0\r\n")
-		w.writeTrailers()
-		bw.WriteString("\r\n")
+		hb := newHeadBuf(bw)
+		hb.str("0\r\n")
+		w.writeTrailers(&hb)
+		hb.crlf()
+		hb.done()
 	}
 	if err := bw.Flush(); err != nil || w.failed {
 		return false
@@ -277,8 +266,7 @@ func (w *respWriter) finish() bool {
 
 // writeTrailers writes the trailer fields: those the Trailer header
 // announced, and those set with http.TrailerPrefix.
-func (w *respWriter) writeTrailers() {
-	bw := w.c.bw
+func (w *respWriter) writeTrailers(hb *headBuf) {
 	for _, v := range w.h["Trailer"] {
 		for v != "" {
 			var f string
@@ -288,10 +276,7 @@ func (w *respWriter) writeTrailers() {
 				continue
 			}
 			for _, tv := range w.h[k] {
-				bw.WriteString(k)
-				bw.WriteString(": ")
-				writeFieldValue(bw, tv)
-				bw.WriteString("\r\n")
+				hb.answerField(k, tv)
 			}
 		}
 	}
@@ -301,7 +286,9 @@ func (w *respWriter) writeTrailers() {
 			if !validFieldName(name) {
 				continue
 			}
-			writeField(bw, name, vv)
+			for _, v := range vv {
+				hb.answerField(name, v)
+			}
 		}
 	}
 }

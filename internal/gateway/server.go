@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -184,6 +185,8 @@ type srvConn struct {
 
 	first                   bool // no request served yet
 	remote                  string
+	peer                    netip.Addr // remote's address, once peerOf has parsed it
+	peerParsed, peerOK      bool
 	hdrTimeout, idleTimeout time.Duration
 	deadline                int // the read deadline set: noDeadline, idleDeadline, headerDeadline
 

@@ -185,6 +185,9 @@ var requestCases = map[string]string{
 	"control in target":      "GET /a\x01b HTTP/1.1\r\nHost: a\r\n\r\n",
 	"escapes in target":      "GET /a%2Fb/%zz HTTP/1.1\r\nHost: a\r\n\r\n",
 	"encoded space":          "GET /a%20b?q=%ZZ HTTP/1.1\r\nHost: a\r\n\r\n",
+	"many, repeats":          "GET / HTTP/1.1\r\nHost: a\r\nX-H0: 0\r\nX-H1: 1\r\nX-H2: 2\r\nX-H3: 3\r\nX-H4: 4\r\nX-H5: 5\r\nX-H6: 6\r\nX-H7: 7\r\nX-H8: 8\r\nX-H9: 9\r\nX-H10: 10\r\nX-H11: 11\r\nX-H12: 12\r\nX-H13: 13\r\nX-H14: 14\r\nX-H15: 15\r\nX-H16: 16\r\nX-H17: 17\r\nX-H18: 18\r\nX-H19: 19\r\nX-H18: again\r\nX-H1: again\r\nx-h19: and again\r\n\r\n",
+	"many, CL twice":         "POST /p HTTP/1.1\r\nHost: a\r\nX-H0: 0\r\nX-H1: 1\r\nX-H2: 2\r\nX-H3: 3\r\nX-H4: 4\r\nX-H5: 5\r\nX-H6: 6\r\nX-H7: 7\r\nX-H8: 8\r\nX-H9: 9\r\nX-H10: 10\r\nX-H11: 11\r\nX-H12: 12\r\nX-H13: 13\r\nX-H14: 14\r\nX-H15: 15\r\nX-H16: 16\r\nX-H17: 17\r\nX-H18: 18\r\nX-H19: 19\r\nContent-Length: 0\r\nX-A: 1\r\nContent-Length: 0\r\n\r\n",
+	"many, Conn twice":       "GET / HTTP/1.1\r\nHost: a\r\nX-H0: 0\r\nX-H1: 1\r\nX-H2: 2\r\nX-H3: 3\r\nX-H4: 4\r\nX-H5: 5\r\nX-H6: 6\r\nX-H7: 7\r\nX-H8: 8\r\nX-H9: 9\r\nX-H10: 10\r\nX-H11: 11\r\nX-H12: 12\r\nX-H13: 13\r\nX-H14: 14\r\nX-H15: 15\r\nX-H16: 16\r\nX-H17: 17\r\nX-H18: 18\r\nX-H19: 19\r\nConnection: close\r\nConnection: close\r\n\r\n",
 }
 
 // TestServerAnswersAsNetHTTP sends every case to the loop and to a bare
@@ -217,6 +220,7 @@ func TestServerServesPlainRequests(t *testing.T) {
 		{"plain GET", true}, {"two values", true}, {"empty value", true}, {"content-length zero", true},
 		{"connection close", true}, {"connection keep-alive", true}, {"encoded space", true},
 		{"body with length", false}, {"chunked body", false}, {"CL and TE", false}, {"obs-fold", false},
+		{"many, repeats", true}, {"many, CL twice", false}, {"many, Conn twice", false},
 		{"bare LF lines", false}, {"HTTP/1.0", false}, {"Upgrade", false}, {"HEAD", false}, {"header too large", false},
 	} {
 		raw := requestCases[tc.name]
