@@ -209,6 +209,12 @@ func ParseIP(s string) (netip.Addr, error) {
 	if a, ok := ParseIPv4(s); ok {
 		return a, nil
 	}
+	return parseIPAny(s)
+}
+
+// parseIPAny is ParseIP through net/netip alone, for what ParseIPv4 does
+// not take.
+func parseIPAny(s string) (netip.Addr, error) {
 	if s[0] != '[' {
 		if a, err := netip.ParseAddr(s); err == nil {
 			return a, nil

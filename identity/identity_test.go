@@ -175,25 +175,8 @@ func appendIPSlow(dst []byte, ip string, bits int) []byte {
 		return dst
 	}
 	dst = append(dst, PrefixIP...)
-	if a, err := parseIPNetip(ip); err == nil {
+	if a, err := parseIPAny(ip); err == nil {
 		return AppendIPKey(dst, a, bits)
 	}
 	return AppendDigest(dst, ip)
-}
-
-// parseIPNetip is ParseIP through netip alone.
-func parseIPNetip(s string) (netip.Addr, error) {
-	if s[0] != '[' {
-		if a, err := netip.ParseAddr(s); err == nil {
-			return a, nil
-		}
-	} else if s[len(s)-1] == ']' {
-		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
-			return a, nil
-		}
-	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr(), nil
-	}
-	return netip.Addr{}, errNotIP
 }

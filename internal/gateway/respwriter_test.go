@@ -2,12 +2,10 @@ package gateway
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // answerCases are handlers whose answers the loop must write as net/http
@@ -89,13 +87,9 @@ func TestServerWritesAnswersAsNetHTTP(t *testing.T) {
 // connection, each header block's lines sorted and its Date line left out.
 func rawAnswer(t *testing.T, addr, raw string) string {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, err := send(t, addr, raw)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(3 * time.Second))
-	if _, err := io.WriteString(c, raw); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	b, err := io.ReadAll(c)

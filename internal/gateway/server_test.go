@@ -69,18 +69,27 @@ func startServers(t *testing.T, h http.Handler) (loopAddr, stdAddr string) {
 	return ln1.Addr().String(), ln2.Addr().String()
 }
 
-// exchange sends raw, then a last request that closes the connection,
-// and returns every answer read, Date left out: how the server framed
-// raw shows in what it answered to and in where the last request begins.
-func exchange(t *testing.T, addr, raw string) string {
+// send dials addr, sets a deadline 3 s away on the connection and writes
+// raw; the error is the write's.
+func send(t *testing.T, addr, raw string) (net.Conn, error) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	c.SetDeadline(time.Now().Add(3 * time.Second))
-	if _, err := io.WriteString(c, raw+"GET /last HTTP/1.1\r\nHost: end\r\nConnection: close\r\n\r\n"); err != nil {
+	_, err = io.WriteString(c, raw)
+	return c, err
+}
+
+// exchange sends raw, then a last request that closes the connection,
+// and returns every answer read, Date left out: how the server framed
+// raw shows in what it answered to and in where the last request begins.
+func exchange(t *testing.T, addr, raw string) string {
+	t.Helper()
+	c, err := send(t, addr, raw+"GET /last HTTP/1.1\r\nHost: end\r\nConnection: close\r\n\r\n")
+	defer c.Close()
+	if err != nil {
 		return "write: " + err.Error()
 	}
 	br := bufio.NewReader(c)
