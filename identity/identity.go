@@ -28,6 +28,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/ascii"
 )
 
 // Identity is who a call comes from. Any field may be empty; IP is the
@@ -72,29 +74,10 @@ func Plain(v string) bool {
 	if v == "" || len(v) > MaxValue || strings.HasPrefix(v, DigestPrefix) {
 		return false
 	}
-	// Eight bytes at a time while they are printable ASCII (0x20…0x7e),
-	// the last word overlapping the one before (or, under eight bytes, two
-	// words of four overlapping); byte by byte from a word that is not.
-	i := 0
-	if len(v) >= 4 {
-		for ; len(v)-i > 8; i += 8 {
-			if !printable(load64(v[i : i+8])) {
-				break
-			}
-		}
-		if len(v)-i <= 8 {
-			var x uint64
-			if len(v) >= 8 {
-				x = load64(v[len(v)-8:])
-			} else {
-				x = load32(v[:4]) | load32(v[len(v)-4:])<<32
-			}
-			if printable(x) {
-				return true
-			}
-		}
+	if ascii.Printable(v) {
+		return true
 	}
-	for ; i < len(v); i++ {
+	for i := 0; i < len(v); i++ {
 		c := v[i]
 		if c < 0x20 || c == 0x7f {
 			return false
@@ -104,26 +87,6 @@ func Plain(v string) bool {
 		}
 	}
 	return true
-}
-
-// printable reports whether every byte of x is printable ASCII,
-// 0x20…0x7e: none is below 0x20 and none above 0x7e (tests exact for the
-// word as a whole, not byte by byte).
-func printable(x uint64) bool {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	return ((x-0x20*lo)&^x|(x+lo)|x)&hi == 0
-}
-
-// load64 and load32 read eight and four bytes of b, little endian.
-func load64(b string) uint64 {
-	_ = b[7]
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-}
-
-func load32(b string) uint64 {
-	_ = b[3]
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24
 }
 
 // AppendDigest appends DigestPrefix and the digest of v to dst.

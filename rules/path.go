@@ -1,6 +1,10 @@
 package rules
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/ascii"
+)
 
 // CleanPath returns the form of a request path that rules match, the same
 // for every entry point (the decision API, the Envoy API, the gateway and
@@ -83,15 +87,15 @@ func wordsClean(p string) bool {
 	for i := 0; i < len(p); i += 8 {
 		var x uint64
 		if len(p)-i >= 8 {
-			x = load64(p[i : i+8])
+			x = ascii.Load64(p[i : i+8])
 		} else if i >= 8 {
 			// The last bytes: the word that ends the path, less the bytes
 			// already read; the zero bytes above them match nothing.
-			x = load64(p[len(p)-8:]) >> (8 * (8 - (len(p) - i)))
+			x = ascii.Load64(p[len(p)-8:]) >> (8 * (8 - (len(p) - i)))
 		} else if len(p) >= 4 {
 			// Four to seven bytes: the first four, then the last four less
 			// those already read, as above.
-			x = load32(p) | load32(p[len(p)-4:])>>(8*(8-len(p)))<<32
+			x = ascii.Load32(p) | ascii.Load32(p[len(p)-4:])>>(8*(8-len(p)))<<32
 		} else {
 			return false
 		}
@@ -107,19 +111,6 @@ func wordsClean(p string) bool {
 		prev = m
 	}
 	return true
-}
-
-// load32 is the four bytes of b, little endian.
-func load32(b string) uint64 {
-	_ = b[3]
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24
-}
-
-// load64 is the eight bytes of b, little endian.
-func load64(b string) uint64 {
-	_ = b[7]
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
 // pathByte marks the bytes IsCleanPath looks at: 1 for "/", 2 for those a

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"strconv"
+
+	"github.com/sluicehq/sluice/internal/ascii"
 )
 
 // headBuf builds a header block in the free space of a bufio.Writer and
@@ -113,7 +115,7 @@ func (h *headBuf) answerField(k, v string) {
 	b = append(b, ':', ' ')
 	start := len(b)
 	b = append(b, v...)
-	if !printable(v) { // else no CR or LF
+	if !ascii.Printable(v) { // else no CR or LF
 		for i := start; i < len(b); i++ {
 			if c := b[i]; c == '\r' || c == '\n' {
 				b[i] = ' '
@@ -130,52 +132,6 @@ func (h *headBuf) crlf() {
 		return
 	}
 	h.strDirect("\r\n")
-}
-
-// printable reports whether s is printable ASCII (0x20…0x7e), eight bytes
-// at a time: the last word overlaps the one before, and under eight bytes
-// two words of four overlap.
-func printable(s string) bool {
-	n := len(s)
-	switch {
-	case n >= 8:
-		last := load64(s[n-8:])
-		for ; len(s) > 8; s = s[8:] {
-			if !printable8(load64(s)) {
-				return false
-			}
-		}
-		return printable8(last)
-	case n >= 4:
-		return printable8(load32(s[:4]) | load32(s[n-4:])<<32)
-	}
-	for i := 0; i < n; i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// printable8 reports whether every byte of x is printable ASCII: none is
-// below 0x20 and none above 0x7e (exact for the word as a whole, not byte
-// by byte).
-func printable8(x uint64) bool {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	return ((x-0x20*lo)&^x|(x+lo)|x)&hi == 0
-}
-
-// load32 reads four bytes of s, little endian.
-func load32(s string) uint64 {
-	_ = s[3]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
-}
-
-// load64 reads eight bytes of s, little endian.
-func load64(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // statusLine appends the status line of code as net/http writes it: its

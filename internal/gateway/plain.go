@@ -5,6 +5,8 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/ascii"
 )
 
 // parsePlain parses block, a request line and header block ending in an
@@ -281,7 +283,7 @@ func plainField(block string) (key, value, rest string, end, ok bool) {
 		return "", "", "", false, false
 	}
 	name, v := hl[:colon], hl[colon+1:]
-	if !printable(v) { // a tab, or a byte not allowed
+	if !ascii.Printable(v) { // a tab, or a byte not allowed
 		for j := 0; j < len(v); j++ {
 			if fieldBytes[v[j]]&valueByte == 0 {
 				return "", "", "", false, false

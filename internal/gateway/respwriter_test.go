@@ -113,23 +113,6 @@ func rawAnswer(t *testing.T, addr, raw string) string {
 	return out.String()
 }
 
-// TestPrintable: printable, eight bytes at a time, agrees with a byte by
-// byte check on every byte in every position.
-func TestPrintable(t *testing.T) {
-	for n := 0; n <= 17; n++ {
-		for pos := 0; pos < n; pos++ {
-			for c := 0; c < 256; c++ {
-				b := []byte(strings.Repeat("a", n))
-				b[pos] = byte(c)
-				want := c >= 0x20 && c < 0x7f
-				if got := printable(string(b)); got != want {
-					t.Fatalf("printable(%q) = %v, want %v", b, got, want)
-				}
-			}
-		}
-	}
-}
-
 // TestValidFieldName: validFieldName, four bytes a step, agrees with a
 // byte by byte check on every byte in every position.
 func TestValidFieldName(t *testing.T) {
