@@ -13,22 +13,48 @@ import (
 // non-blocking peek finds nothing to read (EAGAIN). EOF, an error or
 // unexpected bytes from an idle upstream all mean it is not to be used.
 func connAlive(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
+	if _, ok := c.(syscall.Conn); !ok {
 		return true
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConn(c)
+	if rc == nil {
 		return false
 	}
-	alive := false
+	st, err := peek(rc, false)
+	return err == nil && st == peekEmpty
+}
+
+// peekState is what a peek at a socket found.
+type peekState int
+
+const (
+	peekEmpty  peekState = iota // nothing to read yet
+	peekData                    // a byte, left to be read
+	peekClosed                  // the end of the stream, or an error
+)
+
+// peek looks at the next byte of rc's socket without taking it; with
+// wait, it waits for a byte or the end rather than find nothing.
+func peek(rc syscall.RawConn, wait bool) (peekState, error) {
+	st := peekEmpty
 	var b [1]byte
-	err = rc.Read(func(fd uintptr) bool {
-		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
-		return true
+	err := rc.Read(func(fd uintptr) bool {
+		for {
+			n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN || err == syscall.EWOULDBLOCK:
+				return !wait
+			case err != nil || n == 0:
+				st = peekClosed
+			default:
+				st = peekData
+			}
+			return true
+		}
 	})
-	return err == nil && alive
+	return st, err
 }
 
 // rawConn is c's raw connection, for the server loop's reads (see
@@ -94,15 +120,6 @@ func waitGone(f *os.File) bool {
 	if err != nil {
 		return false
 	}
-	gone := false
-	var b [1]byte
-	err = rc.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		if err == syscall.EAGAIN || err == syscall.EINTR {
-			return false
-		}
-		gone = err != nil || n == 0
-		return true
-	})
-	return err == nil && gone
+	st, err := peek(rc, true)
+	return err == nil && st == peekClosed
 }
