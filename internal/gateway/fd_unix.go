@@ -75,7 +75,19 @@ func rawConn(c net.Conn) syscall.RawConn {
 // nothing to read, 0 and nil at the end of the stream.
 func readFD(fd uintptr, p []byte) (int, error) {
 	for {
-		n, err := syscall.Read(int(fd), p)
+		n, err := sysRead(fd, p)
+		if err == syscall.EINTR {
+			continue
+		}
+		return max(n, 0), err
+	}
+}
+
+// writeFD is one write to the non-blocking fd: it writes what the
+// socket takes now, and EAGAIN when it takes nothing.
+func writeFD(fd uintptr, p []byte) (int, error) {
+	for {
+		n, err := sysWrite(fd, p)
 		if err == syscall.EINTR {
 			continue
 		}

@@ -130,8 +130,11 @@ func (w *respWriter) FlushError() error {
 }
 
 // SetReadDeadline and SetWriteDeadline are for http.ResponseController.
-func (w *respWriter) SetReadDeadline(t time.Time) error  { return w.c.nc.SetReadDeadline(t) }
-func (w *respWriter) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+func (w *respWriter) SetReadDeadline(t time.Time) error { return w.c.nc.SetReadDeadline(t) }
+func (w *respWriter) SetWriteDeadline(t time.Time) error {
+	w.c.wdeadline = true
+	return w.c.nc.SetWriteDeadline(t)
+}
 
 // sendHeader writes the status line and the headers into the buffer,
 // with the framing of the body: finished says the handler has returned,

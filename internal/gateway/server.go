@@ -180,8 +180,14 @@ type srvConn struct {
 	s    *Server
 	nc   net.Conn
 	in   inBuf
-	bw   *bufio.Writer
-	idle atomic.Bool // waiting for a request: Shutdown may close it
+	bw   *bufio.Writer // writes through clientWriter
+	idle atomic.Bool   // waiting for a request: Shutdown may close it
+
+	// The socket's descriptor while the loop's raw read holds it (hasFD),
+	// for clientWriter; and whether a handler set a write deadline, which
+	// only nc's writes keep.
+	fd               uintptr
+	hasFD, wdeadline bool
 
 	first                   bool // no request served yet
 	remote                  string
@@ -275,7 +281,7 @@ func (c *srvConn) serve() {
 		return
 	}
 	c.in = inBuf{b: make([]byte, maxRequestHeader)}
-	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
+	c.bw = bufio.NewWriterSize(clientWriter{c}, 4<<10)
 	c.hdrTimeout, c.idleTimeout = c.s.Fallback.ReadHeaderTimeout, c.s.Fallback.IdleTimeout
 	if c.idleTimeout == 0 {
 		c.idleTimeout = c.hdrTimeout
@@ -287,7 +293,9 @@ func (c *srvConn) serve() {
 	c.first = true
 	var next loopStep
 	err := rc.Read(func(fd uintptr) bool {
+		c.fd, c.hasFD = fd, true
 		next = c.advance(fd)
+		c.hasFD = false
 		return next != waitForBytes
 	})
 	if err != nil || next != handOff {
@@ -297,6 +305,28 @@ func (c *srvConn) serve() {
 	c.nc.SetReadDeadline(time.Time{})
 	rest := bytes.Clone(c.in.bytes())
 	c.s.handoff.deliver(&handedConn{Conn: c.nc, r: io.MultiReader(bytes.NewReader(rest), c.nc)})
+}
+
+// clientWriter is what c.bw writes to: while the loop's raw read holds
+// the socket (every answer of the loop is written then), straight to it
+// with writeFD; what the socket does not take at once, and any write
+// after a handler set a write deadline, through nc, which waits.
+type clientWriter struct{ c *srvConn }
+
+func (w clientWriter) Write(p []byte) (int, error) {
+	c := w.c
+	if !c.hasFD || c.wdeadline {
+		return c.nc.Write(p)
+	}
+	n, err := writeFD(c.fd, p)
+	switch {
+	case n == len(p):
+		return n, nil
+	case err == nil || err == syscall.EAGAIN:
+		m, err := c.nc.Write(p[n:])
+		return n + m, err
+	}
+	return n, &net.OpError{Op: "write", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("write", err)}
 }
 
 // loopStep is what advance leaves the connection to do.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -531,6 +532,73 @@ func TestServerPipelinedWhileServing(t *testing.T) {
 		}
 		if took := time.Since(start); took > d+time.Second {
 			t.Errorf("the pipelined request was answered %s after the first was sent (the first took %s)", took, d)
+		}
+		c.Close()
+	}
+}
+
+// TestServerAnswerToSlowReader: an answer larger than the socket takes at
+// once, to a client that reads nothing for a while, arrives whole and in
+// order; the part the socket did not take is written by a write that
+// waits.
+func TestServerAnswerToSlowReader(t *testing.T) {
+	big := make([]byte, 16<<20)
+	for i := range big {
+		big[i] = byte(i*7 + i>>13)
+	}
+	loopAddr, _ := startServers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(2*len(big)))
+		w.Write(big[:len(big)/2]) // in pieces, through the buffer
+		w.Write(big[len(big)/2:])
+		w.Write(big) // and at once
+	}))
+	for range 2 { // two answers on one connection
+		c, err := send(t, loopAddr, "GET /big HTTP/1.1\r\nHost: a\r\n\r\nGET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		time.Sleep(200 * time.Millisecond)
+		br := bufio.NewReader(c)
+		for i := range 2 {
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("answer %d: %v", i, err)
+			}
+			body, err := io.ReadAll(res.Body)
+			if err != nil {
+				t.Fatalf("answer %d: body: %v after %d bytes", i, err, len(body))
+			}
+			if !bytes.Equal(body, append(big[:len(big):len(big)], big...)) {
+				t.Fatalf("answer %d: %d bytes, not the %d written", i, len(body), 2*len(big))
+			}
+		}
+		c.Close()
+	}
+}
+
+// TestServerWriteDeadline: a write deadline a handler sets through
+// http.ResponseController holds, as on net/http: past it, writes fail
+// even when the socket has room.
+func TestServerWriteDeadline(t *testing.T) {
+	errs := make(chan error, 2)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetWriteDeadline(time.Now().Add(-time.Second)); err != nil {
+			errs <- err
+			return
+		}
+		io.WriteString(w, "late")
+		errs <- rc.Flush()
+	})
+	loopAddr, stdAddr := startServers(t, h)
+	for _, addr := range []string{stdAddr, loopAddr} {
+		c, err := send(t, addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errs; !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("%s: flush past the write deadline: %v, want %v", map[bool]string{true: "loop", false: "net/http"}[addr == loopAddr], err, os.ErrDeadlineExceeded)
 		}
 		c.Close()
 	}

@@ -126,13 +126,11 @@ func (r upReader) Read(p []byte) (int, error) {
 // connection: a closure would cost allocations on every call.)
 func (uc *upConn) sendThenReadFD(fd uintptr) bool {
 	for uc.sent < len(uc.pending) {
-		m, err := syscall.Write(int(fd), uc.pending[uc.sent:])
+		m, err := writeFD(fd, uc.pending[uc.sent:])
 		if m > 0 {
 			uc.sent += m
 		}
 		switch {
-		case err == syscall.EINTR:
-			continue
 		case err == syscall.EAGAIN:
 			return true // the rest goes out by a write that waits
 		case err != nil:

@@ -1,0 +1,42 @@
+package gateway
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// sysRead and sysWrite are read(2) and write(2) on a non-blocking socket,
+// made as raw system calls: the Go scheduler is not told of them, as it
+// is of syscall.Read and syscall.Write.
+//
+// They never wait (the socket is non-blocking), but on loopback a write
+// runs the receiver's TCP work too and takes tens of microseconds at
+// times. A system call the scheduler is told of and that runs longer than
+// its monitor's tick (20 µs) has its P handed to another thread, and
+// while that happens the monitor wakes every 20 µs instead of sleeping:
+// under load, those wake-ups and hand-overs were the gateway's largest
+// single cost in the kernel (context switches). A raw call that is slow
+// holds its P as running Go code would.
+func sysRead(fd uintptr, p []byte) (int, error) {
+	var ptr unsafe.Pointer
+	if len(p) > 0 {
+		ptr = unsafe.Pointer(&p[0])
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(ptr), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
+func sysWrite(fd uintptr, p []byte) (int, error) {
+	var ptr unsafe.Pointer
+	if len(p) > 0 {
+		ptr = unsafe.Pointer(&p[0])
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(ptr), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
