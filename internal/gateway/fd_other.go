@@ -16,9 +16,6 @@ func connAlive(net.Conn) bool { return true }
 // rawConn is nil here: every connection goes to net/http's server.
 func rawConn(net.Conn) syscall.RawConn { return nil }
 
-func readFD(uintptr, []byte) (int, error)  { return 0, errors.ErrUnsupported }
-func writeFD(uintptr, []byte) (int, error) { return 0, errors.ErrUnsupported }
-
 func watchFile(net.Conn) (*os.File, error) { return nil, errors.ErrUnsupported }
 
 func waitGone(*os.File) bool { return false }

@@ -71,30 +71,6 @@ func rawConn(c net.Conn) syscall.RawConn {
 	return rc
 }
 
-// readFD is one read of the non-blocking fd; EAGAIN when there is
-// nothing to read, 0 and nil at the end of the stream.
-func readFD(fd uintptr, p []byte) (int, error) {
-	for {
-		n, err := sysRead(fd, p)
-		if err == syscall.EINTR {
-			continue
-		}
-		return max(n, 0), err
-	}
-}
-
-// writeFD is one write to the non-blocking fd: it writes what the
-// socket takes now, and EAGAIN when it takes nothing.
-func writeFD(fd uintptr, p []byte) (int, error) {
-	for {
-		n, err := sysWrite(fd, p)
-		if err == syscall.EINTR {
-			continue
-		}
-		return max(n, 0), err
-	}
-}
-
 // watchFile is a second descriptor of c's socket, registered with the
 // network poller on its own: the watch on a client going away reads
 // through it while the loop holds c's reads (see srvConn.watch).

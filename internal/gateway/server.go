@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/rawio"
 )
 
 // Server serves the gateway's proxy port over plain TCP with a small
@@ -309,7 +311,7 @@ func (c *srvConn) serve() {
 
 // clientWriter is what c.bw writes to: while the loop's raw read holds
 // the socket (every answer of the loop is written then), straight to it
-// with writeFD; what the socket does not take at once, and any write
+// with rawio.Write; what the socket does not take at once, and any write
 // after a handler set a write deadline, through nc, which waits.
 type clientWriter struct{ c *srvConn }
 
@@ -318,7 +320,7 @@ func (w clientWriter) Write(p []byte) (int, error) {
 	if !c.hasFD || c.wdeadline {
 		return c.nc.Write(p)
 	}
-	n, err := writeFD(c.fd, p)
+	n, err := rawio.Write(c.fd, p)
 	switch {
 	case n == len(p):
 		return n, nil
@@ -376,7 +378,7 @@ func (c *srvConn) advance(fd uintptr) loopStep {
 			return waitForBytes
 		}
 		space := c.in.space()
-		m, err := readFD(fd, space)
+		m, err := rawio.Read(fd, space)
 		switch {
 		case err == syscall.EAGAIN:
 			c.waitDeadline(len(buf) == 0)

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/rawio"
 )
 
 // upConn is one keep-alive connection to the upstream.
@@ -126,7 +128,7 @@ func (r upReader) Read(p []byte) (int, error) {
 // connection: a closure would cost allocations on every call.)
 func (uc *upConn) sendThenReadFD(fd uintptr) bool {
 	for uc.sent < len(uc.pending) {
-		m, err := writeFD(fd, uc.pending[uc.sent:])
+		m, err := rawio.Write(fd, uc.pending[uc.sent:])
 		if m > 0 {
 			uc.sent += m
 		}
@@ -142,7 +144,7 @@ func (uc *upConn) sendThenReadFD(fd uintptr) bool {
 		}
 		return false // all out: wait for the answer without reading first
 	}
-	m, err := readFD(fd, uc.p)
+	m, err := rawio.Read(fd, uc.p)
 	switch {
 	case err == syscall.EAGAIN:
 		return false

@@ -1,9 +1,11 @@
-package gateway
+package rawio
 
 import (
 	"syscall"
 	"unsafe"
 )
+
+const rawCalls = true
 
 // sysRead and sysWrite are read(2) and write(2) on a non-blocking socket,
 // made as raw system calls: the Go scheduler is not told of them, as it

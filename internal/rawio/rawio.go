@@ -1,0 +1,151 @@
+// Package rawio reads and writes non-blocking sockets with system calls
+// the Go scheduler is not told of (on Linux; see sys_linux.go for why):
+// Read and Write for code that holds a socket's descriptor inside its
+// syscall.RawConn (the gateway's server loop and upstream connections),
+// and Conn for a net.Conn whose reads and writes should go that way (the
+// Redis store's connections).
+package rawio
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// Read is one read(2) of the non-blocking fd: EAGAIN when there is nothing
+// to read, 0 and nil at the end of the stream.
+func Read(fd uintptr, p []byte) (int, error) {
+	for {
+		n, err := sysRead(fd, p)
+		if err == syscall.EINTR {
+			continue
+		}
+		return max(n, 0), err
+	}
+}
+
+// Write is one write(2) to the non-blocking fd: it writes what the socket
+// takes now, and EAGAIN when it takes nothing.
+func Write(fd uintptr, p []byte) (int, error) {
+	for {
+		n, err := sysWrite(fd, p)
+		if err == syscall.EINTR {
+			continue
+		}
+		return max(n, 0), err
+	}
+}
+
+// Conn is c with its Read and Write made by Read and Write inside its
+// syscall.RawConn, so that they wait, and keep c's deadlines, as c's own
+// do. Where raw system calls are not used (systems other than Linux), or
+// c has no descriptor, it is c.
+func Conn(c net.Conn) net.Conn {
+	if !rawCalls {
+		return c
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return c
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	rw := &conn{Conn: c, rc: rc}
+	rw.readFn, rw.writeFn = rw.readFD, rw.writeFD
+	return rw
+}
+
+// conn is Conn's net.Conn. Reads and writes may run at once, each under
+// its own lock; the callbacks are method values made once, so that a
+// call costs no allocation.
+type conn struct {
+	net.Conn
+	rc syscall.RawConn
+
+	rmu    sync.Mutex
+	rp     []byte
+	rn     int
+	rerr   error
+	readFn func(uintptr) bool
+
+	wmu     sync.Mutex
+	wp      []byte
+	wn      int
+	werr    error
+	writeFn func(uintptr) bool
+}
+
+func (c *conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.rp, c.rn, c.rerr = p, 0, nil
+	err := c.rc.Read(c.readFn) // its errors (deadline, closed) are net.OpErrors already
+	n, rerr := c.rn, c.rerr
+	c.rp, c.rerr = nil, nil
+	switch {
+	case err != nil:
+		return n, err
+	case rerr == io.EOF:
+		return 0, io.EOF
+	case rerr != nil:
+		return n, c.opError("read", rerr)
+	}
+	return n, nil
+}
+
+func (c *conn) readFD(fd uintptr) bool {
+	n, err := Read(fd, c.rp)
+	switch {
+	case err == syscall.EAGAIN:
+		return false // wait until readable, then again
+	case err != nil:
+		c.rerr = os.NewSyscallError("read", err)
+	case n == 0:
+		c.rerr = io.EOF
+	}
+	c.rn = n
+	return true
+}
+
+func (c *conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wp, c.wn, c.werr = p, 0, nil
+	err := c.rc.Write(c.writeFn)
+	n, werr := c.wn, c.werr
+	c.wp, c.werr = nil, nil
+	switch {
+	case err != nil:
+		return n, err
+	case werr != nil:
+		return n, c.opError("write", werr)
+	}
+	return n, nil
+}
+
+// writeFD writes all of c.wp, waiting for room as often as it takes.
+func (c *conn) writeFD(fd uintptr) bool {
+	for c.wn < len(c.wp) {
+		n, err := Write(fd, c.wp[c.wn:])
+		c.wn += n
+		switch {
+		case err == syscall.EAGAIN:
+			return false // wait until writable, then again
+		case err != nil:
+			c.werr = os.NewSyscallError("write", err)
+			return true
+		}
+	}
+	return true
+}
+
+func (c *conn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
