@@ -194,6 +194,7 @@ func New(cfg Config) (*Store, error) {
 		Password:         cfg.Password,
 		TLSConfig:        cfg.TLS,
 		Dialer:           netDialer(cfg.DialTimeout),
+		DialCtxFn:        dial,
 		DisableCache:     true,
 		ConnWriteTimeout: min(cfg.DialTimeout, time.Second), // also the liveness PING: a silent (half-open) connection is dropped within a second
 		ShuffleInit:      true,
