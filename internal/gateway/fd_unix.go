@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"github.com/sluicehq/sluice/internal/rawio"
 )
 
 // connAlive reports whether c, an idle connection, is still open: a
@@ -59,17 +61,7 @@ func peek(rc syscall.RawConn, wait bool) (peekState, error) {
 
 // rawConn is c's raw connection, for the server loop's reads (see
 // srvConn.serve); nil when c has no file descriptor.
-func rawConn(c net.Conn) syscall.RawConn {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	return rc
-}
+func rawConn(c net.Conn) syscall.RawConn { return rawio.RawConn(c) }
 
 // watchFile is a second descriptor of c's socket, registered with the
 // network poller on its own: the watch on a client going away reads

@@ -16,9 +16,16 @@ import (
 
 // Read is one read(2) of the non-blocking fd: EAGAIN when there is nothing
 // to read, 0 and nil at the end of the stream.
-func Read(fd uintptr, p []byte) (int, error) {
+func Read(fd uintptr, p []byte) (int, error) { return again(sysRead, fd, p) }
+
+// Write is one write(2) to the non-blocking fd: it writes what the socket
+// takes now, and EAGAIN when it takes nothing.
+func Write(fd uintptr, p []byte) (int, error) { return again(sysWrite, fd, p) }
+
+// again makes call until a signal does not interrupt it.
+func again(call func(uintptr, []byte) (int, error), fd uintptr, p []byte) (int, error) {
 	for {
-		n, err := sysRead(fd, p)
+		n, err := call(fd, p)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -26,16 +33,17 @@ func Read(fd uintptr, p []byte) (int, error) {
 	}
 }
 
-// Write is one write(2) to the non-blocking fd: it writes what the socket
-// takes now, and EAGAIN when it takes nothing.
-func Write(fd uintptr, p []byte) (int, error) {
-	for {
-		n, err := sysWrite(fd, p)
-		if err == syscall.EINTR {
-			continue
-		}
-		return max(n, 0), err
+// RawConn is c's syscall.RawConn; nil when c has no file descriptor.
+func RawConn(c net.Conn) syscall.RawConn {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
 	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
 }
 
 // Conn is c with its Read and Write made by Read and Write inside its
@@ -46,12 +54,8 @@ func Conn(c net.Conn) net.Conn {
 	if !rawCalls {
 		return c
 	}
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return c
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := RawConn(c)
+	if rc == nil {
 		return c
 	}
 	rw := &conn{Conn: c, rc: rc}

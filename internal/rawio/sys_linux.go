@@ -19,24 +19,16 @@ const rawCalls = true
 // under load, those wake-ups and hand-overs were the gateway's largest
 // single cost in the kernel (context switches). A raw call that is slow
 // holds its P as running Go code would.
-func sysRead(fd uintptr, p []byte) (int, error) {
-	var ptr unsafe.Pointer
-	if len(p) > 0 {
-		ptr = unsafe.Pointer(&p[0])
-	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(ptr), uintptr(len(p)))
-	if e != 0 {
-		return -1, e
-	}
-	return int(n), nil
-}
+func sysRead(fd uintptr, p []byte) (int, error)  { return rawCall(syscall.SYS_READ, fd, p) }
+func sysWrite(fd uintptr, p []byte) (int, error) { return rawCall(syscall.SYS_WRITE, fd, p) }
 
-func sysWrite(fd uintptr, p []byte) (int, error) {
+// rawCall is the system call trap (read or write) on fd and p.
+func rawCall(trap, fd uintptr, p []byte) (int, error) {
 	var ptr unsafe.Pointer
 	if len(p) > 0 {
 		ptr = unsafe.Pointer(&p[0])
 	}
-	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(ptr), uintptr(len(p)))
+	n, _, e := syscall.RawSyscall(trap, fd, uintptr(ptr), uintptr(len(p)))
 	if e != 0 {
 		return -1, e
 	}
