@@ -552,7 +552,9 @@ func TestServerAnswerToSlowReader(t *testing.T) {
 		w.Write(big[len(big)/2:])
 		w.Write(big) // and at once
 	}))
-	for range 2 { // two answers on one connection
+	want := append(big[:len(big):len(big)], big...) // each answer's body
+	// Two connections, two answers on each.
+	for range 2 {
 		c, err := send(t, loopAddr, "GET /big HTTP/1.1\r\nHost: a\r\n\r\nGET /big HTTP/1.1\r\nHost: a\r\n\r\n")
 		if err != nil {
 			t.Fatal(err)
@@ -569,8 +571,8 @@ func TestServerAnswerToSlowReader(t *testing.T) {
 			if err != nil {
 				t.Fatalf("answer %d: body: %v after %d bytes", i, err, len(body))
 			}
-			if !bytes.Equal(body, append(big[:len(big):len(big)], big...)) {
-				t.Fatalf("answer %d: %d bytes, not the %d written", i, len(body), 2*len(big))
+			if !bytes.Equal(body, want) {
+				t.Fatalf("answer %d: %d bytes, not the %d written", i, len(body), len(want))
 			}
 		}
 		c.Close()
