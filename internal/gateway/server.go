@@ -328,7 +328,7 @@ func (w clientWriter) Write(p []byte) (int, error) {
 		m, err := c.nc.Write(p[n:])
 		return n + m, err
 	}
-	return n, &net.OpError{Op: "write", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("write", err)}
+	return n, rawio.OpError("write", c.nc, err)
 }
 
 // loopStep is what advance leaves the connection to do.

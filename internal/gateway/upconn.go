@@ -144,17 +144,9 @@ func (uc *upConn) sendThenReadFD(fd uintptr) bool {
 		}
 		return false // all out: wait for the answer without reading first
 	}
-	m, err := rawio.Read(fd, uc.p)
-	switch {
-	case err == syscall.EAGAIN:
-		return false
-	case err != nil:
-		uc.rerr = err
-	case m == 0:
-		uc.rerr = io.EOF
-	}
-	uc.n = m
-	return true
+	m, done, err := rawio.TryRead(fd, uc.p)
+	uc.n, uc.rerr = m, err
+	return done
 }
 
 // notSent reports whether err is a failure to write the kept end of a

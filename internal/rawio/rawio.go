@@ -22,6 +22,21 @@ func Read(fd uintptr, p []byte) (int, error) { return again(sysRead, fd, p) }
 // takes now, and EAGAIN when it takes nothing.
 func Write(fd uintptr, p []byte) (int, error) { return again(sysWrite, fd, p) }
 
+// TryRead is the read of a syscall.RawConn's callback: done is false
+// when there is nothing to read yet (the callback returns false, to
+// wait); else n and err are what Read gave, with io.EOF at the end of the
+// stream.
+func TryRead(fd uintptr, p []byte) (n int, done bool, err error) {
+	n, err = Read(fd, p)
+	switch {
+	case err == syscall.EAGAIN:
+		return 0, false, nil
+	case err == nil && n == 0:
+		err = io.EOF
+	}
+	return n, true, err
+}
+
 // again makes call until a signal does not interrupt it.
 func again(call func(uintptr, []byte) (int, error), fd uintptr, p []byte) (int, error) {
 	for {
@@ -99,23 +114,15 @@ func (c *conn) Read(p []byte) (int, error) {
 	case rerr == io.EOF:
 		return 0, io.EOF
 	case rerr != nil:
-		return n, c.opError("read", rerr)
+		return n, OpError("read", c.Conn, rerr)
 	}
 	return n, nil
 }
 
 func (c *conn) readFD(fd uintptr) bool {
-	n, err := Read(fd, c.rp)
-	switch {
-	case err == syscall.EAGAIN:
-		return false // wait until readable, then again
-	case err != nil:
-		c.rerr = os.NewSyscallError("read", err)
-	case n == 0:
-		c.rerr = io.EOF
-	}
-	c.rn = n
-	return true
+	n, done, err := TryRead(fd, c.rp)
+	c.rn, c.rerr = n, err
+	return done // false: wait until readable, then again
 }
 
 func (c *conn) Write(p []byte) (int, error) {
@@ -129,7 +136,7 @@ func (c *conn) Write(p []byte) (int, error) {
 	case err != nil:
 		return n, err
 	case werr != nil:
-		return n, c.opError("write", werr)
+		return n, OpError("write", c.Conn, werr)
 	}
 	return n, nil
 }
@@ -143,13 +150,15 @@ func (c *conn) writeFD(fd uintptr) bool {
 		case err == syscall.EAGAIN:
 			return false // wait until writable, then again
 		case err != nil:
-			c.werr = os.NewSyscallError("write", err)
+			c.werr = err
 			return true
 		}
 	}
 	return true
 }
 
-func (c *conn) opError(op string, err error) error {
-	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+// OpError is the error of a read or write (op) on c that failed with the
+// system call error errno, as c's own Read and Write would give it.
+func OpError(op string, c net.Conn, errno error) error {
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
 }
