@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// envPrefix starts the environment variable of every flag (README,
+// envPrefix starts the environment variable of every flag (docs/guide.md,
 // "Commands").
 const envPrefix = "SLUICE_"
 

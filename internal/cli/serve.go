@@ -19,7 +19,7 @@ import (
 	"github.com/sluicehq/sluice/limiter"
 )
 
-// serveFlags are the flags of `sluice serve` (README, "Commands").
+// serveFlags are the flags of `sluice serve` (docs/guide.md, "Commands").
 type serveFlags struct {
 	listen        string
 	adminListen   string
