@@ -1,92 +1,20 @@
 // Package rls is sluice's Envoy rate limit service: the gRPC API
 // envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit that Envoy's
-// http filter envoy.filters.http.ratelimit (and Istio, Envoy Gateway,
-// Contour) calls, plus the standard gRPC health service. It decides with
-// the same limiter, rules and store as POST /ratelimit/check, so a caller
-// has one limit whichever way it is asked.
+// ratelimit filter calls, plus the standard gRPC health service. It decides
+// with the same limiter, rules and store as POST /ratelimit/check, so a
+// caller has one limit whichever way it is asked.
 //
-// # Mapping
+// The model: each descriptor of a request is one sluice check (its entries
+// are the check's fields, hits_addend its cost, the request's domain picks
+// the rules); the descriptors of one request are decided all or nothing,
+// united into one check when they agree and taken in one atomic operation
+// when they do not (limiter.CheckMany); the answer has one status per
+// descriptor and the quota headers of the most restrictive decision. A
+// request Envoy's configuration got wrong is codes.InvalidArgument naming
+// the field, a store that cannot decide codes.Unavailable; no value a
+// caller controls ends in an error Envoy could turn into "allow".
 //
-// Each descriptor of a request is read as one sluice check. Its entries
-// map to the fields of POST /ratelimit/check:
-//
-//	user            → user
-//	api_key         → api_key
-//	remote_address  → ip (also accepted as "ip"; IPv6 keyed by its /64)
-//	plan            → plan (else the client registry, else default_plan; any
-//	                  value the rules never name as a plan counts as absent)
-//	method, path    → endpoint "METHOD /path" (the query string is dropped)
-//
-// The values of user, api_key, remote_address, ip, method and path are the
-// caller's, and every one of them is decided, never refused: the limiter
-// keys them with package identity (an odd or long value by its digest) and
-// cleans the path (rules.CleanPath), as for every other entry point. An
-// empty value is an absent entry; an entry given twice keeps its first
-// value. Strings need not be UTF-8 (see codec).
-//
-// Every entry, any key (generic_key, header_match, destination_cluster,
-// ...), is also read by rules keyed by entry:<key> (a bucket per value) and
-// by rules on match.entries (envoyproxy/ratelimit's descriptors, walked as
-// it walks them: rules.Index.MatchEntries); when the rules of a domain have
-// either, each descriptor is decided with its own entries (as when the
-// descriptors disagree, below). hits_addend is the cost: the
-// descriptor's when set, where 0 checks without taking (limiter.Request.
-// Peek); else the request's, where 0 means 1. A cost past every rule's
-// capacity is OVER_LIMIT (cost_exceeds_capacity). A descriptor's own
-// limit (Envoy's dynamic limits) takes the place of the rules on its
-// entries, in a domain some rule names (see ownLimit); every other rule
-// still applies. Its requests_per_unit 0 denies every call, as
-// envoyproxy/ratelimit does.
-//
-// The request's domain selects rules: rules whose match names that domain
-// (match.domain) and rules that name no domain (which also serve the HTTP
-// API). A domain no rule names is decided by the rules with no domain
-// alone; if none matches, the answer is OK with statuses that carry no
-// limit, as for any call no rule matches.
-//
-// # Several descriptors
-//
-// The descriptors of one request describe one HTTP call, so they are
-// decided all or nothing: an OVER_LIMIT answer consumed nothing from any
-// descriptor. When the descriptors agree — the same cost, and no entry with
-// two different values (a user in one and an IP in the other agree) — their
-// entries are united into one check, decided by one limiter call: every
-// matching rule applies once, and every descriptor's status reports that
-// decision. When they disagree, each descriptor is decided as its own check
-// and all of their rules are taken from the store in one atomic operation
-// (a bucket two descriptors name is charged for both); each status is that
-// descriptor's decision. Beyond 32 buckets (limiter.MaxRulesPerCall) they
-// are taken in atomic steps of 32: an OVER_LIMIT answer then consumed
-// nothing in the step that denied, but keeps what the other steps took.
-// A descriptor that matches more than 32 rules itself — its own limit or
-// rules on its entries next to 32 others — is OVER_LIMIT (the limiter's
-// reason too_many_rules), logged and counted, and nothing is taken from
-// any descriptor: it fails closed, never with an error Envoy could turn
-// into "allow".
-//
-// # Answer
-//
-// One status per descriptor: OVER_LIMIT or OK, current_limit (see
-// CurrentLimit), limit_remaining and duration_until_reset of the most
-// restrictive rule. overall_code is OVER_LIMIT when any descriptor is over
-// its limit. response_headers_to_add carries the quota headers of the most
-// restrictive decision (X-RateLimit-Limit, X-RateLimit-Remaining,
-// X-RateLimit-Reset, RateLimit-Policy, RateLimit), so Envoy adds them to
-// every answer; an OVER_LIMIT answer also carries Retry-After,
-// Content-Type: application/json and the JSON body of the 429 as raw_body.
-// With Config.EnvoyHeaders, envoyproxy/ratelimit's RateLimit-Limit,
-// RateLimit-Remaining and RateLimit-Reset follow them.
-// Shadow rules never deny: a call only they would deny is OK. A descriptor
-// only an unlimited rule matches is OK with limit_remaining 4294967295 and
-// no current_limit, as envoyproxy/ratelimit answers it; a rule that applies
-// to any descriptor drops the rules it replaces from every descriptor
-// (limiter.CheckMany).
-//
-// Requests wrong in what the operator's Envoy configuration decides (no
-// domain, no descriptors, a descriptor without entries, an entry without
-// key, is_negative_hits) get
-// codes.InvalidArgument with a message that names the field. A store that cannot decide gets codes.Unavailable
-// (Envoy then applies its failure_mode_deny).
+// The mapping, the answer and every case in full: docs/envoy.md.
 package rls
 
 import (
