@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/internal/clocktest"
-	"github.com/sluicehq/sluice/internal/limitertest"
 	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/internal/testkit/clocktest"
+	"github.com/sluicehq/sluice/internal/testkit/limitertest"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
 )

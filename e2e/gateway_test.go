@@ -29,8 +29,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/sluicehq/sluice/internal/listen/listentest"
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testkit/listentest"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
 )
 
 // gatewayProc is one `sluice gateway` process.

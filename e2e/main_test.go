@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/internal/listen/listentest"
+	"github.com/sluicehq/sluice/internal/testkit/listentest"
 )
 
 var binary string

@@ -16,8 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/internal/listen/listentest"
-	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/testkit/listentest"
+	"github.com/sluicehq/sluice/internal/testkit/pgtest"
 )
 
 // Fleet tests: `sluice serve` processes sharing a PostgreSQL rules store

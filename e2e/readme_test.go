@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/listen/listentest"
+	"github.com/sluicehq/sluice/internal/testkit/listentest"
 )
 
 // TestReadmeTour runs the commands of the README's two-minute tour, as

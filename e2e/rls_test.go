@@ -20,7 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/internal/listen/listentest"
+	"github.com/sluicehq/sluice/internal/testkit/listentest"
 )
 
 // TestEnvoyRLS runs sluice serve with --grpc-listen and --access-log and

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
-	"github.com/sluicehq/sluice/internal/limitertest"
+	"github.com/sluicehq/sluice/internal/testkit/limitertest"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"

@@ -9,7 +9,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/sluicehq/sluice/identity"
-	"github.com/sluicehq/sluice/internal/limitertest"
+	"github.com/sluicehq/sluice/internal/testkit/limitertest"
 )
 
 func TestIdentifyIP(t *testing.T) {

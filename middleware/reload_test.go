@@ -3,7 +3,7 @@ package middleware_test
 import (
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/limitertest"
+	"github.com/sluicehq/sluice/internal/testkit/limitertest"
 	"github.com/sluicehq/sluice/middleware"
 )
 

@@ -29,7 +29,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/loadgen"
+	"github.com/sluicehq/sluice/internal/bench/loadgen"
 )
 
 type target struct{ name, url string }

@@ -48,8 +48,8 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/bench/redis/redisinfo"
+	"github.com/sluicehq/sluice/internal/bench/loadgen"
 	"github.com/sluicehq/sluice/internal/gctune"
-	"github.com/sluicehq/sluice/internal/loadgen"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	sredis "github.com/sluicehq/sluice/store/redis"

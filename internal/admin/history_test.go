@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/internal/rulestore"
+	"github.com/sluicehq/sluice/internal/testkit/pgtest"
 )
 
 // newPGEnv serves the admin API over a PostgreSQL rules store on a fresh

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/testkit/pgtest"
 )
 
 // TestPostgresRevisionAfterTrim: after docs/fleet.md's trim of the history

@@ -17,8 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/internal/bench/loadgen"
 	"github.com/sluicehq/sluice/internal/gctune"
-	"github.com/sluicehq/sluice/internal/loadgen"
 )
 
 // benchFlags are the flags of `sluice bench`.

@@ -7,7 +7,7 @@ import (
 	"net"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/loadgen"
+	"github.com/sluicehq/sluice/internal/bench/loadgen"
 )
 
 // defaultGRPCTarget is bench --grpc's --target when none is given.

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/internal/listen/listentest"
+	"github.com/sluicehq/sluice/internal/testkit/listentest"
 )
 
 // perUser is a rules file: 1000 calls a day per user (a token back

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/listen/listentest"
-	"github.com/sluicehq/sluice/internal/loadgen"
+	"github.com/sluicehq/sluice/internal/bench/loadgen"
+	"github.com/sluicehq/sluice/internal/testkit/listentest"
 )
 
 // TestRulesUnknownSubcommand: a mistyped or invented `sluice rules` verb

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/gateway"
-	"github.com/sluicehq/sluice/internal/listen/listentest"
+	"github.com/sluicehq/sluice/internal/testkit/listentest"
 )
 
 // countingUpstream is an upstream that counts the connections it accepted.

@@ -19,9 +19,9 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/sluicehq/sluice/internal/listen"
-	"github.com/sluicehq/sluice/internal/listen/listentest"
 	"github.com/sluicehq/sluice/internal/rls"
-	"github.com/sluicehq/sluice/internal/rlstest"
+	"github.com/sluicehq/sluice/internal/testkit/listentest"
+	"github.com/sluicehq/sluice/internal/testkit/rlstest"
 	"github.com/sluicehq/sluice/rules"
 )
 

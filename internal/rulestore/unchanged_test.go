@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/testkit/pgtest"
 	"github.com/sluicehq/sluice/rules"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/testkit/clocktest"
 )
 
 // sleeping is a loadgen Sleep that moves clk on by d at once: with the

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicehq/sluice/internal/listen/listentest"
-	"github.com/sluicehq/sluice/internal/rlstest"
+	"github.com/sluicehq/sluice/internal/testkit/listentest"
+	"github.com/sluicehq/sluice/internal/testkit/rlstest"
 	"github.com/sluicehq/sluice/rules"
 )
 
