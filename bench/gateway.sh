@@ -21,7 +21,7 @@
 #      deny path's as a share of direct (a bare Go handler), and the
 #      gateway's CPU per call as a multiple of nginx's;
 #   2. latency at a fixed rate below saturation: bench/httplat (the
-#      internal/loadgen engine of `sluice bench`, plain GETs, latency from
+#      internal/bench/loadgen engine of `sluice bench`, plain GETs, latency from
 #      the scheduled send time) at $RATE calls/s, each call from one of
 #      $CLIENTS addresses (X-Forwarded-For; the gateways trust 127.0.0.1);
 #      medians of p50/p90/p99/p99.9 and what each proxy adds.

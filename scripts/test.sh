@@ -27,7 +27,7 @@ if ((${#need_pkgs[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 
-# PostgreSQL, for the rules-store tests (internal/pgtest): a server on
+# PostgreSQL, for the rules-store tests (internal/testkit/pgtest): a server on
 # $SLUICE_TEST_POSTGRES (default: role postgres on 127.0.0.1:5432 with trust
 # authentication), where each test run makes and drops its own databases,
 # and the server binaries, with which the outage tests start private

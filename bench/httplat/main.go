@@ -5,7 +5,7 @@
 // prints each round's percentiles, the median of each across rounds, and
 // what every target adds over the first one.
 //
-// Latency is taken from the moment a call was scheduled (internal/loadgen:
+// Latency is taken from the moment a call was scheduled (internal/bench/loadgen:
 // no coordinated omission). With -clients N, each call carries
 // X-Forwarded-For: 10.x.y.z, one of N addresses, so that a gateway that
 // trusts the load generator (--trusted-proxies 127.0.0.1) keys each call by
