@@ -14,7 +14,9 @@ import (
 //
 //	client, user, api_key, ip   the caller's id, "user:alice" (as always)
 //	global                      "global"
-//	endpoint                    "endpoint:GET /api/orders" (method and clean path)
+//	endpoint                    "endpoint:GET /api/orders" (method and clean path;
+//	                            the path in lower case for a path_case
+//	                            insensitive rule, which matches it so)
 //	header:<name>               "header:x-tenant=acme" (name in lower case)
 //	entry:<key>                 "entry:generic_key=foo"
 //
@@ -45,9 +47,11 @@ type keyInput struct {
 	entries          []rules.Entry
 	// endpoint is the endpoint's part of a key, "endpoint:" and what
 	// appendEndpoint appends, built in epBuf by the first rule keyed by it
-	// and used or copied by the others; "" until then.
-	endpoint string
-	epBuf    *[maxEndpoint]byte
+	// and used or copied by the others; "" until then. folded is the same
+	// with the path in lower case, built in foldBuf, for path_case
+	// insensitive rules: one spelling of their endpoint is one bucket.
+	endpoint, folded string
+	epBuf, foldBuf   *[maxEndpoint]byte
 }
 
 // maxEndpoint bounds the endpoint's part of a key: "endpoint:" and a
@@ -56,18 +60,31 @@ const maxEndpoint = len(keyEndpoint) + maxKeyValue
 
 const keyEndpoint = "endpoint:"
 
-// endpointPart returns the endpoint's part of a key (keyInput.endpoint),
-// built on first use; ok is false for a call without a method or path.
-func (in *keyInput) endpointPart() (_ string, ok bool) {
-	if in.endpoint == "" {
-		if in.method == "" || in.path == "" {
-			return "", false
+// endpointPart returns the endpoint's part of a key for rule r
+// (keyInput.endpoint, or keyInput.folded when r matches paths without
+// letter case), built on first use; ok is false for a call without a
+// method or path.
+func (in *keyInput) endpointPart(r *rules.Compiled) (_ string, ok bool) {
+	if in.method == "" || in.path == "" {
+		return "", false
+	}
+	if foldsPath(r) {
+		if in.folded == "" {
+			b := append(in.foldBuf[:0], keyEndpoint...)
+			in.folded = bytesString(appendEndpoint(b, in.method, in.path, true))
 		}
+		return in.folded, true
+	}
+	if in.endpoint == "" {
 		b := append(in.epBuf[:0], keyEndpoint...)
-		in.endpoint = bytesString(appendEndpoint(b, in.method, in.path))
+		in.endpoint = bytesString(appendEndpoint(b, in.method, in.path, false))
 	}
 	return in.endpoint, true
 }
+
+// foldsPath reports whether r matches paths without letter case
+// (path_case insensitive), so that its endpoint keys fold them too.
+func foldsPath(r *rules.Compiled) bool { return r.Match.PathCase == rules.PathCaseInsensitive }
 
 // appendKey appends the bucket id of rule r for the call to buf and
 // returns it (for a key of one caller part, the caller's id, appending
@@ -82,7 +99,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, id string
 		case k == rules.KeyGlobal:
 			return buf, keyGlobal, true
 		case k == rules.KeyEndpoint:
-			id, ok = in.endpointPart()
+			id, ok = in.endpointPart(r)
 			return buf, id, ok
 		}
 	}
@@ -101,7 +118,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, id string
 		case rules.KeyGlobal:
 			buf = append(buf, keyGlobal...)
 		case rules.KeyEndpoint:
-			e, ok := in.endpointPart()
+			e, ok := in.endpointPart(r)
 			if !ok {
 				return buf[:start], "", false
 			}
@@ -154,8 +171,10 @@ func appendValue(buf []byte, v string) []byte {
 
 // appendEndpoint appends the endpoint a call is counted under: its method
 // in upper case (HEAD as GET, which rules match it as), a space and its
-// clean path (rules.CleanPath), or the digest of that when it is not plain.
-func appendEndpoint(buf []byte, method, path string) []byte {
+// clean path (rules.CleanPath), with ASCII letters in lower case when fold
+// (as a path_case insensitive rule compares it), or the digest of that
+// when it is not plain.
+func appendEndpoint(buf []byte, method, path string, fold bool) []byte {
 	var tmp [maxKeyValue + 64]byte
 	e := tmp[:0]
 	if len(method) == 4 && method[0]|0x20 == 'h' && strings.EqualFold(method, "HEAD") {
@@ -173,6 +192,14 @@ func appendEndpoint(buf []byte, method, path string) []byte {
 		e = append(e, path...)
 	} else {
 		e = rules.AppendCleanPath(e, path)
+	}
+	if fold {
+		p := e[len(method)+1:]
+		for i, c := range p {
+			if 'A' <= c && c <= 'Z' {
+				p[i] = c + 'a' - 'A'
+			}
+		}
 	}
 	return appendValue(buf, bytesString(e))
 }

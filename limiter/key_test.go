@@ -268,3 +268,55 @@ func TestMatchHeaderAndMethodSet(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointKeyFoldsPathCase: a path_case insensitive rule keyed by the
+// endpoint counts every spelling of one path in one bucket, alone or
+// combined with another part, and a case-sensitive rule keyed alike in the
+// same call keeps a bucket per spelling (issue 27 §4).
+func TestEndpointKeyFoldsPathCase(t *testing.T) {
+	insensitive := func(id string, limit int64, by rules.By) rules.Rule {
+		return rule(id, limit, time.Hour, func(r *rules.Rule) {
+			r.By, r.Match.Endpoint, r.Match.PathCase = by, "GET /search", rules.PathCaseInsensitive
+		})
+	}
+	spellings := []string{"/search", "/SEARCH", "/Search", "/sEaRcH", "/SEARCH/", "//search"}
+	for _, by := range []rules.By{rules.ByEndpoint, "api_key+endpoint", "endpoint+header:x-t"} {
+		t.Run(string(by), func(t *testing.T) {
+			l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{insensitive("s", 3, by)}})
+			allowed := 0
+			for i := range 36 {
+				d := check(t, l, limiter.Request{APIKey: "k", Method: "GET", Path: spellings[i%len(spellings)], Header: http.Header{"X-T": {"t"}}})
+				if d.Matched != 1 {
+					t.Fatalf("call %d: matched %d rules, want 1", i, d.Matched)
+				}
+				if d.Allowed {
+					allowed++
+				}
+			}
+			if allowed != 3 {
+				t.Errorf("36 calls on %d spellings of /search: %d allowed, want 3", len(spellings), allowed)
+			}
+		})
+	}
+	t.Run("beside a case-sensitive rule", func(t *testing.T) {
+		l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{
+			insensitive("fold", 2, rules.ByEndpoint),
+			rule("exact", 1, time.Hour, func(r *rules.Rule) { r.By, r.Match.Endpoint = rules.ByEndpoint, "GET /*" }),
+		}})
+		for i, c := range []struct{ path, denier string }{
+			{"/search", ""},
+			{"/SEARCH", ""},      // its own exact bucket; the second of fold
+			{"/Search", "fold"},  // fold is spent
+			{"/search", "exact"}, // exact's /search is spent too (and fold)
+		} {
+			d := check(t, l, limiter.Request{Method: "GET", Path: c.path})
+			got := ""
+			if !d.Allowed {
+				got = d.RuleID()
+			}
+			if got != c.denier && !(c.denier == "exact" && got == "fold") {
+				t.Errorf("call %d (%s): denied by %q, want %q", i, c.path, got, c.denier)
+			}
+		}
+	})
+}

@@ -164,6 +164,7 @@ type scratch struct {
 	at      [MaxRulesPerCall]int             // CheckMany: each op's bucket in the one take
 	in      keyInput                         // what rules keyed by more than the caller read
 	ep      [maxEndpoint]byte                // the call's endpoint as keys name it (keyInput.endpoint)
+	epFold  [maxEndpoint]byte                // the same in lower case (keyInput.folded)
 }
 
 // Check decides req: every enabled rule matching the call's plan and
@@ -434,7 +435,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 			if !built {
 				built = true
 				*in = keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries,
-					epBuf: &sc.ep}
+					epBuf: &sc.ep, foldBuf: &sc.epFold}
 			}
 			keys, client, ok = appendKey(keys, r, in)
 		}
@@ -478,11 +479,12 @@ func (sc *scratch) client(r *rules.Compiled) rules.By {
 }
 
 // sameKey returns the index in used, the rules of the ops built so far,
-// of one keyed by what r is keyed by (the same By), more than the caller,
+// of one keyed by what r is keyed by (the same By, and the same path case
+// when the key names the endpoint), more than the caller,
 // and not the call's own limit; -1 if none.
 func sameKey(r *rules.Compiled, used []*rules.Compiled, own *rules.Compiled) int {
 	for j, u := range used {
-		if u.By == r.By && !u.KeyedByCaller() && u != own {
+		if u.By == r.By && !u.KeyedByCaller() && u != own && foldsPath(u) == foldsPath(r) {
 			return j
 		}
 	}
