@@ -54,13 +54,35 @@ func DecodeSetJSON(b []byte) (*Set, error) {
 	return s, nil
 }
 
+// ErrNoRules is the error of ParseRulesFile for a document that does not
+// say what the rules are: no rules: list at all (an empty file, only
+// comments, the empty output of a failed command) or a null one. Zero
+// rules lift every limit, so they must be written out: "rules: []".
+var ErrNoRules = errors.New(`rules: the document has no "rules:" list, and zero rules would lift every limit; write "rules: []" to mean no rules`)
+
 // ParseYAML reads a rules file strictly (unknown or duplicate keys and wrong
 // types are errors) and validates it. Errors about a field are *FieldError
 // with the line set. An empty document is an empty Set.
-func ParseYAML(b []byte) (*Set, error) {
+func ParseYAML(b []byte) (*Set, error) { return parseYAMLSet(b, false) }
+
+// ParseRulesFile is ParseYAML for a document that replaces every rule (a
+// rules file, what `sluice rules apply` sends): one without a rules: list
+// is ErrNoRules rather than an empty Set.
+func ParseRulesFile(b []byte) (*Set, error) { return parseYAMLSet(b, true) }
+
+func parseYAMLSet(b []byte, needRules bool) (*Set, error) {
 	n, err := parseYAML(b)
 	if err != nil {
 		return nil, err
+	}
+	if needRules {
+		if n.kind != tobject {
+			if n.kind == tnull {
+				return nil, ErrNoRules
+			}
+		} else if r := n.get("rules"); r == nil || r.kind == tnull {
+			return nil, ErrNoRules
+		}
 	}
 	s, err := decodeSet(n, true)
 	if err != nil {

@@ -35,7 +35,7 @@ func addEngineFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.DurationVar(&f.probeInterval, "probe-interval", 250*time.Millisecond, "how often a failing shared store is probed (and the Retry-After of fail-closed denials meanwhile)")
 	fl.IntVar(&f.memoryMax, "memory-max-buckets", memory.DefaultMaxBuckets, "most buckets the embedded in-memory store holds, each about 85 bytes of Go heap (the default: about 80 MiB of heap, 140 MiB of process memory); past it, the buckets closest to full are evicted")
 	fl.IntVar(&f.instances, "instances", 0, "number of sluice instances the local fallback divides limits by (0: count them in Redis)")
-	fl.IntVar(&f.ipv6Prefix, "ipv6-prefix", 64, "prefix length IPv6 callers are keyed by")
+	fl.IntVar(&f.ipv6Prefix, "ipv6-prefix", 64, "prefix length IPv6 callers are keyed by, 1 to 128")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	addAccessLogFlags(fl, &f.obs)
@@ -73,6 +73,10 @@ func openEngine(ctx context.Context, f serveFlags, instrument func(*slog.Logger,
 	}
 	if f.gcFloorMiB < 0 {
 		return nil, fmt.Errorf("--gc-floor-mib must be ≥ 0, got %d", f.gcFloorMiB)
+	}
+	if f.ipv6Prefix < 1 || f.ipv6Prefix > 128 {
+		// The limiter would quietly use /64 for these.
+		return nil, fmt.Errorf("--ipv6-prefix %d: want a prefix length from 1 to 128 (64, the default, keys each IPv6 caller by its /64)", f.ipv6Prefix)
 	}
 	src, err := openRules(ctx, f.rules, f.rulesPoll, f.rulesStore, log)
 	if err != nil {

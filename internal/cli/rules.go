@@ -311,6 +311,7 @@ func newRulesApplyCmd(f *adminFlags) *cobra.Command {
 	var (
 		file   string
 		dryRun bool
+		prune  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
@@ -327,15 +328,18 @@ changes are printed:
   - rule old-burst
 
 The file's rules list is always complete ("rules: []" deletes every rule).
-Its clients and default_plan replace those in force when the file has them
-and leave them alone when it does not. With --dry-run the changes are
-printed and nothing is applied. -f - reads the file from standard input.`,
+A file without a rules: list (an empty file, or the empty output of a
+failed command piped into -f -) is refused and nothing is sent, unless
+--prune says that it means "delete every rule". Its clients and
+default_plan replace those in force when the file has them and leave them
+alone when it does not. With --dry-run the changes are printed and nothing
+is applied. -f - reads the file from standard input.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
 				return errors.New("rules apply: -f FILE is required (see 'sluice rules apply --help')")
 			}
-			set, err := readRulesFile(file, cmd.InOrStdin())
+			set, err := readRulesFile(file, cmd.InOrStdin(), prune)
 			if err != nil {
 				return err
 			}
@@ -352,12 +356,14 @@ printed and nothing is applied. -f - reads the file from standard input.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "rules YAML file to apply (- for standard input)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the changes without applying them")
+	cmd.Flags().BoolVar(&prune, "prune", false, `allow a file without a "rules:" list, which deletes every rule`)
 	return cmd
 }
 
 // readRulesFile reads and validates a rules file; errors name the file and,
-// for a bad field, its line.
-func readRulesFile(name string, stdin io.Reader) (*rules.Set, error) {
+// for a bad field, its line. A file without a rules: list is refused
+// unless prune, and then means no rules.
+func readRulesFile(name string, stdin io.Reader, prune bool) (*rules.Set, error) {
 	var b []byte
 	var err error
 	if name == "-" {
@@ -369,7 +375,13 @@ func readRulesFile(name string, stdin io.Reader) (*rules.Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rules apply: %w", err)
 	}
-	set, err := rules.ParseYAML(b)
+	set, err := rules.ParseRulesFile(b)
+	if errors.Is(err, rules.ErrNoRules) {
+		if !prune {
+			return nil, fmt.Errorf("%s: no \"rules:\" list (%d bytes read), and applying it would delete every rule; nothing was sent. To delete every rule, write \"rules: []\" or pass --prune", name, len(b))
+		}
+		set, err = rules.ParseYAML(b)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

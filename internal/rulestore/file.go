@@ -196,7 +196,7 @@ func OpenFile(cfg FileConfig) (*File, error) {
 // compileFile parses and compiles a rules file's content. The revision is
 // at least minRevision.
 func compileFile(data []byte, minRevision int64) (*rules.Index, error) {
-	set, err := rules.ParseYAML(data)
+	set, err := rules.ParseRulesFile(data)
 	if err != nil {
 		return nil, err
 	}
