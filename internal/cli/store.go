@@ -47,7 +47,7 @@ func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]
 		}
 		return st, func() map[string]any {
 			return map[string]any{"kind": "memory", "state": "ok", "buckets": st.Len(),
-				"max_buckets": st.MaxBuckets(), "evictions": st.Evictions()}
+				"max_buckets": st.MaxBuckets(), "evictions": st.Evictions(), "overflows": st.Overflows()}
 		}, nil
 	}
 	cfg := sredis.DefaultConfig()

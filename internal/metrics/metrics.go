@@ -8,7 +8,8 @@
 //	sluice_store_duration_seconds{store}            one call to the counter store, a take or a reservation (histogram)
 //	sluice_store_errors_total{store,kind}           failed calls to the counter store (takes and reservations), by kind of error
 //	sluice_store_buckets                            buckets held by the embedded store
-//	sluice_store_evictions_total                    buckets the embedded store evicted to stay under its ceiling
+//	sluice_store_evictions_total                    full buckets the embedded store dropped to stay under its ceiling
+//	sluice_store_overflows_total                    calls the embedded store, full, decided on a shared overflow bucket
 //	sluice_store_local_denials_total                calls the Redis store's local denial cache denied without a round trip
 //	sluice_rules_revision                           revision of the rules in force
 //	sluice_rules_load_failing                       1 while the rules store holds a change that does not load

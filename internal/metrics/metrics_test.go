@@ -320,6 +320,7 @@ func TestWatchers(t *testing.T) {
 	buckets, denials := 7, int64(3)
 	m.WatchBuckets(func() int { return buckets })
 	m.WatchEvictions(func() uint64 { return 5 })
+	m.WatchOverflows(func() uint64 { return 2 })
 	m.WatchLocalDenials(func() int64 { return denials })
 	st := rulestore.Status{}
 	m.WatchRules(func() rulestore.Status { return st })
@@ -331,6 +332,9 @@ func TestWatchers(t *testing.T) {
 	}
 	if got := value("sluice_store_evictions_total"); got != " 5" {
 		t.Errorf("sluice_store_evictions_total = %q, want 5", got)
+	}
+	if got := value("sluice_store_overflows_total"); got != " 2" {
+		t.Errorf("sluice_store_overflows_total = %q, want 2", got)
 	}
 	if got := value("sluice_store_local_denials_total"); got != " 3" {
 		t.Errorf("sluice_store_local_denials_total = %q, want 3", got)

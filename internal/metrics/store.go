@@ -76,7 +76,8 @@ type (
 	// BucketStore holds its buckets in this process (store/memory.Store).
 	BucketStore interface {
 		Len() int          // buckets held
-		Evictions() uint64 // buckets evicted to stay under the ceiling
+		Evictions() uint64 // full buckets dropped to stay under the ceiling
+		Overflows() uint64 // calls decided on a shared overflow bucket at the ceiling
 	}
 	// Breaker is a store layer with a circuit breaker before a shared store
 	// and a local fallback behind it (store/failover.Store).
@@ -126,6 +127,7 @@ func (m *Metrics) Instrument(st limiter.Store) *Store {
 		name = "memory"
 		m.WatchBuckets(b.Len)
 		m.WatchEvictions(b.Evictions)
+		m.WatchOverflows(b.Overflows)
 	}
 	if b, ok := st.(Breaker); ok {
 		name = "failover"
@@ -234,7 +236,16 @@ func (m *Metrics) WatchBuckets(n func() int) {
 func (m *Metrics) WatchEvictions(n func() uint64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "sluice_store_evictions_total",
-		Help: "Buckets the embedded in-memory store evicted to stay under its ceiling (--memory-max-buckets): those closest to full first.",
+		Help: "Full (idle) buckets the embedded in-memory store dropped to stay under its ceiling (--memory-max-buckets); a bucket with state is never dropped.",
+	}, func() float64 { return float64(n()) }))
+}
+
+// WatchOverflows exports sluice_store_overflows_total, read from n at each
+// scrape (memory.Store.Overflows).
+func (m *Metrics) WatchOverflows(n func() uint64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_store_overflows_total",
+		Help: "Calls of new callers the embedded in-memory store, at its ceiling with no full bucket to drop, decided on the shared overflow bucket of their rule.",
 	}, func() float64 { return float64(n()) }))
 }
 

@@ -29,60 +29,159 @@ func ceilingStore(t testing.TB, c *fakeClock, max int, logs *bytes.Buffer) *Stor
 	return s
 }
 
-// TestCeiling: twice the ceiling in distinct clients keeps the store at its
-// ceiling; the evictions are counted and logged once; no call is denied
-// for it; and callers that stay keep their exact state: denied callers stay
-// denied, because full buckets (idle: no state) and buckets closer to full
-// are evicted first.
-func TestCeiling(t *testing.T) {
+// TestCeilingNeverGivesAllowanceBack: a flood of twice the ceiling in
+// fresh ids, five one-unit calls each (issue 27 §5), keeps the store at its
+// ceiling and hands nobody an allowance back: callers it denied stay
+// denied until their real retry time, callers part way through keep
+// exactly what they had left, full buckets make room first (counted as
+// evictions, logged nowhere), and a second round of the same ids, emptied
+// in the first, is admitted nowhere. Ids the store had no room for share
+// one overflow bucket per rule and shard (counted, logged once).
+func TestCeilingNeverGivesAllowanceBack(t *testing.T) {
 	const max = 1024
 	clock := newClock(1_700_000_000_000_000)
 	var logs bytes.Buffer
 	s := ceilingStore(t, clock, max, &logs)
-	hour := params(algorithm.TokenBucket, 2, 3600*second, 0)
+	hour := params(algorithm.TokenBucket, 5, 3600*second, 0) // one back every 12 minutes
 	short := params(algorithm.TokenBucket, 10, second, 0)
 
-	// Eight callers use up their hourly 2 and are denied.
+	// Eight callers use up their hourly 5 and are denied; sixteen use 3.
 	denied := make([]string, 8)
 	for i := range denied {
 		denied[i] = fmt.Sprintf("user:denied-%d", i)
-		if r := take(t, s, op(denied[i], "hour", hour, 2)); !r[0].Allowed {
+		if r := take(t, s, op(denied[i], "hour", hour, 5)); !r[0].Allowed {
 			t.Fatalf("%s's first call denied", denied[i])
 		}
-		if r := take(t, s, op(denied[i], "hour", hour, 1)); r[0].Allowed {
-			t.Fatalf("%s's third call allowed", denied[i])
-		}
+	}
+	partial := make([]string, 16)
+	for i := range partial {
+		partial[i] = fmt.Sprintf("user:partial-%d", i)
+		take(t, s, op(partial[i], "hour", hour, 3))
 	}
 	// Half the ceiling in callers of a one-second rule, full again (idle)
-	// ten seconds later.
+	// ten seconds later: the room a flood may take.
 	for i := range max / 2 {
 		take(t, s, op(fmt.Sprintf("user:short-%d", i), "short", short, 1))
 	}
 	clock.Add(10 * second)
-	// A flood: twice the ceiling in distinct clients, one call each, on the
-	// hourly rule. Every call is allowed.
-	const flood = 2 * max
-	for i := range flood {
-		if r := take(t, s, op(fmt.Sprintf("ip:2001:db8:%x::/64", i), "hour", hour, 1)); !r[0].Allowed {
-			t.Fatalf("flood call %d denied; the ceiling must never deny", i)
+
+	flood := func() (allowed int) {
+		for i := range 2 * max {
+			c := fmt.Sprintf("ip:2001:db8:%x::/64", i)
+			for range 5 {
+				if r := take(t, s, op(c, "hour", hour, 1)); r[0].Allowed {
+					allowed++
+				}
+			}
+			if n := s.Len(); n > max {
+				t.Fatalf("after flood id %d Len = %d, want ≤ %d", i, n, max)
+			}
 		}
-		if n := s.Len(); n > max {
-			t.Fatalf("after %d flood calls Len = %d, want ≤ %d", i+1, n, max)
+		return allowed
+	}
+	first := flood()
+	held := len(denied) + len(partial) + max/2
+	room := max - held + max/2 // the free room and the idle short buckets
+	// Each id with a bucket of its own got its 5; the others shared one
+	// overflow bucket of 5 per shard (4).
+	if first > 5*room+5*4 {
+		t.Errorf("first round: %d calls allowed, want at most %d (%d ids with room, 4 overflow buckets of 5)", first, 5*room+5*4, room)
+	}
+	if got := s.Evictions(); got != max/2 {
+		t.Errorf("Evictions = %d, want %d: the full short buckets, and only they", got, max/2)
+	}
+	if got := s.Overflows(); got == 0 {
+		t.Errorf("Overflows = 0, want the flood ids past the ceiling counted")
+	}
+	if second := flood(); second != 0 {
+		t.Errorf("second round of the same ids: %d calls allowed, want 0 (each id emptied its allowance in the first)", second)
+	}
+	for _, c := range partial {
+		if r := take(t, s, op(c, "hour", hour, 2)); !r[0].Allowed {
+			t.Errorf("%s lost its 2 remaining calls in the flood", c)
+		}
+		if r := take(t, s, op(c, "hour", hour, 1)); r[0].Allowed {
+			t.Errorf("%s got more than its 2 remaining calls after the flood", c)
 		}
 	}
-	// The idle short buckets made room first, uncounted like a sweep's;
-	// every other bucket that went was evicted.
-	held := len(denied) + max/2 + flood
-	if got, want := s.Evictions(), uint64(held-max/2-s.Len()); got != want {
-		t.Errorf("Evictions = %d, want %d (held %d, %d idle, Len %d)", got, want, held, max/2, s.Len())
+	// A denied caller's real retry time: 12 minutes after its fifth call.
+	for _, c := range denied {
+		r := take(t, s, op(c, "hour", hour, 1))
+		if r[0].Allowed {
+			t.Errorf("%s allowed after the flood: its bucket was forgotten", c)
+		} else if want := 12*60*second - 10*second; r[0].RetryAfter != want {
+			t.Errorf("%s: RetryAfter = %v, want %v, its real retry time", c, r[0].RetryAfter, want)
+		}
 	}
+	clock.Add(12*60*second - 10*second - 1)
 	for _, c := range denied {
 		if r := take(t, s, op(c, "hour", hour, 1)); r[0].Allowed {
-			t.Errorf("%s allowed after the flood: its denied bucket was evicted", c)
+			t.Errorf("%s allowed before its retry time", c)
+		}
+	}
+	clock.Add(1)
+	for _, c := range denied {
+		if r := take(t, s, op(c, "hour", hour, 1)); !r[0].Allowed {
+			t.Errorf("%s still denied at its retry time", c)
 		}
 	}
 	if n := strings.Count(logs.String(), "reached its ceiling"); n != 1 {
 		t.Errorf("the ceiling was logged %d times, want once:\n%s", n, logs.String())
+	}
+	checkShards(t, s)
+}
+
+// TestCeilingNewCallerWhenFull: a new caller in a shard at its ceiling
+// with no full bucket is decided on the overflow bucket of its rule, which
+// it shares with every such caller; once room is back, a caller's own
+// bucket starts from the overflow bucket's state until that one is full
+// again, so moving to a bucket of its own gives it nothing back.
+func TestCeilingNewCallerWhenFull(t *testing.T) {
+	clock := newClock(1_700_000_000_000_000)
+	s, err := New(Config{Shards: 1, Clock: clock.Now, SweepInterval: -1, MaxBuckets: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, k := range []algorithm.Kind{algorithm.TokenBucket, algorithm.LeakyBucket, algorithm.FixedWindow, algorithm.SlidingWindow, algorithm.SlidingLog} {
+		t.Run(k.String(), func(t *testing.T) {
+			clock.Add(7200 * second) // every bucket of the last run full
+			hour := params(k, 3, 3600*second, 0)
+			brief := params(k, 10, 10*second, 0)
+			for i := range 4 { // the ceiling, with state for a few seconds
+				take(t, s, op(fmt.Sprintf("user:old-%d", i), "brief", brief, 1))
+			}
+			calls := 0
+			for i := range 8 {
+				if r := take(t, s, op(fmt.Sprintf("user:new-%d", i), "hour", hour, 1)); r[0].Allowed {
+					calls++
+				}
+			}
+			if want := int(hour.Capacity()); calls != want {
+				t.Errorf("8 new callers at the ceiling: %d allowed, want %d, one bucket's worth", calls, want)
+			}
+			if n := s.Len(); n != 4 {
+				t.Errorf("Len = %d, want 4", n)
+			}
+			// The old buckets full again: room. A caller's own bucket
+			// starts from the overflow bucket, which is empty.
+			clock.Add(30 * second)
+			for _, c := range []string{"user:new-0", "user:new-9"} {
+				if r := take(t, s, op(c, "hour", hour, 1)); r[0].Allowed {
+					t.Errorf("%s allowed on a bucket of its own while the overflow bucket is empty", c)
+				}
+			}
+			if r := take(t, s, op("user:new-0", "hour", hour, 0)); r[0].Remaining != 0 {
+				t.Errorf("user:new-0 has a bucket of its own with %d calls left, want 0", r[0].Remaining)
+			}
+			// Once the overflow bucket is full again (a sliding window
+			// remembers the window before), new callers start full.
+			clock.Add(2 * 3600 * second)
+			if r := take(t, s, op("user:new-10", "hour", hour, hour.Capacity())); !r[0].Allowed {
+				t.Errorf("a new caller an hour later denied: %+v", r[0])
+			}
+			checkShards(t, s)
+		})
 	}
 }
 
@@ -116,8 +215,8 @@ func TestCeilingEvictsFullFirst(t *testing.T) {
 	for i := range full {
 		take(t, s, op(fmt.Sprintf("user:new-%d", i), "hour", hour, 1))
 	}
-	if n, ev := s.Len(), s.Evictions(); n != max || ev != 0 {
-		t.Errorf("Len = %d, Evictions = %d; want %d, 0: the full buckets made the room", n, ev, max)
+	if n, ev, ov := s.Len(), s.Evictions(), s.Overflows(); n != max || ev != full || ov != 0 {
+		t.Errorf("Len = %d, Evictions = %d, Overflows = %d; want %d, %d, 0: the full buckets made the room", n, ev, ov, max, full)
 	}
 	for _, c := range kept {
 		// 50 of 100 left: a call of 51 is denied unless the bucket was
@@ -129,8 +228,10 @@ func TestCeilingEvictsFullFirst(t *testing.T) {
 }
 
 // TestCeilingKeepsTheCallsOwnBuckets: a call whose ops all need new
-// buckets in a full shard evicts others, never a bucket the call itself
-// made, and each op's state is stored.
+// buckets in a shard at its ceiling drops full buckets for as many as
+// there are, never a bucket with state nor one the call itself made; the
+// ops left over are decided on their rules' overflow buckets; and each
+// op's state is kept, in a bucket of its own or the overflow one.
 func TestCeilingKeepsTheCallsOwnBuckets(t *testing.T) {
 	clock := newClock(1_700_000_000_000_000)
 	s, err := New(Config{Shards: 1, Clock: clock.Now, SweepInterval: -1, MaxBuckets: 4})
@@ -139,26 +240,36 @@ func TestCeilingKeepsTheCallsOwnBuckets(t *testing.T) {
 	}
 	defer s.Close()
 	p := params(algorithm.TokenBucket, 10, 3600*second, 0)
-	for i := range 4 {
-		take(t, s, op(fmt.Sprintf("user:old-%d", i), "r", p, 1))
-	}
-	ops := make([]limiter.Op, 6) // more than the ceiling: the call's own may not all fit
+	short := params(algorithm.TokenBucket, 10, second, 0)
+	take(t, s, op("user:old-0", "r", p, 1))
+	take(t, s, op("user:old-1", "r", p, 1))
+	take(t, s, op("user:idle-0", "s", short, 1))
+	take(t, s, op("user:idle-1", "s", short, 1))
+	clock.Add(10 * second)
+	ops := make([]limiter.Op, 6) // more than the ceiling
 	for i := range ops {
 		ops[i] = op(fmt.Sprintf("user:new-%d", i), fmt.Sprintf("r%d", i), p, 10)
 	}
 	take(t, s, ops...)
-	if got := s.Len(); got != 6 {
-		t.Errorf("Len = %d, want 6: the four old evicted, the call's six kept (a call is never cut short)", got)
+	if n, ev, ov := s.Len(), s.Evictions(), s.Overflows(); n != 4 || ev != 2 || ov != 4 {
+		t.Errorf("Len, Evictions, Overflows = %d, %d, %d; want 4, 2, 4: the two full buckets made room for two ops, four overflowed", n, ev, ov)
+	}
+	for _, c := range []string{"user:old-0", "user:old-1"} {
+		if r := take(t, s, op(c, "r", p, 10)); r[0].Allowed {
+			t.Errorf("%s's bucket with state was dropped (a fresh one holds 10)", c)
+		}
 	}
 	for i := range ops {
 		if r := take(t, s, op(ops[i].Client, ops[i].Rule, p, 1)); r[0].Allowed {
-			t.Errorf("op %d's bucket lost its state (allowed after using all 10)", i)
+			t.Errorf("op %d's state was lost (allowed after using all 10)", i)
 		}
 	}
+	checkShards(t, s)
 }
 
 // TestCeilingConcurrent: many goroutines flooding distinct clients keep
-// the store at its ceiling, under -race.
+// the store at its ceiling and its books straight, under -race; nothing
+// is full, so nothing is evicted and the ids past the ceiling overflow.
 func TestCeilingConcurrent(t *testing.T) {
 	const max = 2048
 	clock := newClock(1_700_000_000_000_000)
@@ -171,8 +282,8 @@ func TestCeilingConcurrent(t *testing.T) {
 			for i := range max {
 				c := fmt.Sprintf("user:%d-%d", g, i)
 				ops := []limiter.Op{op(c, "a", p, 1), op(c, "b", p, 1)}
-				if _, err := s.Take(context.Background(), ops, res); err != nil || !res[0].Allowed || !res[1].Allowed {
-					t.Errorf("Take = %v, %+v; want allowed", err, res)
+				if _, err := s.Take(context.Background(), ops, res); err != nil {
+					t.Errorf("Take = %v", err)
 					return
 				}
 			}
@@ -182,9 +293,10 @@ func TestCeilingConcurrent(t *testing.T) {
 	if n := s.Len(); n > max {
 		t.Errorf("Len = %d, want ≤ %d", n, max)
 	}
-	if got, want := s.Evictions(), uint64(8*max*2-s.Len()); got != want {
-		t.Errorf("Evictions = %d, want %d", got, want)
+	if ev, ov := s.Evictions(), s.Overflows(); ev != 0 || ov < uint64(8*max*2-max) {
+		t.Errorf("Evictions, Overflows = %d, %d; want 0 and at least %d", ev, ov, 8*max*2-max)
 	}
+	checkShards(t, s)
 }
 
 // TestCeilingBoundsHeap: the Go heap a store takes stays at what its

@@ -54,18 +54,24 @@ const stackOps = 8
 // id's bytes; sliding-log buckets keep their log beside. A bucket whose rule
 // changed algorithm starts anew.
 //
-// The store holds at most Config.MaxBuckets buckets. A call that needs a
-// new bucket in a shard at its share of the ceiling first makes room: once
-// a second it drops every full bucket of the shard (idle: it carries no
-// state, as a sweep would), and when none is left it evicts one bucket,
-// the one closest to full among the next evictSample buckets of the shard
-// from where its last eviction stopped (a clock hand, so every bucket is
-// looked at in turn): the one that will be full soonest, which a denied
-// caller's empty bucket is not. The buckets of the call itself are never
-// evicted. Evictions are counted (Evictions) and the first one is logged; a
-// call is never denied because of the ceiling. Making room allocates
-// nothing; an eviction looks at a bounded number of buckets, and the drop
-// of full ones at each bucket of the shard, at most once a second.
+// The store holds at most Config.MaxBuckets buckets, and it never forgets
+// a bucket with state to make room: that would hand its caller a fresh
+// allowance (a denied caller allowed again, a flood of new ids buying back
+// everybody's). A call that needs a new bucket in a shard at its share of
+// the ceiling first drops full buckets (idle: they carry no state, as a
+// sweep would): every one of the shard once a second, else the first full
+// one among the next evictSample from where the last look stopped (a
+// clock hand, so every bucket is looked at in turn). Those drops are
+// counted (Evictions). When the shard holds no full bucket, the call is
+// decided on its rule's overflow bucket in the shard, one per rule and
+// shard that every caller without a bucket of its own shares, limited as
+// one caller is (Overflows; the first is logged): the conservative answer
+// for callers the store has no room to tell apart. And while that overflow
+// bucket is not full, a new caller's bucket starts from its state rather
+// than full, so that a caller decided on it gains nothing by getting a
+// bucket of its own later. Making room allocates nothing; the drop of full
+// buckets looks at each bucket of the shard at most once a second, an
+// eviction at a bounded number of them.
 //
 // The zero value is not usable; use New. A Store is safe for concurrent use
 // by multiple goroutines.
@@ -89,19 +95,20 @@ type Store struct {
 
 // shard is one lock's worth of buckets. All fields are guarded by mu.
 type shard struct {
-	mu     sync.Mutex
-	tables map[string]*table // by rule id
-	last   [2]*table         // the tables load found last (a call's rules on one client), looked at before tables; nil if dropped
-	lastAt uint8             // the entry of last the next table found replaces
-	n      int               // buckets held
-	list   []*table          // the tables of tables, in the order the eviction hand visits them
-	handT  int32             // the eviction hand: list[handT].ents[handI] is the next entry it looks at
-	handI  int32
-	evicts uint64 // buckets evicted for the ceiling
+	mu        sync.Mutex
+	tables    map[string]*table // by rule id
+	last      [2]*table         // the tables load found last (a call's rules on one client), looked at before tables; nil if dropped
+	lastAt    uint8             // the entry of last the next table found replaces
+	n         int               // buckets held
+	list      []*table          // the tables of tables, in the order the eviction hand visits them
+	handT     int32             // the eviction hand: list[handT].ents[handI] is the next entry it looks at
+	handI     int32
+	evicts    uint64 // full buckets dropped for the ceiling
+	overflows uint64 // ops decided on an overflow bucket (table.over)
 	// reclaimed is the second (after the epoch) of the last drop of idle
 	// buckets at the ceiling; one such pass per second.
 	reclaimed int64
-	_         [32]byte // keep shards on separate cache lines (128 bytes)
+	_         [24]byte // keep shards on separate cache lines (128 bytes)
 }
 
 // slot is Take's bookkeeping for one op.
@@ -111,6 +118,7 @@ type slot struct {
 	idx  int       // the bucket's entry in tab, -1 = none
 	l    *logEntry // the bucket's log, if it is a SlidingLog bucket and so is the op
 	st   algorithm.State
+	over bool // decided on the overflow bucket of tab's rule (loadNew)
 }
 
 func (sl *slot) shard(mask uint64) uint32 { return uint32(sl.hash & mask) }
@@ -210,16 +218,17 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	for i := range ops {
 		op, sl := &ops[i], &slots[i]
 		var in algorithm.State
-		s.load(op, sl, sec, &in)
+		s.load(op, sl, sec, &in, slots)
 		algorithm.Step(&op.Params, &in, now, op.Cost, &res[i], &sl.st)
 		if !res[i].Allowed && !op.Shadow {
 			denied = true
 		}
 	}
 
-	evicted := false
+	over := false
 	for i := range ops {
 		op, sl, r := &ops[i], &slots[i], &res[i]
+		over = over || sl.over
 		switch {
 		case r.Allowed && !denied && op.Cost > 0:
 			// Consumed. An op of cost 0 reads its bucket and writes
@@ -231,16 +240,14 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 			// which it may have appended to beyond its length).
 			continue
 		}
-		if s.store(op, sl, &sl.st, now, sec, slots) {
-			evicted = true
-		}
+		s.store(op, sl, &sl.st, now)
 	}
 
 	for _, k := range locks {
 		s.shards[k].mu.Unlock()
 	}
-	if evicted {
-		s.warnEvicted()
+	if over {
+		s.warnOverflow()
 	}
 	return limiter.TakeInfo{Now: now}, nil
 }
@@ -261,25 +268,24 @@ func (s *Store) take1(op *limiter.Op, r *algorithm.Result) (limiter.TakeInfo, er
 	now := s.clock() // under the lock, as Take reads it
 	sec := s.seconds(now)
 	var in algorithm.State
-	s.load(op, sl, sec, &in)
+	s.load(op, sl, sec, &in, slots[:])
 	algorithm.Step(&op.Params, &in, now, op.Cost, r, &sl.st)
-	evicted := false
 	// What Take writes for a call of one op: the consumed state of an
 	// allowed op of cost > 0, the rebased state of a denied one.
 	if r.Allowed && op.Cost > 0 || !r.Allowed && r.Changed {
-		evicted = s.store(op, sl, &sl.st, now, sec, slots[:])
+		s.store(op, sl, &sl.st, now)
 	}
 	sh.mu.Unlock()
-	if evicted {
-		s.warnEvicted()
+	if sl.over {
+		s.warnOverflow()
 	}
 	return limiter.TakeInfo{Now: now}, nil
 }
 
-// warnEvicted logs the first eviction.
-func (s *Store) warnEvicted() {
+// warnOverflow logs the first call decided on an overflow bucket.
+func (s *Store) warnOverflow() {
 	if !s.warned.Load() && s.warned.CompareAndSwap(false, true) {
-		s.log.Warn("memory: the store reached its ceiling of buckets; evicting those closest to full (counted in sluice_store_evictions_total)",
+		s.log.Warn("memory: the store reached its ceiling of buckets with none full to drop; new callers share one bucket per rule until some are full again (counted in sluice_store_overflows_total)",
 			"max_buckets", s.maxBuckets)
 	}
 }
@@ -334,10 +340,11 @@ func insertSorted(a []uint32, k uint32) (_ []uint32, had bool) {
 }
 
 // load finds op's bucket, records it in sl and writes its state to *st
-// (which is zero): the zero State for a bucket that is absent, idle past
-// its expiry, or of another algorithm. The caller holds the lock of op's
-// shard.
-func (s *Store) load(op *limiter.Op, sl *slot, sec int64, st *algorithm.State) {
+// (which is zero): the zero State for a bucket that is idle past its
+// expiry, or of another algorithm; for one that is absent, what loadNew
+// says. slots are the call's (sl among them). The caller holds the lock of
+// op's shard.
+func (s *Store) load(op *limiter.Op, sl *slot, sec int64, st *algorithm.State, slots []slot) {
 	sh := &s.shards[sl.shard(s.mask)]
 	// The calls of one or two rules on a client find their tables
 	// without hashing.
@@ -350,12 +357,13 @@ func (s *Store) load(op *limiter.Op, sl *slot, sec int64, st *algorithm.State) {
 			}
 		}
 	}
-	sl.tab, sl.idx, sl.l = tab, -1, nil
-	if tab == nil {
-		return
+	sl.tab, sl.idx, sl.l, sl.over = tab, -1, nil, false
+	idx := -1
+	if tab != nil {
+		idx = tab.find(sl.h(), op.Client)
 	}
-	idx := tab.find(sl.h(), op.Client)
 	if idx < 0 {
+		s.loadNew(op, sl, sh, sec, st, slots)
 		return
 	}
 	sl.idx = idx
@@ -366,14 +374,10 @@ func (s *Store) load(op *limiter.Op, sl *slot, sec int64, st *algorithm.State) {
 	if e.kind == algorithm.SlidingLog {
 		l := tab.logs[uint32(idx)]
 		sl.l = l
-		switch {
-		case expired(e.exp, sec):
+		if expired(e.exp, sec) {
 			l.log = l.buf[:0] // idle: the same as empty
-		case cap(l.log)-len(l.log) < int(op.Cost) && cap(l.buf)-len(l.log) >= int(op.Cost):
-			// Appending would outgrow the array; move the log to its start.
-			l.log = l.buf[:copy(l.buf, l.log)]
 		}
-		st.Log = l.log
+		st.Log = l.ready(op.Cost)
 		return
 	}
 	if !expired(e.exp, sec) {
@@ -382,22 +386,18 @@ func (s *Store) load(op *limiter.Op, sl *slot, sec int64, st *algorithm.State) {
 }
 
 // store writes st as the state of op's bucket, creating the bucket if load
-// found none, after evicting one if the shard is at its ceiling (which it
-// reports). sec is now in epoch seconds; slots are the call's, whose
-// buckets are not evicted. The caller holds the lock of op's shard.
-func (s *Store) store(op *limiter.Op, sl *slot, st *algorithm.State, now, sec int64, slots []slot) (evicted bool) {
+// found none (load made room for it), or as the state of the overflow
+// bucket when load decided the op on it. The caller holds the lock of op's
+// shard.
+func (s *Store) store(op *limiter.Op, sl *slot, st *algorithm.State, now int64) {
 	exp := s.expiry(&op.Params, st, now)
+	if sl.over {
+		s.storeOver(op, sl, st, exp)
+		return
+	}
 	tab, idx := sl.tab, sl.idx
 	if idx < 0 {
-		k := sl.shard(s.mask)
-		sh := &s.shards[k]
-		lim := s.perShard
-		if k < s.extra {
-			lim++
-		}
-		if sh.n >= lim {
-			evicted = s.makeRoom(sh, lim, sec, slots)
-		}
+		sh := &s.shards[sl.shard(s.mask)]
 		if tab == nil {
 			// An earlier op of this call may have created it.
 			if tab = sh.tables[op.Rule]; tab == nil {
@@ -408,7 +408,7 @@ func (s *Store) store(op *limiter.Op, sl *slot, st *algorithm.State, now, sec in
 		}
 		idx = tab.insert(sl.h(), strings.Clone(op.Client))
 		sh.n++
-		sl.tab, sl.idx = tab, idx // not to be evicted by a later op of the call
+		sl.tab, sl.idx = tab, idx // not to be dropped for a later op of the call
 	}
 	e := &tab.ents[idx]
 	if op.Params.Kind != algorithm.SlidingLog {
@@ -417,13 +417,10 @@ func (s *Store) store(op *limiter.Op, sl *slot, st *algorithm.State, now, sec in
 		}
 		// Field by field: the client id stays, without a write barrier.
 		e.t, e.a, e.b, e.exp, e.kind = st.T, st.A, st.B, exp, op.Params.Kind
-		return evicted
+		return
 	}
 	if l := sl.l; l != nil {
-		l.log = st.Log
-		if !sameArray(st.Log, l.buf) && cap(st.Log) > 0 {
-			l.buf = st.Log[:cap(st.Log)] // Apply moved the log to a new array
-		}
+		l.keep(st.Log)
 	} else {
 		if tab.logs == nil {
 			tab.logs = make(map[uint32]*logEntry)
@@ -431,7 +428,23 @@ func (s *Store) store(op *limiter.Op, sl *slot, st *algorithm.State, now, sec in
 		tab.logs[uint32(idx)] = &logEntry{log: st.Log, buf: st.Log[:cap(st.Log)]}
 	}
 	*e = entry{client: e.client, exp: exp, kind: algorithm.SlidingLog}
-	return evicted
+}
+
+// ready returns l's log with room to append cost entries in its array
+// when the array has it, moving the log to the array's start if need be.
+func (l *logEntry) ready(cost int64) []int64 {
+	if cap(l.log)-len(l.log) < int(cost) && cap(l.buf)-len(l.log) >= int(cost) {
+		l.log = l.buf[:copy(l.buf, l.log)]
+	}
+	return l.log
+}
+
+// keep records log, the bucket's log after a step from l.log, as l's.
+func (l *logEntry) keep(log []int64) {
+	l.log = log
+	if !sameArray(log, l.buf) && cap(log) > 0 {
+		l.buf = log[:cap(log)] // Apply moved the log to a new array
+	}
 }
 
 // sameArray reports whether a and b are slices of one array that end at
@@ -488,14 +501,29 @@ func (s *Store) Len() int {
 // MaxBuckets returns the ceiling on the number of buckets (Config.MaxBuckets).
 func (s *Store) MaxBuckets() int { return s.maxBuckets }
 
-// Evictions returns the number of buckets evicted so far to keep the store
-// under its ceiling (idle buckets dropped by sweeps are not counted).
+// Evictions returns the number of buckets dropped so far to keep the store
+// under its ceiling: all of them full (idle), so that no decision changed
+// (idle buckets dropped by sweeps are not counted).
 func (s *Store) Evictions() uint64 {
 	var n uint64
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		n += sh.evicts
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Overflows returns the number of ops decided so far on an overflow
+// bucket: new callers of a shard at its ceiling with no full bucket to
+// drop, who share one bucket per rule (see Store).
+func (s *Store) Overflows() uint64 {
+	var n uint64
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.overflows
 		sh.mu.Unlock()
 	}
 	return n

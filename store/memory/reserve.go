@@ -74,7 +74,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	never := false
 	for i := range ops {
 		op := &ops[i]
-		s.load(op, &slots[i], sec, &states[i])
+		s.load(op, &slots[i], sec, &states[i], slots)
 		at, ok, err := algorithm.FirstAllowed(op.Params, states[i], now, op.Cost)
 		if err != nil {
 			return limiter.TakeInfo{}, 0, fmt.Errorf("memory: op %d (client %q, rule %q): %w", i, op.Client, op.Rule, err)
@@ -112,7 +112,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	}
 
 	at := now + wait
-	evicted := false
+	over := false
 	for i := range ops {
 		op, sl := &ops[i], &slots[i]
 		r, st := algorithm.Apply(op.Params, states[i], at, op.Cost)
@@ -121,12 +121,11 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 		if !r.Allowed { // a shadow op that does not admit the call then: not taken
 			continue
 		}
-		if s.store(op, sl, &st, now, sec, slots) {
-			evicted = true
-		}
+		s.store(op, sl, &st, now)
+		over = over || sl.over
 	}
-	if evicted {
-		s.warnEvicted()
+	if over {
+		s.warnOverflow()
 	}
 	return limiter.TakeInfo{Now: now}, wait, nil
 }

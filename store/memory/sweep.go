@@ -37,9 +37,10 @@ func (s *Store) sweep(lo, hi int, now int64) int {
 			for start := 0; ; start += sweepChunk {
 				sh.mu.Lock()
 				if start >= len(t.ents) {
-					// Done with t: drop or compact it. t may be gone
-					// already (another sweep dropped it, empty).
-					if t.n == 0 && sh.tables[t.rule] == t {
+					// Done with t: drop it when it holds nothing (its
+					// overflow bucket full too), else compact it. t may be
+					// gone already (another sweep dropped it, empty).
+					if t.n == 0 && sh.tables[t.rule] == t && (t.over.kind == freeKind || expired(t.over.exp, sec)) {
 						delete(sh.tables, t.rule)
 						sh.dropList(t)
 						for i, l := range sh.last {

@@ -20,6 +20,11 @@ type table struct {
 	n     int   // live entries
 	// logs holds the logs of the SlidingLog entries, by entry index.
 	logs map[uint32]*logEntry
+	// over is the rule's overflow bucket in the shard (client ""; kind
+	// freeKind while unused), shared by the callers the shard had no room
+	// for (Store.loadNew); overLog is its log when it is a SlidingLog one.
+	over    entry
+	overLog *logEntry
 }
 
 // entry is one bucket: its client id and, for every algorithm but
@@ -48,7 +53,7 @@ type logEntry struct {
 const minSlots = 8
 
 func newTable(rule string) *table {
-	return &table{rule: rule, slots: make([]uint64, minSlots), free: -1}
+	return &table{rule: rule, slots: make([]uint64, minSlots), free: -1, over: entry{kind: freeKind}}
 }
 
 // find returns the index of client's entry, -1 if absent. h is the upper
