@@ -96,8 +96,12 @@ func runtimeDefaults(log *slog.Logger, now func() time.Time, tick tickFunc) (*sl
 //
 // Changes through Update rewrite the file atomically (a temporary file in
 // the same directory, fsync, rename, fsync of the directory) and keep its
-// permissions (0644 for a new file); the file holds the revision, so it
-// survives restarts. A write that fails — a full disk, a read-only file
+// permissions (0644 for a new file), less any for group and others once it
+// holds API keys (clients "api_key:…", 0600 for a new file); the file holds
+// the revision, so it survives restarts. A symlinked file is written
+// through: the file it points to is replaced and the link stays. A file in
+// a Kubernetes ConfigMap or Secret volume (reached through the kubelet's
+// "..data" link) is never written: Update fails with ErrUnavailable. A write that fails — a full disk, a read-only file
 // system, no permission, or a rules file whose permission bits allow no
 // writes (chmod a-w, which the rename alone would ignore) — fails with
 // ErrUnavailable naming the cause and its fix, and changes nothing: no
@@ -119,7 +123,7 @@ type File struct {
 	tick func(time.Duration) (<-chan time.Time, func())
 	// writeFile replaces the file's content atomically; tests swap it for
 	// one that fails.
-	writeFile func(path string, data []byte) error
+	writeFile func(path string, data []byte, secret bool) error
 
 	cur atomic.Pointer[rules.Index]
 
@@ -174,7 +178,7 @@ func OpenFile(cfg FileConfig) (*File, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		data = []byte(exampleFile)
-		if err := f.writeFile(f.path, data); err != nil {
+		if err := f.writeFile(f.path, data, false); err != nil {
 			return nil, fmt.Errorf("rulestore: create %s: %w", f.path, err)
 		}
 		f.log.Info("rulestore: created rules file with a commented example", "path", f.path)
@@ -263,12 +267,12 @@ func (f *File) Update(ctx context.Context, ifRevision int64, fn func(*rules.Set)
 		return nil, err
 	}
 	if isDryRun(ctx) {
-		if err := tryWrite(f.path, data); err != nil {
+		if err := tryWrite(f.path, data, holdsKeys(next)); err != nil {
 			return nil, writeError(f.path, cur.Revision(), err)
 		}
 		return ix, nil
 	}
-	if err := f.writeFile(f.path, data); err != nil {
+	if err := f.writeFile(f.path, data, holdsKeys(next)); err != nil {
 		return nil, writeError(f.path, cur.Revision(), err)
 	}
 	// Forget the stamp rather than stat the new file: an edit made between
@@ -295,6 +299,8 @@ func writeError(path string, rev int64, err error) error {
 		cause, fix = "the disk is full", "free space on its file system, then retry"
 	case errors.Is(err, syscall.EROFS):
 		cause, fix = "the file system is read-only", "remount it read-write, or point --rules at a writable place, then retry"
+	case errors.Is(err, errMountedVolume):
+		cause, fix = "the rules file is mounted from Kubernetes", "change the rules in the ConfigMap (kubectl apply; sluice reloads it within --rules-poll of the kubelet's update), or point --rules at a writable file to manage them through the API"
 	case errors.Is(err, errReadOnlyFile):
 		cause, fix = "the rules file is read-only", "chmod u+w it to allow changes through the API (or edit it by hand)"
 	case errors.Is(err, fs.ErrPermission):

@@ -362,7 +362,7 @@ func TestUpdateWriteFailure(t *testing.T) {
 	}
 	content := fx.read(t)
 	diskFull := errors.New("no space left on device")
-	f.writeFile = func(string, []byte) error { return diskFull }
+	f.writeFile = func(string, []byte, bool) error { return diskFull }
 
 	_, err = f.Update(context.Background(), -1, addRule(rule("b", 10)))
 	if !errors.Is(err, diskFull) {
@@ -393,7 +393,7 @@ func TestWriteAtomicFailureLeavesNoTemp(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(target, "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeAtomic(target, []byte("rules: []\n")); err == nil {
+	if err := writeAtomic(target, []byte("rules: []\n"), false); err == nil {
 		t.Fatal("writeAtomic over a directory = nil error, want one")
 	}
 	noTempFiles(t, target)
@@ -409,7 +409,7 @@ func TestWriteAtomicFollowsSymlink(t *testing.T) {
 	if err := os.Symlink(real, link); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeAtomic(link, []byte("new")); err != nil {
+	if err := writeAtomic(link, []byte("new"), false); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {

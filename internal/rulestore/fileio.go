@@ -2,10 +2,14 @@ package rulestore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/sluicehq/sluice/rules"
 )
 
 // writable reports whether the existing file at path, with permission
@@ -56,21 +60,75 @@ func readStamped(path string) (stamp, []byte, error) {
 }
 
 // writeAtomic replaces the file at path (or, if path is a symlink, the file
-// it points to) with data, so that a reader sees the old content or the new,
-// never a mix, and the new content survives a crash once it returns. The
-// file keeps its permission bits; a new file gets 0644. A file that may not
-// be written (see writable) is refused before anything is written.
-func writeAtomic(path string, data []byte) error { return replaceFile(path, data, true) }
+// it points to, the link staying as it is) with data, so that a reader sees
+// the old content or the new, never a mix, and the new content survives a
+// crash once it returns. The file keeps its permission bits, less any for
+// group and others when secret (it holds API keys): a new file gets 0644,
+// or 0600 when secret. A file that may not be written (see writable), or
+// one in a Kubernetes ConfigMap or Secret volume (errMountedVolume), is
+// refused before anything is written.
+func writeAtomic(path string, data []byte, secret bool) error {
+	return replaceFile(path, data, secret, true)
+}
 
 // tryWrite is writeAtomic up to the rename: it writes data to the
 // temporary file and removes it, so that a dry run meets the failures a
 // write would (a full disk, a read-only file system or file, no
 // permission) and changes nothing.
-func tryWrite(path string, data []byte) error { return replaceFile(path, data, false) }
+func tryWrite(path string, data []byte, secret bool) error {
+	return replaceFile(path, data, secret, false)
+}
+
+// holdsKeys reports whether a rules file of s holds API keys in clear
+// (clients "api_key:…"), so that it must not be readable by others.
+func holdsKeys(s *rules.Set) bool {
+	if s == nil {
+		return false
+	}
+	for id := range s.Clients {
+		if strings.HasPrefix(id, "api_key:") {
+			return true
+		}
+	}
+	return false
+}
+
+// errMountedVolume: the rules file lives in a volume the kubelet keeps (a
+// ConfigMap, Secret or projected volume): a symlink through "..data" into
+// a timestamped directory, which the kubelet swaps on every update. A
+// write there would be lost at the next update, or replace the mount's
+// content behind Kubernetes' back.
+var errMountedVolume = errors.New("it is in a Kubernetes ConfigMap or Secret volume, which the kubelet owns")
+
+// mountedVolume reports whether path reaches its file through a kubelet
+// atomic-writer link ("..data"): the link farm of a ConfigMap, Secret or
+// projected volume.
+func mountedVolume(path string) bool {
+	for p, hops := path, 0; hops < 40; hops++ {
+		target, err := os.Readlink(p)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		for _, part := range strings.Split(filepath.ToSlash(target), "/") {
+			if part == "..data" {
+				return true
+			}
+		}
+		p = target
+	}
+	_, err := os.Lstat(filepath.Join(filepath.Dir(path), "..data"))
+	return err == nil
+}
 
 // replaceFile is writeAtomic, renaming the temporary file over path only
 // when commit is set.
-func replaceFile(path string, data []byte, commit bool) (err error) {
+func replaceFile(path string, data []byte, secret, commit bool) (err error) {
+	if mountedVolume(path) {
+		return errMountedVolume
+	}
 	if p, err := filepath.EvalSymlinks(path); err == nil {
 		path = p
 	}
@@ -80,6 +138,9 @@ func replaceFile(path string, data []byte, commit bool) (err error) {
 		if err := writable(path, perm); err != nil {
 			return err
 		}
+	}
+	if secret {
+		perm &= 0o600
 	}
 	dir, base := filepath.Split(path)
 	if dir == "" {

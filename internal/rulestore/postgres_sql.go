@@ -399,7 +399,7 @@ func (p *Postgres) writeSnapshot(set *rules.Set, id string) error {
 	fmt.Fprintf(&b, snapshotHeader, id, p.loc, set.Revision)
 	b.WriteByte('\n')
 	b.Write(body)
-	return writeAtomic(p.snapshot, b.Bytes())
+	return writeAtomic(p.snapshot, b.Bytes(), holdsKeys(set))
 }
 
 // readSnapshot reads and compiles a snapshot file and returns its rules
