@@ -55,7 +55,10 @@ type Reserver interface {
 // rule of another algorithm is an error wrapping ErrReserveKind that names
 // the rule. A call no rule matches is ErrNoBudget. A call that matches
 // more than MaxRulesPerCall rules is denied as Check denies it (reason
-// too_many_rules, nothing taken). maxWait is clamped to [0, MaxWait].
+// too_many_rules, nothing taken). maxWait is clamped to [0, MaxWait], and
+// to the max_reserve_wait of every matching rule that is not a shadow
+// (rules.Rule.MaxReserveWait): a rule's budget is never reserved further
+// ahead than it allows, whatever the caller asks.
 func (l *Limiter) Reserve(ctx context.Context, req *Request, maxWait time.Duration) (Decision, time.Duration, error) {
 	maxWait = min(max(maxWait, 0), MaxWait)
 	ix := l.rules.Load()
@@ -74,6 +77,11 @@ func (l *Limiter) Reserve(ctx context.Context, req *Request, maxWait time.Durati
 	}
 	if len(ops) == 0 {
 		return Decision{}, 0, ErrNoBudget
+	}
+	for i, r := range sc.used[:len(ops)] {
+		if r.MaxReserveWait > 0 && !ops[i].Shadow {
+			maxWait = min(maxWait, time.Duration(r.MaxReserveWait)) // the rule's cap (rules.Rule.MaxReserveWait)
+		}
 	}
 	info, wait, err := l.reserve(ctx, ops, sc.res[:len(ops)], sc.used[:len(ops)], maxWait.Microseconds())
 	if err != nil {

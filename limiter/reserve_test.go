@@ -148,3 +148,38 @@ func TestReserveRefusals(t *testing.T) {
 		t.Errorf("cost 10 on an empty bucket = %+v wait %v, want a slot in 1s", d, wait)
 	}
 }
+
+// TestReserveRuleCap: a rule's max_reserve_wait caps how far ahead its
+// budget is reserved, whatever the caller asks: a burst of reservations
+// asking for an hour each fills the queue only up to the cap, and the rest
+// are refused with the time until one would fit (issue 27 §7: about 360
+// calls in 0.1 s reserved the next hour of a shared budget).
+func TestReserveRuleCap(t *testing.T) {
+	for _, kind := range []algorithm.Kind{algorithm.TokenBucket, algorithm.LeakyBucket} {
+		t.Run(kind.String(), func(t *testing.T) {
+			l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{
+				rule("shared", 360, time.Hour, func(r *rules.Rule) { // one every 10 s
+					r.Algorithm, r.Burst, r.By, r.Match.Plan = kind, 1, rules.ByGlobal, "egress"
+					r.MaxReserveWait = rules.Duration(time.Minute)
+				}),
+			}})
+			granted := 0
+			var last time.Duration
+			for i := range 360 {
+				d, wait := reserve(t, l, limiter.Request{User: "worker-" + string(rune('a'+i%26)), Plan: "egress"}, time.Hour)
+				if d.Allowed {
+					granted++
+					last = wait
+				} else if d.RetryAfter <= 0 || d.RetryAfter > 10*time.Second {
+					t.Fatalf("refused reservation %d: retry after %v, want within the next slot (10s)", i, d.RetryAfter)
+				}
+			}
+			if last > time.Minute {
+				t.Errorf("a reservation waits %v, more than the rule's cap of 1m", last)
+			}
+			if granted > 8 { // the burst, then one every 10 s for a minute
+				t.Errorf("%d of 360 reservations asking for an hour granted, want the minute's worth (at most 8)", granted)
+			}
+		})
+	}
+}

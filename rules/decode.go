@@ -271,7 +271,7 @@ func decodeRules(n *tnode, s *Set) error {
 	return nil
 }
 
-var ruleFields = []string{"id", "description", "match", "by", "limit", "window", "burst", "algorithm", "failure_mode", "shadow", "enabled", "unlimited", "name", "replaces"}
+var ruleFields = []string{"id", "description", "match", "by", "limit", "window", "burst", "algorithm", "max_reserve_wait", "failure_mode", "shadow", "enabled", "unlimited", "name", "replaces"}
 
 // decodeRule decodes n into a Rule; d places it in a Set (nil: top level).
 // Members are decoded in document order, so the error is about the first bad
@@ -287,7 +287,7 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 		switch k.name {
 		case "match":
 			r.Match, err = decodeMatch(*d, k.val)
-		case "limit", "window", "burst", "algorithm", "unlimited":
+		case "limit", "window", "burst", "algorithm", "max_reserve_wait", "unlimited":
 			err = decodeLimitField(*d, k, &r)
 		default:
 			err = decodeRuleField(*d, k, &r)
@@ -347,18 +347,9 @@ func decodeLimitField(d decoder, k tkey, r *Rule) error {
 	case "limit":
 		return d.int(v, k.name, &r.Limit)
 	case "window":
-		var s string
-		if err := d.str(v, k.name, &s); err != nil || v.kind == tnull {
-			if v.kind == tnumber {
-				err = d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, k.name)
-			}
-			return err
-		}
-		w, perr := ParseDuration(s)
-		if perr != nil {
-			return d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, k.name)
-		}
-		r.Window = w
+		return d.duration(v, k.name, &r.Window)
+	case "max_reserve_wait":
+		return d.duration(v, k.name, &r.MaxReserveWait)
 	case "burst":
 		return d.int(v, k.name, &r.Burst)
 	case "algorithm":
@@ -374,6 +365,24 @@ func decodeLimitField(d decoder, k tkey, r *Rule) error {
 	case "unlimited":
 		return d.bool(v, k.name, &r.Unlimited)
 	}
+	return nil
+}
+
+// duration decodes a duration written as text ("1m", "500ms", "7d") into
+// *dst; null leaves it as it is.
+func (d decoder) duration(v *tnode, name string, dst *Duration) error {
+	var s string
+	if err := d.str(v, name, &s); err != nil || v.kind == tnull {
+		if v.kind == tnumber {
+			err = d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, name)
+		}
+		return err
+	}
+	w, perr := ParseDuration(s)
+	if perr != nil {
+		return d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, name)
+	}
+	*dst = w
 	return nil
 }
 

@@ -103,6 +103,9 @@ func ruleNode(r *Rule) *yaml.Node {
 			add(n, "burst", intNode(r.Burst))
 		}
 		add(n, "algorithm", str(r.Algorithm.String()))
+		if r.MaxReserveWait != 0 {
+			add(n, "max_reserve_wait", str(r.MaxReserveWait.String()))
+		}
 	}
 	if r.FailureMode != "" {
 		add(n, "failure_mode", str(string(r.FailureMode)))

@@ -152,13 +152,23 @@ type Rule struct {
 	Window      Duration       `json:"window" yaml:"window"`
 	Burst       int64          `json:"burst,omitempty" yaml:"burst,omitempty"` // 0 = the algorithm's default; bucket algorithms only
 	Algorithm   algorithm.Kind `json:"algorithm" yaml:"algorithm"`
-	FailureMode FailureMode    `json:"failure_mode,omitempty" yaml:"failure_mode,omitempty"`
-	Shadow      bool           `json:"shadow,omitempty" yaml:"shadow,omitempty"`   // evaluate and report, never deny
-	Enabled     *bool          `json:"enabled,omitempty" yaml:"enabled,omitempty"` // nil = true
-	Unlimited   bool           `json:"unlimited,omitempty" yaml:"unlimited,omitempty"`
-	Name        string         `json:"name,omitempty" yaml:"name,omitempty"`         // what Replaces name; the Envoy API's current_limit.name
-	Replaces    []string       `json:"replaces,omitempty" yaml:"replaces,omitempty"` // names of the rules this one overrides
+	// MaxReserveWait caps how far ahead a reservation (POST
+	// /ratelimit/reserve, Limiter.Reserve) may be granted on this rule's
+	// buckets: a caller asking to wait longer is refused as one whose
+	// max_wait_ms is this. 0 means MaxReserveWait, one hour. Bucket
+	// algorithms only, since only they reserve.
+	MaxReserveWait Duration    `json:"max_reserve_wait,omitempty" yaml:"max_reserve_wait,omitempty"`
+	FailureMode    FailureMode `json:"failure_mode,omitempty" yaml:"failure_mode,omitempty"`
+	Shadow         bool        `json:"shadow,omitempty" yaml:"shadow,omitempty"`   // evaluate and report, never deny
+	Enabled        *bool       `json:"enabled,omitempty" yaml:"enabled,omitempty"` // nil = true
+	Unlimited      bool        `json:"unlimited,omitempty" yaml:"unlimited,omitempty"`
+	Name           string      `json:"name,omitempty" yaml:"name,omitempty"`         // what Replaces name; the Envoy API's current_limit.name
+	Replaces       []string    `json:"replaces,omitempty" yaml:"replaces,omitempty"` // names of the rules this one overrides
 }
+
+// MaxReserveWait is the longest a reservation may wait, and the largest
+// Rule.MaxReserveWait: one hour.
+const MaxReserveWait = Duration(time.Hour)
 
 // Limits on name and replaces.
 const (

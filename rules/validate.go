@@ -80,6 +80,8 @@ func (r *Rule) Validate() error {
 			return fieldErr(fmt.Sprintf("an unlimited rule admits every call: remove window (got %s) or unlimited", r.Window), "window")
 		case r.Burst != 0:
 			return fieldErr(fmt.Sprintf("an unlimited rule admits every call: remove burst (got %d) or unlimited", r.Burst), "burst")
+		case r.MaxReserveWait != 0:
+			return fieldErr(fmt.Sprintf("an unlimited rule has no budget to reserve from: remove max_reserve_wait (got %s) or unlimited", r.MaxReserveWait), "max_reserve_wait")
 		}
 		if !r.FailureMode.Valid() {
 			return fieldErr(fmt.Sprintf("must be open or closed, got %q", string(r.FailureMode)), "failure_mode")
@@ -115,6 +117,15 @@ func (r *Rule) Validate() error {
 		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d", MaxLimit, r.Burst), "burst")
 	case r.Burst > 0 && r.Algorithm != algorithm.TokenBucket && r.Algorithm != algorithm.LeakyBucket:
 		return fieldErr(fmt.Sprintf("only token_bucket and leaky_bucket take a burst; %s admits limit calls per window (remove burst or change the algorithm)", r.Algorithm), "burst")
+	}
+	switch mw := r.MaxReserveWait; {
+	case mw == 0:
+	case r.Algorithm != algorithm.TokenBucket && r.Algorithm != algorithm.LeakyBucket:
+		return fieldErr(fmt.Sprintf("only token_bucket and leaky_bucket rules reserve; remove max_reserve_wait or change the algorithm (got %s)", r.Algorithm), "max_reserve_wait")
+	case mw < Duration(time.Millisecond) || time.Duration(mw)%time.Millisecond != 0:
+		return fieldErr(fmt.Sprintf("must be a whole number of milliseconds, at least 1ms, got %s", mw), "max_reserve_wait")
+	case mw > MaxReserveWait:
+		return fieldErr(fmt.Sprintf("must be ≤ 1h, the longest any reservation waits, got %s", mw), "max_reserve_wait")
 	}
 	// What keeps the algorithms exact: a bucket's full refill within
 	// algorithm.MaxRefill (see algorithm.Params.Check).
