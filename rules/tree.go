@@ -189,7 +189,7 @@ func parseYAML(b []byte) (*tnode, error) {
 		if err == io.EOF {
 			return &tnode{kind: tnull}, nil
 		}
-		return nil, yamlErr(err)
+		return nil, yamlSyntaxErr(b, err)
 	}
 	var extra yaml.Node
 	if err := d.Decode(&extra); err != io.EOF {
@@ -204,6 +204,66 @@ func parseYAML(b []byte) (*tnode, error) {
 
 func yamlErr(err error) error {
 	return errors.New("invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// yamlSyntaxErr is yamlErr for a syntax error of the first document of b,
+// at the line where the text goes wrong. yaml.v3 names the line where the
+// block around the problem starts: a rule indented one space too far, or
+// appended under clients:, was reported lines above it (or on line 1).
+// The line reported is the first L such that the text up to and including
+// line L fails with the same message, found by bisection.
+func yamlSyntaxErr(b []byte, err error) error {
+	msg, ok := yamlMessage(err)
+	if !ok {
+		return yamlErr(err)
+	}
+	var ends []int // the end of each line, its newline included
+	for i, c := range b {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(b) {
+		ends = append(ends, len(b))
+	}
+	fails := func(n int) bool { // the first n lines fail as b does
+		var doc yaml.Node
+		err := yaml.NewDecoder(bytes.NewReader(b[:ends[n-1]])).Decode(&doc)
+		m, ok := yamlMessage(err)
+		return ok && m == msg
+	}
+	lo, hi := 1, len(ends)
+	if !fails(hi) {
+		return yamlErr(err)
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	hint := ""
+	if strings.Contains(msg, "did not find expected key") || strings.Contains(msg, "expected '-' indicator") ||
+		strings.Contains(msg, "not allowed in this context") || strings.Contains(msg, "tab character") {
+		hint = " (check this line's indentation against the lines above; tabs are not allowed)"
+	}
+	return fmt.Errorf("invalid YAML: line %d: %s%s", lo, msg, hint)
+}
+
+// yamlMessage is the text of a yaml.v3 syntax error without its "yaml:
+// line N: " prefix; ok is false for another error (or none).
+func yamlMessage(err error) (msg string, ok bool) {
+	if err == nil || err == io.EOF {
+		return "", false
+	}
+	s, found := strings.CutPrefix(err.Error(), "yaml: line ")
+	if !found {
+		return "", false
+	}
+	_, msg, found = strings.Cut(s, ": ")
+	return msg, found
 }
 
 // yamlValue converts y; aliasLine is the line of the alias being expanded,
