@@ -1,8 +1,7 @@
 package rulestore
 
-// fileHeader opens every rules file sluice writes: the file explains itself
-// to whoever opens it, and API writes (which cannot keep hand-written
-// comments) put it back.
+// fileHeader opens every rules file sluice creates: the file explains
+// itself to whoever opens it. API writes keep it, and every other comment.
 const fileHeader = `# sluice rules
 #
 # sluice reads this file at start and checks it every second: a saved edit
@@ -10,8 +9,8 @@ const fileHeader = `# sluice rules
 # YAML error or an invalid rule) is logged and shown on /readyz, and sluice
 # keeps serving the last rules that loaded until the file is fixed.
 # Changes made through the admin API (PUT /rules/{id}, PUT /clients/{id},
-# POST /apply, ...) rewrite this file: this header is kept, other comments
-# are not.
+# POST /apply, ...) rewrite this file, keeping the order of its keys, its
+# comments and every rule and client they do not change.
 #
 # revision       bumped by sluice on every change; leave it to sluice.
 # default_plan   the plan of callers that are not listed under clients.

@@ -94,7 +94,9 @@ func runtimeDefaults(log *slog.Logger, now func() time.Time, tick tickFunc) (*sl
 // File is a Source backed by a YAML file that operators may also edit by
 // hand.
 //
-// Changes through Update rewrite the file atomically (a temporary file in
+// Changes through Update rewrite the file keeping what its author wrote —
+// the order of its keys, its comments, every rule and client they did not
+// change — atomically (a temporary file in
 // the same directory, fsync, rename, fsync of the directory) and keep its
 // permissions (0644 for a new file), less any for group and others once it
 // holds API keys (clients "api_key:…", 0600 for a new file); the file holds
@@ -133,6 +135,7 @@ type File struct {
 	closed bool
 	seen   stamp    // the file's mtime and size when last read or written
 	hash   [32]byte // content hash of the rules in force
+	text   []byte   // the file's content whose rules are in force: the layout a write keeps
 	// bad is the key of the last problem logged ("" when healthy): the hash
 	// of a broken content, or the text of a read error.
 	bad        string
@@ -191,7 +194,7 @@ func OpenFile(cfg FileConfig) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rulestore: %s: %w", f.path, err)
 	}
-	f.hash = sha256.Sum256(data)
+	f.hash, f.text = sha256.Sum256(data), data
 	f.cur.Store(ix)
 	f.st = Status{Kind: "file", Location: f.path, Revision: ix.Revision(), Loaded: f.now()}
 	return f, nil
@@ -262,7 +265,7 @@ func (f *File) Update(ctx context.Context, ifRevision int64, fn func(*rules.Set)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	data, err := render(next)
+	data, err := renderOnto(f.text, next)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +282,7 @@ func (f *File) Update(ctx context.Context, ifRevision int64, fn func(*rules.Set)
 	// the rename and a stat would go unnoticed. The next Poll reads the
 	// file once and finds the hash it expects.
 	f.seen = stamp{}
-	f.hash = sha256.Sum256(data)
+	f.hash, f.text = sha256.Sum256(data), data
 	f.clearBadLocked()
 	f.installLocked(ix)
 	return ix, nil
@@ -308,6 +311,19 @@ func writeError(path string, rev int64, err error) error {
 	}
 	return fmt.Errorf("%w: cannot write the rules file %s: %s (%w); %s; the rules in force (revision %d) are unchanged",
 		ErrUnavailable, path, cause, err, fix, rev)
+}
+
+// renderOnto is the file content for s written over prev, the content in
+// force: prev's layout — the order of its keys, its comments, the text of
+// what did not change — kept (rules.EncodeYAMLOnto), or, when prev has
+// none to keep, render's.
+func renderOnto(prev []byte, s *rules.Set) ([]byte, error) {
+	if len(bytes.TrimSpace(prev)) > 0 {
+		if b, err := rules.EncodeYAMLOnto(prev, s); err == nil {
+			return b, nil
+		}
+	}
+	return render(s)
 }
 
 // render is the file content for s: the explanatory header, then the set.
@@ -363,7 +379,7 @@ func (f *File) pollLocked() error {
 	if err != nil {
 		return f.badLocked(key, fmt.Errorf("rulestore: %s: %w", f.path, err), false)
 	}
-	f.hash = h
+	f.hash, f.text = h, data
 	f.clearBadLocked()
 	f.log.Info("rulestore: loaded a hand edit of the rules file",
 		"path", f.path, "revision", ix.Revision(), "rules", len(ix.Rules()))
