@@ -29,6 +29,9 @@ func run(ctx context.Context, root *cobra.Command, args []string, stderr io.Writ
 		return 0
 	}
 	var ae *client.Error
+	if errors.Is(err, errFindings) {
+		return 1 // printed already
+	}
 	if errors.As(err, &ae) {
 		// The server's own words first, then where they came from.
 		code := ""

@@ -197,7 +197,21 @@ func OpenFile(cfg FileConfig) (*File, error) {
 	f.hash, f.text = sha256.Sum256(data), data
 	f.cur.Store(ix)
 	f.st = Status{Kind: "file", Location: f.path, Revision: ix.Revision(), Loaded: f.now()}
+	f.warnFindings(data)
 	return f, nil
+}
+
+// warnFindings logs at WARN what rules.Lint finds in data, a rules file
+// just loaded: limits it probably misses (`sluice rules lint` prints the
+// same).
+func (f *File) warnFindings(data []byte) {
+	fs, err := rules.Lint(data)
+	if err != nil {
+		return
+	}
+	for _, fd := range fs {
+		f.log.Warn("rulestore: rules file: "+fd.String()+" (sluice rules lint)", "path", f.path)
+	}
 }
 
 // compileFile parses and compiles a rules file's content. The revision is
@@ -384,6 +398,7 @@ func (f *File) pollLocked() error {
 	f.log.Info("rulestore: loaded a hand edit of the rules file",
 		"path", f.path, "revision", ix.Revision(), "rules", len(ix.Rules()))
 	f.installLocked(ix)
+	f.warnFindings(data)
 	return nil
 }
 

@@ -92,3 +92,14 @@ rules:
 }
 
 func deleteRule(rs []rules.Rule, i int) []rules.Rule { return append(rs[:i:i], rs[i+1:]...) }
+
+// TestLoadWarnsFindings: a rules file that loads is linted, and what
+// rules.Lint finds is logged at WARN with its line.
+func TestLoadWarnsFindings(t *testing.T) {
+	fx := newFixture(t)
+	fx.write(t, "rules:\n  - {id: pace, limit: 10, window: 1s, algorithm: leaky_bucket, burst: 0}\n  - {id: c, limit: 10, window: 1s}\n")
+	fx.open(t)
+	if logs := fx.logs.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, `line 2: rule \"pace\": burst: 0 on a leaky_bucket`) {
+		t.Errorf("logs lack the finding at WARN:\n%s", logs)
+	}
+}
