@@ -12,10 +12,12 @@ package algorithm
 // (Params.Check) keeps (burst+1)·interval, the time an empty meter takes to
 // drain, at most MaxRefill.
 //
-// The debt TAT−now never exceeds (burst+1)·I: when it does — the rule was
-// edited to a higher rate or a smaller burst, or the clock went backwards —
-// it is clamped and the clamped state written, so a raised limit takes
-// effect at once.
+// Debt TAT−now beyond an empty meter's, (burst+1)·I, is owed as it is
+// when it is at most MaxQueue beyond it: reservations handed out ahead
+// (Reserve), or debt built at the rate of a rule since edited to a higher
+// rate or a smaller burst, paid off before the new rule admits a call. A
+// check never erases reservations. Debt further beyond — the clock went
+// backwards — is clamped and the clamped state written.
 
 // Interval is the leaky bucket's emission interval: ceil(window/limit) µs.
 func (p Params) Interval() int64 { return ceilDiv(p.Window, p.Limit) }
@@ -26,7 +28,7 @@ func lbTAT(s State, now, maxDebt int64) (tat int64, clamped bool) {
 	if tat < now {
 		tat = now
 	}
-	if tat-now > maxDebt {
+	if tat-now > maxDebt+MaxQueue {
 		return now + maxDebt, true
 	}
 	return tat, false

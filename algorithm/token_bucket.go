@@ -31,11 +31,14 @@ package algorithm
 // An edited rule reads the same debt at its own rate. A remainder counted in
 // another limit (the limit was edited) is rounded up to the next whole µs of
 // debt: the caller waits at most 1 µs more, never gets more. A debt above
-// the empty bucket's, capacity·window/limit — the rule was edited to a
-// smaller burst or a higher rate, or the clock went backwards — is clamped
-// to it and the clamped state written, so a raised limit takes effect at
-// once and a skewed clock costs at most one full refill. Otherwise only an
-// allowed call writes state.
+// the empty bucket's, capacity·window/limit, is owed as it is when it is
+// at most MaxQueue beyond it: reservations handed out ahead (Reserve), or
+// debt built at the rate of a rule since edited to a smaller burst or a
+// higher rate, which is paid off before the new rule admits a call. A
+// check never erases reservations. Debt further beyond — the clock went
+// backwards — is clamped to an empty bucket and the clamped state written,
+// so a skewed clock costs at most MaxQueue and one full refill. Otherwise
+// only an allowed call writes state.
 //
 // The rule's validation (Params.Check) keeps capacity·window/limit, the time
 // an empty bucket takes to refill, at most MaxRefill, so that F stays below
@@ -107,7 +110,7 @@ func tokenBucket(p *Params, s *State, now, cost int64, res *Result, ns *State) {
 	}
 	q, r, base := tbDebt(*p, *s, now)
 	clamped := false
-	if !lePair(q, r, tq, tr) {
+	if !lePair(q, r, tq+MaxQueue, tr) {
 		q, r, clamped = tq, tr, true
 		base = tbState(*p, now, q, r)
 	}

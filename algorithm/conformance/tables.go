@@ -117,13 +117,14 @@ var tokenBucket = []Case{
 		},
 	},
 	{
-		// Full again at 11 s, seen from 5 s: 6 s short of full, more than an
-		// empty bucket (1 s). The debt is clamped: the caller is not blocked
+		// Full again at 2 h 10 s, seen from 5 s: more than an hour
+		// (algorithm.MaxQueue) beyond an empty bucket (1 s), which no
+		// reservation can be. The debt is clamped: the caller is not blocked
 		// for the length of the skew.
 		Name:   "clock jumps backwards",
 		Params: params(tb, 10, Second, 10),
 		Steps: []Step{
-			{At: 10 * Second, Cost: 10, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
+			{At: 2*Hour + 9*Second, Cost: 10, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
 			{At: 5 * Second, Remaining: 0, RetryAfter: 100 * Millisecond, ResetAfter: 1 * Second},
 			{At: 5*Second + 100*Millisecond, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
 			{At: 6 * Second, Cost: 9, Allowed: true, Remaining: 0, ResetAfter: 1 * Second},
@@ -153,14 +154,15 @@ var tokenBucket = []Case{
 	},
 	{
 		// 59 s short of full is more than a bucket of 10 at 100 a minute can
-		// be (6 s): the debt is clamped to an empty bucket, not kept.
-		Name:   "lowered burst clamps",
+		// be (6 s): the debt is owed as it is (it could be reservations
+		// handed out), and the new rule admits a call once it is paid off.
+		Name:   "lowered burst: the debt is paid off",
 		Params: params(tb, 100, Minute, 100),
 		Steps: []Step{
 			{At: 0, Cost: 100, Allowed: true, Remaining: 0, ResetAfter: 1 * Minute},
-			{At: 1 * Second, Params: edit(tb, 100, Minute, 10), Remaining: 0, RetryAfter: 600 * Millisecond, ResetAfter: 6 * Second},
-			{At: 1600 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 6 * Second},
-			{At: 7600 * Millisecond, Cost: 10, Allowed: true, Remaining: 0, ResetAfter: 6 * Second},
+			{At: 1 * Second, Params: edit(tb, 100, Minute, 10), Remaining: 0, RetryAfter: 53600 * Millisecond, ResetAfter: 59 * Second},
+			{At: 54600 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 6 * Second},
+			{At: 60600 * Millisecond, Cost: 10, Allowed: true, Remaining: 0, ResetAfter: 6 * Second},
 		},
 	},
 	{
@@ -325,21 +327,27 @@ var leakyBucket = []Case{
 		},
 	},
 	{
+		// More than an hour (algorithm.MaxQueue) of debt beyond an empty
+		// meter, which no reservation can be: clamped.
 		Name:   "clock jumps backwards",
 		Params: params(lb, 1, Second, 1),
 		Steps: []Step{
-			{At: 10 * Second, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
+			{At: 2 * Hour, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
 			{At: 5 * Second, Remaining: 0, RetryAfter: 1 * Second, ResetAfter: 2 * Second},
 			{At: 6 * Second, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
 		},
 	},
 	{
-		Name:   "raised limit takes effect",
+		// The debt built at the old rate (1.9 s) is more than the new meter
+		// holds (200 ms): owed as it is (it could be reservations handed
+		// out), the new rate admits a call once it is paid off.
+		Name:   "raised limit takes effect once the debt is paid",
 		Params: params(lb, 1, Second, 1),
 		Steps: []Step{
 			{At: 0, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: 2 * Second},
-			{At: 100 * Millisecond, Params: edit(lb, 10, Second, 1), Remaining: 0, RetryAfter: 100 * Millisecond, ResetAfter: 200 * Millisecond},
-			{At: 200 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 200 * Millisecond},
+			{At: 100 * Millisecond, Params: edit(lb, 10, Second, 1), Remaining: 0, RetryAfter: 1800 * Millisecond, ResetAfter: 1900 * Millisecond},
+			{At: 1900 * Millisecond, Allowed: true, Remaining: 0, ResetAfter: 200 * Millisecond},
+			{At: 2 * Second, Allowed: true, Remaining: 0, ResetAfter: 200 * Millisecond},
 		},
 	},
 	{

@@ -83,6 +83,11 @@ end
 
 -- token bucket ------------------------------------------------------------
 
+-- the most debt beyond an empty bucket a bucket owes as it is (µs):
+-- reservations handed out ahead, which wait at most an hour; debt further
+-- beyond (a clock that went backwards) is clamped. algorithm.MaxQueue.
+local MAX_QUEUE = 3600000000
+
 -- Exact. The state is F, the instant the bucket is full again: whole µs T
 -- and a remainder r in 1/limit µs (counted in the limit den). A call works
 -- on the debt F - now as the pair (µs, remainder); see token_bucket.go.
@@ -132,7 +137,7 @@ local function tb_whole(I, cap, cost, T)
   local q, clamped = 0, false
   if T >= now then q = T - now end
   local tq = cap * I -- an empty bucket's debt
-  if q > tq then q, clamped, T = tq, true, now + tq end
+  if q > tq + MAX_QUEUE then q, clamped, T = tq, true, now + tq end
   if cost > cap then return 0, 2, tbw_left(q, I, cap), q, 0, clamped, T, 0 end
   local aq = (cap - cost) * I -- the most debt the call may find
   if q <= aq then
@@ -150,7 +155,7 @@ local function token_bucket(limit, window, burst, cost, T, r, den)
   local q, dr = 0, 0
   if T >= now then q, dr = T - now, r end
   local clamped = false
-  if not le(q, dr, tq, tr) then
+  if not le(q, dr, tq + MAX_QUEUE, tr) then
     q, dr, clamped = tq, tr, true
     T, r = now + tq, tr
   end
@@ -182,7 +187,7 @@ local function leaky_bucket(limit, window, burst, cost, tat0)
   local max_debt = cap * interval
   local tat, clamped = tat0, false
   if tat < now then tat = now end
-  if tat - now > max_debt then tat, clamped = now + max_debt, true end
+  if tat - now > max_debt + MAX_QUEUE then tat, clamped = now + max_debt, true end
   local base = tat0
   if clamped then base = tat end
   local function remaining(t)
