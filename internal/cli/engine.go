@@ -33,7 +33,7 @@ func addEngineFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.DurationVar(&f.storeTimeout, "store-timeout", 5*time.Millisecond, "how long a call to the shared store may go unanswered before the breaker probes Redis on a connection of its own (the call keeps waiting for Redis's answer)")
 	fl.DurationVar(&f.probeTimeout, "probe-timeout", 100*time.Millisecond, "how long a probe of the shared store may go unanswered (in this process's running time) before the breaker opens")
 	fl.DurationVar(&f.probeInterval, "probe-interval", 250*time.Millisecond, "how often a failing shared store is probed (and the Retry-After of fail-closed denials meanwhile)")
-	fl.IntVar(&f.memoryMax, "memory-max-buckets", memory.DefaultMaxBuckets, "most buckets the embedded in-memory store holds, each about 85 bytes of Go heap (the default: about 80 MiB of heap, 140 MiB of process memory); past it, the buckets closest to full are evicted")
+	fl.IntVar(&f.memoryMax, "memory-max-buckets", memory.DefaultMaxBuckets, "most buckets the embedded in-memory store holds, each about 85 bytes of Go heap (the default: about 80 MiB of heap, 140 MiB of process memory); past it, only full (idle) buckets are dropped, and new callers share one overflow bucket per rule")
 	fl.IntVar(&f.instances, "instances", 0, "number of sluice instances the local fallback divides limits by (0: count them in Redis)")
 	fl.IntVar(&f.ipv6Prefix, "ipv6-prefix", 64, "prefix length IPv6 callers are keyed by, 1 to 128")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")

@@ -46,15 +46,16 @@ type Config struct {
 	// (BenchmarkMemory), so the default is about 80 MiB of heap, some
 	// 140 MiB of process memory with the garbage collector's headroom. The
 	// ceiling holds per shard (each holds MaxBuckets/Shards, the remainder
-	// spread one each), so eviction may begin a little before the whole
+	// spread one each), so overflow may begin a little before the whole
 	// store is full; it must be at least Shards. When a new bucket would
-	// pass it, the store first makes room from the buckets whose loss
-	// matters least (see Store); a call is never denied because of the
-	// ceiling.
+	// pass it, the store makes room only from full (idle) buckets, and
+	// else decides the call on its rule's overflow bucket in the shard,
+	// shared by the callers it has no room for (see Store): a bucket with
+	// state is never forgotten.
 	MaxBuckets int
 
 	// Logger receives one warning, the first time the ceiling makes the
-	// store evict. Default: slog.Default().
+	// store decide a call on an overflow bucket. Default: slog.Default().
 	Logger *slog.Logger
 }
 

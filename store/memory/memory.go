@@ -85,8 +85,8 @@ type Store struct {
 	maxBuckets int          // Config.MaxBuckets
 	perShard   int          // the ceiling of each shard: maxBuckets/len(shards), rounded down,
 	extra      uint32       // plus one for the shards below extra (the remainder)
-	log        *slog.Logger // for the first eviction
-	warned     atomic.Bool  // the first eviction was logged
+	log        *slog.Logger // for the first overflow
+	warned     atomic.Bool  // the first overflow was logged
 
 	stop      chan struct{}
 	done      chan struct{}
