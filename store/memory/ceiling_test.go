@@ -416,3 +416,41 @@ func TestCeilingWithSweeps(t *testing.T) {
 	}
 	checkShards(t, s)
 }
+
+// TestCeilingOverflowTwiceInOneCall: two ops of one call (CheckMany, two
+// callers of one rule) decided on the same overflow bucket both count in
+// it, for every algorithm.
+func TestCeilingOverflowTwiceInOneCall(t *testing.T) {
+	for _, k := range []algorithm.Kind{algorithm.TokenBucket, algorithm.LeakyBucket, algorithm.FixedWindow, algorithm.SlidingWindow, algorithm.SlidingLog} {
+		t.Run(k.String(), func(t *testing.T) {
+			clock := newClock(1_700_000_000_000_000)
+			s, err := New(Config{Shards: 1, Clock: clock.Now, SweepInterval: -1, MaxBuckets: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			p := params(k, 10, 3600*second, 0)
+			take(t, s, op("user:old-0", "other", p, 1))
+			take(t, s, op("user:old-1", "other", p, 1))
+			hour := params(k, 3, 3600*second, 0)
+			capacity := hour.Capacity()
+			r := take(t, s, op("user:a", "hour", hour, 1), op("user:b", "hour", hour, 1))
+			if !r[0].Allowed || !r[1].Allowed {
+				t.Fatalf("two new callers at the ceiling: %+v", r)
+			}
+			if got := s.Overflows(); got != 2 {
+				t.Errorf("Overflows = %d, want 2", got)
+			}
+			left := 0
+			for i := range 10 {
+				if r := take(t, s, op(fmt.Sprintf("user:c-%d", i), "hour", hour, 1)); r[0].Allowed {
+					left++
+				}
+			}
+			if want := int(capacity) - 2; left != want {
+				t.Errorf("after a call of two ops on the overflow bucket, %d more calls pass, want %d", left, want)
+			}
+			checkShards(t, s)
+		})
+	}
+}

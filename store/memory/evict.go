@@ -102,7 +102,13 @@ func inCall(slots []slot, t *table, idx int) bool {
 // a full bucket otherwise: a caller decided on the overflow bucket gets
 // no fresh allowance when it later gets a bucket of its own. The caller
 // holds sh.mu.
-func (s *Store) loadNew(op *limiter.Op, sl *slot, sh *shard, sec int64, st *algorithm.State, slots []slot) {
+//
+// stepped says that the call's earlier ops have been decided (sl.st holds
+// their new state), as Take decides them one after the other: an op on
+// an overflow bucket an earlier op of the call was decided on (CheckMany,
+// several callers of one rule) starts from that op's new state, so that
+// the one write of the bucket the call ends with counts both.
+func (s *Store) loadNew(op *limiter.Op, sl *slot, sh *shard, sec int64, st *algorithm.State, slots []slot, stepped bool) {
 	k := sl.shard(s.mask)
 	lim := s.perShard
 	if k < s.extra {
@@ -120,6 +126,12 @@ func (s *Store) loadNew(op *limiter.Op, sl *slot, sh *shard, sec int64, st *algo
 	if sh.n >= lim && !s.makeRoom(sh, lim, sec, slots) {
 		sl.over = true
 		sh.overflows++
+		if sl.tab == nil {
+			sl.tab = tableFor(sh, op.Rule)
+		}
+		if stepped && s.afterEarlierOver(op, sl, st, slots) {
+			return
+		}
 	}
 	tab := sl.tab
 	if tab == nil || tab.over.kind != op.Params.Kind || expired(tab.over.exp, sec) {
@@ -138,21 +150,48 @@ func (s *Store) loadNew(op *limiter.Op, sl *slot, sh *shard, sec int64, st *algo
 	}
 }
 
-// storeOver writes st, the state of an op decided on the overflow bucket
-// (sl.over), to that bucket: the one of op's rule in op's shard, made with
-// the rule's table if the shard has none. The caller holds the shard's
-// lock.
-func (s *Store) storeOver(op *limiter.Op, sl *slot, st *algorithm.State, exp uint32) {
-	tab := sl.tab
-	if tab == nil {
-		sh := &s.shards[sl.shard(s.mask)]
-		if tab = sh.tables[op.Rule]; tab == nil { // an earlier op may have made it
-			tab = newTable(strings.Clone(op.Rule))
-			sh.tables[tab.rule] = tab
-			sh.list = append(sh.list, tab)
+// afterEarlierOver starts op, decided on an overflow bucket (sl.over), from
+// the new state of the last earlier op of the call decided on the same
+// one, if any, and reports whether there was one.
+func (s *Store) afterEarlierOver(op *limiter.Op, sl *slot, st *algorithm.State, slots []slot) bool {
+	var prev *slot
+	for j := range slots {
+		o := &slots[j]
+		if o == sl {
+			break
 		}
-		sl.tab = tab
+		if o.over && o.tab == sl.tab {
+			prev = o
+		}
 	}
+	if prev == nil {
+		return false
+	}
+	if op.Params.Kind == algorithm.SlidingLog {
+		st.Log = slices.Clone(prev.st.Log) // written as the bucket's own new log
+		return true
+	}
+	st.T, st.A, st.B = prev.st.T, prev.st.A, prev.st.B
+	return true
+}
+
+// tableFor returns the table of rule in sh, made if sh has none. The
+// caller holds sh.mu.
+func tableFor(sh *shard, rule string) *table {
+	tab := sh.tables[rule]
+	if tab == nil {
+		tab = newTable(strings.Clone(rule))
+		sh.tables[tab.rule] = tab
+		sh.list = append(sh.list, tab)
+	}
+	return tab
+}
+
+// storeOver writes st, the state of an op decided on the overflow bucket
+// (sl.over), to that bucket: the one of op's rule in op's shard. The
+// caller holds the shard's lock.
+func (s *Store) storeOver(op *limiter.Op, sl *slot, st *algorithm.State, exp uint32) {
+	tab := sl.tab // loadNew made it
 	o := &tab.over
 	if op.Params.Kind != algorithm.SlidingLog {
 		tab.overLog = nil

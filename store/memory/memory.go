@@ -218,7 +218,7 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	for i := range ops {
 		op, sl := &ops[i], &slots[i]
 		var in algorithm.State
-		s.load(op, sl, sec, &in, slots)
+		s.load(op, sl, sec, &in, slots, true)
 		algorithm.Step(&op.Params, &in, now, op.Cost, &res[i], &sl.st)
 		if !res[i].Allowed && !op.Shadow {
 			denied = true
@@ -268,7 +268,7 @@ func (s *Store) take1(op *limiter.Op, r *algorithm.Result) (limiter.TakeInfo, er
 	now := s.clock() // under the lock, as Take reads it
 	sec := s.seconds(now)
 	var in algorithm.State
-	s.load(op, sl, sec, &in, slots[:])
+	s.load(op, sl, sec, &in, slots[:], false)
 	algorithm.Step(&op.Params, &in, now, op.Cost, r, &sl.st)
 	// What Take writes for a call of one op: the consumed state of an
 	// allowed op of cost > 0, the rebased state of a denied one.
@@ -342,9 +342,9 @@ func insertSorted(a []uint32, k uint32) (_ []uint32, had bool) {
 // load finds op's bucket, records it in sl and writes its state to *st
 // (which is zero): the zero State for a bucket that is idle past its
 // expiry, or of another algorithm; for one that is absent, what loadNew
-// says. slots are the call's (sl among them). The caller holds the lock of
-// op's shard.
-func (s *Store) load(op *limiter.Op, sl *slot, sec int64, st *algorithm.State, slots []slot) {
+// says. slots are the call's (sl among them), stepped as loadNew's. The
+// caller holds the lock of op's shard.
+func (s *Store) load(op *limiter.Op, sl *slot, sec int64, st *algorithm.State, slots []slot, stepped bool) {
 	sh := &s.shards[sl.shard(s.mask)]
 	// The calls of one or two rules on a client find their tables
 	// without hashing.
@@ -363,7 +363,7 @@ func (s *Store) load(op *limiter.Op, sl *slot, sec int64, st *algorithm.State, s
 		idx = tab.find(sl.h(), op.Client)
 	}
 	if idx < 0 {
-		s.loadNew(op, sl, sh, sec, st, slots)
+		s.loadNew(op, sl, sh, sec, st, slots, stepped)
 		return
 	}
 	sl.idx = idx

@@ -74,7 +74,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	never := false
 	for i := range ops {
 		op := &ops[i]
-		s.load(op, &slots[i], sec, &states[i], slots)
+		s.load(op, &slots[i], sec, &states[i], slots, false)
 		at, ok, err := algorithm.FirstAllowed(op.Params, states[i], now, op.Cost)
 		if err != nil {
 			return limiter.TakeInfo{}, 0, fmt.Errorf("memory: op %d (client %q, rule %q): %w", i, op.Client, op.Rule, err)
