@@ -92,22 +92,9 @@ func canonical(name string) string {
 	return http.CanonicalHeaderKey(name)
 }
 
-// registered reports whether the client id of key ("api_key:<key>", or
-// "api_key:h:<hex>" for a key kept as its digest, see package identity) is
-// in ix's client registry.
-func registered(ix *rules.Index, key string) bool {
-	if key == "" {
-		return false
-	}
-	set := ix.Set()
-	if set == nil || len(set.Clients) == 0 {
-		return false
-	}
-	var buf [identity.MaxID]byte
-	b := identity.AppendAPIKey(buf[:0], key)
-	_, ok := set.Clients[string(b)] // no allocation: the compiler looks up b in place
-	return ok
-}
+// registered reports whether key is a registered API key of ix
+// (rules.Index.RegisteredAPIKey).
+func registered(ix *rules.Index, key string) bool { return ix.RegisteredAPIKey(key) }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header
 // (the scheme is case-insensitive). More than one Authorization header is

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/identity"
 )
 
 // Compiled is a rule made ready for the hot path, with what the decision
@@ -462,6 +463,21 @@ func (ix *Index) Plan(requested, user, apiKey, ip string) string {
 		return requested
 	}
 	return ix.PlanFor(user, apiKey, ip)
+}
+
+// RegisteredAPIKey reports whether the client id of key ("api_key:<key>",
+// or "api_key:h:<hex>" for a key kept as its digest, see package identity)
+// is in the client registry. Entry points take an API key as the caller
+// only when it is: an unknown key is ignored, so that inventing keys
+// cannot buy fresh buckets. "" never is.
+func (ix *Index) RegisteredAPIKey(key string) bool {
+	if key == "" || ix == nil || ix.set == nil || len(ix.set.Clients) == 0 {
+		return false
+	}
+	var buf [identity.MaxID]byte
+	b := identity.AppendAPIKey(buf[:0], key)
+	_, ok := ix.set.Clients[string(b)] // no allocation: the compiler looks up b in place
+	return ok
 }
 
 // KnownPlan reports whether the Set names plan p: in a rule's match

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/internal/testkit/limitertest"
@@ -102,9 +103,15 @@ func TestCallerValuesDecide(t *testing.T) {
 		{"method odd", []string{"user", "dave", "method", "G\xffT", "path", "/api/orders"}},
 		{"entry twice", []string{"user", "erin", "user", "frank", "method", "GET", "path", "/api/orders"}},
 	}
+	// The API keys are registered: an unknown one is no caller (see
+	// TestUnregisteredAPIKeyIsNoCaller).
+	clients := map[string]rules.Client{}
+	for _, k := range []string{strings.Repeat("k", 257), "k\x7f", "k\xc3(", "k-empty"} {
+		clients[string(identity.AppendAPIKey(nil, k))] = rules.Client{Plan: "free"}
+	}
 	e := newEnv(t, &rules.Set{Rules: []rules.Rule{
 		{ID: "all", Match: rules.Match{Endpoint: "* /api/*"}, Limit: 1, Window: minute},
-	}})
+	}, Clients: clients})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := encodeRequest("edge", append([]string{"remote_address", "203.0.113.7"}, tt.kv...))

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
@@ -61,7 +62,18 @@ func TestEnvoyConfigInDocs(t *testing.T) {
 					case a.GetRemoteAddress() != nil:
 						keys = append(keys, "remote_address")
 					case a.GetRequestHeaders() != nil:
+						if k := a.GetRequestHeaders().GetDescriptorKey(); k == rls.KeyUser {
+							t.Errorf("the sample forwards the client's header %q as user", a.GetRequestHeaders().GetHeaderName())
+						}
 						keys = append(keys, a.GetRequestHeaders().GetDescriptorKey())
+					case a.GetMetadata() != nil:
+						// The user: from a verified token's claim, never
+						// from a header the client sends.
+						m := a.GetMetadata()
+						if m.GetDescriptorKey() == rls.KeyUser && m.GetMetadataKey().GetKey() != "envoy.filters.http.jwt_authn" {
+							t.Errorf("the sample's user comes from metadata %q, want jwt_authn's", m.GetMetadataKey().GetKey())
+						}
+						keys = append(keys, m.GetDescriptorKey())
 					}
 				}
 			}

@@ -248,6 +248,14 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	if vs == nil {
 		return nil, limiter.Decision{}, status.Error(codes.Unavailable, "rls: no rules loaded yet")
 	}
+	for i := range calls {
+		// An API key nobody registered is no caller, as in the gateway:
+		// the call is keyed by its other identities, so that inventing
+		// keys cannot buy fresh buckets.
+		if k := &calls[i].req.APIKey; *k != "" && !vs.ix.RegisteredAPIKey(*k) {
+			*k = ""
+		}
+	}
 	lim := vs.limiter(req.GetDomain())
 	if vs.by[req.GetDomain()] != nil { // a domain no rule names has no limits, as in envoyproxy/ratelimit
 		for i, d := range req.GetDescriptors() {

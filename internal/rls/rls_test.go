@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/testkit/limitertest"
+	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -59,14 +60,19 @@ func newEnvWith(t *testing.T, set *rules.Set, edit func(*rls.Config)) *env {
 // newEnvOn is newEnvWith over a memory store of config mc (its Clock, say).
 func newEnvOn(t *testing.T, set *rules.Set, mc memory.Config, edit func(*rls.Config)) *env {
 	t.Helper()
-	st := limitertest.Store(t, mc)
+	return newEnvStore(t, set, "memory", limitertest.Store(t, mc), edit)
+}
+
+// newEnvStore is newEnvWith over st, a store of kind name (its metrics label).
+func newEnvStore(t *testing.T, set *rules.Set, name string, st limiter.Store, edit func(*rls.Config)) *env {
+	t.Helper()
 	m := metrics.New()
 	log := &bytes.Buffer{}
 	cfg := rls.Config{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(log, nil))}
 	if edit != nil {
 		edit(&cfg)
 	}
-	srv := rls.New(m.Store("memory", st), cfg)
+	srv := rls.New(m.Store(name, st), cfg)
 	ix := limitertest.Compile(t, set)
 	srv.SetRules(ix)
 	m.SetRules(ix)
