@@ -136,14 +136,16 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, id string
 			buf = append(buf, '=')
 			buf = appendValue(buf, v)
 		case rules.KeyEntry:
-			v := entryValue(in.entries, p.Name)
-			if v == "" {
+			v, found := entryValue(in.entries, p.Name)
+			if !found {
 				return buf[:start], "", false
 			}
 			buf = append(buf, "entry:"...)
 			buf = append(buf, p.Name...)
 			buf = append(buf, '=')
-			buf = appendValue(buf, v)
+			if v != "" { // an empty value is a value, as in envoyproxy/ratelimit: "entry:<key>="
+				buf = appendValue(buf, v)
+			}
 		default:
 			_, c := pick(p.Kind, in.user, in.apiKey, in.ip)
 			if c == "" {
@@ -204,12 +206,13 @@ func appendEndpoint(buf []byte, method, path string, fold bool) []byte {
 	return appendValue(buf, bytesString(e))
 }
 
-// entryValue returns the value of the first entry with key k, "" if none.
-func entryValue(es []rules.Entry, k string) string {
+// entryValue returns the value of the first entry with key k; found is
+// false when there is none.
+func entryValue(es []rules.Entry, k string) (v string, found bool) {
 	for _, e := range es {
 		if e.Key == k {
-			return e.Value
+			return e.Value, true
 		}
 	}
-	return ""
+	return "", false
 }

@@ -34,9 +34,13 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.base.Unmarshal(data, v)
 	}
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
-	defer buf.Free()
-	return unmarshalRequest(buf.ReadOnlyData(), req)
+	if len(data) == 1 {
+		return unmarshalRequest(data[0].ReadOnlyData(), req)
+	}
+	// Several buffers (a request of more than one frame): one copy, which
+	// the request's strings are cut from (see unmarshalRequest).
+	b := data.Materialize()
+	return unmarshalOwned(b, req)
 }
 
 // Field numbers of the messages unmarshalRequest reads (rls.proto,
@@ -63,11 +67,16 @@ var submessage = proto.UnmarshalOptions{Merge: true, DiscardUnknown: true}
 // once, into a string every string of m is a piece of; the entries of a
 // descriptor are one allocation.
 func unmarshalRequest(b []byte, m *rlsv3.RateLimitRequest) error {
-	m.Reset()
 	// The copy is read as bytes, never written: the strings cut from it
 	// stay as they are.
 	c := string(b)
-	b = unsafe.Slice(unsafe.StringData(c), len(c))
+	return unmarshalOwned(unsafe.Slice(unsafe.StringData(c), len(c)), m)
+}
+
+// unmarshalOwned is unmarshalRequest of b that nothing else holds or
+// writes: the strings of m are cut from b itself.
+func unmarshalOwned(b []byte, m *rlsv3.RateLimitRequest) error {
+	m.Reset()
 	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
 		switch {
 		case num == fieldRequestDomain && typ == protowire.BytesType:

@@ -49,6 +49,10 @@ const (
 type call struct {
 	req     limiter.Request
 	entries [MaxEntries]rules.Entry
+	// empty: the descriptor has no entries (Envoy sends one when every
+	// action of a rate_limits entry is skip_if_absent and absent). It is
+	// OK and counts nothing.
+	empty bool
 }
 
 // field indexes the mapped entries of a call, for merging.
@@ -132,7 +136,8 @@ func parseDescriptor(d *ratelimitv3.RateLimitDescriptor, hits uint32, c *call) e
 	es := d.GetEntries()
 	switch {
 	case len(es) == 0:
-		return descErr(".entries: want at least one")
+		c.empty = true
+		return nil
 	case len(es) > MaxEntries:
 		return descErr(".entries: want at most " + strconv.Itoa(MaxEntries) + ", got " + strconv.Itoa(len(es)))
 	}

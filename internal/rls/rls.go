@@ -180,9 +180,19 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 // that watch it drain before the server stops.
 func (s *Server) Shutdown() { s.health.Shutdown() }
 
+// MaxRequestBytes bounds one ShouldRateLimit request: eight times the
+// largest request header block Envoy accepts (max_request_headers_kb is
+// at most 8 MiB), which its rate_limits actions copy into descriptors —
+// a path in several descriptors included. A request past it is refused
+// by gRPC (ResourceExhausted), which Envoy would turn into "allow", so
+// the bound sits above anything Envoy sends. A request is held twice at
+// most while it is decided (as read, and the one copy its strings are
+// cut from), and nothing of it after.
+const MaxRequestBytes = 64 << 20
+
 // ServerOptions are the options sluice serves gRPC with: keepalive pings
 // from clients (Envoy's connection health checks) allowed every 10 s,
-// requests bounded to 1 MiB, requests read without refusing strings that
+// requests bounded to MaxRequestBytes, requests read without refusing strings that
 // are not UTF-8 (see codec), and a pool of stream workers at least as
 // large as the calls usually in flight. Without the pool gRPC starts a
 // goroutine per call, whose stack then grows to the depth of the handler
@@ -192,7 +202,7 @@ func (s *Server) Shutdown() { s.health.Shutdown() }
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxRecvMsgSize(1 << 20),
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		grpc.NumStreamWorkers(uint32(max(64, 16*runtime.GOMAXPROCS(0)))),
 		grpc.ForceServerCodecV2(newCodec()),
 	}
@@ -259,7 +269,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	lim := vs.limiter(req.GetDomain())
 	if vs.by[req.GetDomain()] != nil { // a domain no rule names has no limits, as in envoyproxy/ratelimit
 		for i, d := range req.GetDescriptors() {
-			if d.GetLimit() != nil {
+			if d.GetLimit() != nil && !calls[i].empty {
 				calls[i].req.Own, calls[i].req.OwnBucket = ownLimit(req.GetDomain(), d)
 			}
 		}
@@ -272,10 +282,37 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	} else {
 		resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(calls))
 	}
+	// A descriptor without entries is OK and counts nothing, as in
+	// envoyproxy/ratelimit (it matches no limit): the others are decided
+	// as without it.
+	statuses, live := resp.Statuses, calls
+	if n := countLive(calls); n < len(calls) {
+		statuses, live = make([]*rlsv3.RateLimitResponse_DescriptorStatus, 0, n), make([]call, 0, n)
+		for i := range calls {
+			if calls[i].empty {
+				resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			} else {
+				live = append(live, calls[i])
+			}
+		}
+		statuses = statuses[:n]
+		if n == 0 {
+			return resp, limiter.Decision{Allowed: true}, nil
+		}
+		defer func() { // the live statuses, in the places of their descriptors
+			j := 0
+			for i := range calls {
+				if !calls[i].empty {
+					resp.Statuses[i] = statuses[j]
+					j++
+				}
+			}
+		}()
+	}
 	var merged call
-	if len(calls) == 1 || !vs.entries && merge(calls, &merged) {
-		c := &calls[0]
-		if len(calls) > 1 {
+	if len(live) == 1 || !vs.entries && merge(live, &merged) {
+		c := &live[0]
+		if len(live) > 1 {
 			c = &merged
 		}
 		d, err := lim.Check(ctx, &c.req)
@@ -285,8 +322,8 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		s.noteTooMany(req, &d)
 		st := &a.st
 		fillStatus(st, &a.dur, &d, vs.limit(d.Rule))
-		for i := range resp.Statuses {
-			resp.Statuses[i] = st
+		for i := range statuses {
+			statuses[i] = st
 		}
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -301,7 +338,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		return resp, d, nil
 	}
 
-	ds, err := s.decideEach(ctx, lim, calls)
+	ds, err := s.decideEach(ctx, lim, live)
 	if err != nil {
 		return nil, limiter.Decision{}, err
 	}
@@ -309,7 +346,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	for i := range ds {
 		d := &ds[i]
 		s.noteTooMany(req, d)
-		resp.Statuses[i] = descriptorStatus(d, vs.limit(d.Rule))
+		statuses[i] = descriptorStatus(d, vs.limit(d.Rule))
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
@@ -322,9 +359,20 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	}
 	addHeaders(resp, &ds[best], &a.headers)
 	if s.cfg.EnvoyHeaders {
-		addEnvoyHeaders(resp, resp.Statuses[best])
+		addEnvoyHeaders(resp, statuses[best])
 	}
 	return resp, ds[best], nil
+}
+
+// countLive returns the number of calls of descriptors with entries.
+func countLive(calls []call) int {
+	n := 0
+	for i := range calls {
+		if !calls[i].empty {
+			n++
+		}
+	}
+	return n
 }
 
 // decideEach decides each call as its own check, all or nothing, in one

@@ -373,7 +373,6 @@ func TestInvalidArgument(t *testing.T) {
 		{"no domain", request("", desc("user", "a")), "domain: required"},
 		{"no descriptors", request("d"), "descriptors: want at least one"},
 		{"too many descriptors", tooMany, "descriptors: want at most 32, got 33"},
-		{"no entries", request("d", desc("user", "a"), desc()), "descriptors[1].entries: want at least one"},
 		{"empty key", request("d", desc("user", "a", "", "x")), "descriptors[0].entries[1].key: required"},
 		{"negative hits", request("d", negative), "descriptors[0].is_negative_hits: not supported"},
 	}
