@@ -27,13 +27,18 @@ type observeFlags struct {
 	// envoyHeaders: also answer envoyproxy/ratelimit's RateLimit-Limit,
 	// RateLimit-Remaining and RateLimit-Reset.
 	envoyHeaders bool
+	// quotaHeaders: add sluice's quota headers and 429 body to the Envoy
+	// API's answers.
+	quotaHeaders bool
 }
 
 // addGRPCFlags registers serve's --grpc-listen on fl.
 func addGRPCFlags(fl *pflag.FlagSet, f *observeFlags) {
 	fl.StringVar(&f.grpcListen, "grpc-listen", ":8081", `Envoy rate limit service (gRPC) address; "" to turn it off`)
 	fl.BoolVar(&f.envoyHeaders, "envoy-ratelimit-headers", false,
-		"Envoy API: also add envoyproxy/ratelimit's RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers (its LIMIT_RESPONSE_HEADERS_ENABLED)")
+		"Envoy API: add envoyproxy/ratelimit's RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers (its LIMIT_RESPONSE_HEADERS_ENABLED)")
+	fl.BoolVar(&f.quotaHeaders, "envoy-quota-headers", false,
+		"Envoy API: add sluice's quota headers (X-RateLimit-*, RateLimit-Policy, RateLimit) to every answer, and Retry-After and the JSON body of the 429 to a denial")
 }
 
 // addAccessLogFlags registers --access-log on fl.
@@ -63,7 +68,7 @@ func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store lim
 	o.store = m.Instrument(store)
 	m.WatchRules(src.Status)
 	cfg := rls.Config{Limiter: limiter.Config{IPv6Prefix: f.ipv6Prefix}, Metrics: m, Logger: log,
-		EnvoyHeaders: o.f.envoyHeaders}
+		EnvoyHeaders: o.f.envoyHeaders, QuotaHeaders: o.f.quotaHeaders}
 	if o.f.accessLog {
 		cfg.AccessLog = log
 	}

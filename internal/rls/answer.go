@@ -30,8 +30,11 @@ var envoyUnits = [...]struct {
 	{time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND},
 }
 
-// CurrentLimit returns a rule's limit as Envoy's RateLimit: its name (its
-// id when it has none), and its limit per window; nil for an unlimited
+// CurrentLimit returns a rule's limit as Envoy's RateLimit: its name as
+// the configuration names it — the rule's name; without one, nothing for
+// a rule on descriptor entries (an envoyproxy/ratelimit descriptor without
+// rate_limit.name, which it answers with an empty name) or a descriptor's
+// own limit, and the id of any other rule — and its limit per window; nil for an unlimited
 // rule, which has none. A window of whole seconds is exact: the
 // longest unit (WEEK, DAY, HOUR, MINUTE, SECOND) it is a whole number of,
 // with that number as unit_multiplier when it is more than 1 (100 per 10m
@@ -43,9 +46,9 @@ func CurrentLimit(r *rules.Compiled) *rlsv3.RateLimitResponse_RateLimit {
 		return nil
 	}
 	w := time.Duration(r.Window)
-	rl := &rlsv3.RateLimitResponse_RateLimit{Name: r.ID}
-	if r.Name != "" {
-		rl.Name = r.Name
+	rl := &rlsv3.RateLimitResponse_RateLimit{Name: r.Name}
+	if r.Name == "" && len(r.Match.Entries) == 0 && r.ID != OwnLimitID {
+		rl.Name = r.ID
 	}
 	for _, u := range envoyUnits {
 		if w >= u.d && w%u.d == 0 {
@@ -112,8 +115,9 @@ type answer struct {
 // headerBlock holds the header values addHeaders writes, and room for
 // addEnvoyHeaders' three.
 type headerBlock struct {
-	vals [len(headerNames)]corev3.HeaderValue
-	ptrs [len(headerNames) + 3]*corev3.HeaderValue
+	vals  [len(headerNames)]corev3.HeaderValue
+	envoy [3]corev3.HeaderValue
+	ptrs  [len(headerNames) + 3]*corev3.HeaderValue
 }
 
 // headerNames are the quota headers (docs/api.md) in the order they are sent, with
@@ -177,30 +181,62 @@ func (c *capture) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Names of envoyproxy/ratelimit's response headers (its defaults of
-// LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER).
+// Default names of envoyproxy/ratelimit's response headers (its
+// defaults of LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER,
+// LIMIT_RESET_HEADER); Config names them.
 const (
 	EnvoyLimitHeader     = "RateLimit-Limit"
 	EnvoyRemainingHeader = "RateLimit-Remaining"
 	EnvoyResetHeader     = "RateLimit-Reset"
 )
 
-// addEnvoyHeaders appends envoyproxy/ratelimit's response headers for st,
-// the status of the most restrictive descriptor, after sluice's own:
-// RateLimit-Limit its requests_per_unit, RateLimit-Remaining its
-// limit_remaining, RateLimit-Reset its duration_until_reset in whole
-// seconds, rounded up. Nothing when st carries no limit (no rule matched),
-// as envoyproxy/ratelimit sends nothing then.
-func addEnvoyHeaders(resp *rlsv3.RateLimitResponse, st *rlsv3.RateLimitResponse_DescriptorStatus) {
-	if st.GetCurrentLimit() == nil {
-		return
+// addHeaders adds to resp the headers cfg asks for: sluice's quota headers
+// and 429 body of d, the most restrictive decision (QuotaHeaders, see
+// addHeaders), then envoyproxy/ratelimit's of statuses (EnvoyHeaders, see
+// addEnvoyHeaders). Nothing by default.
+func (s *Server) addHeaders(resp *rlsv3.RateLimitResponse, d *limiter.Decision, hb *headerBlock, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) {
+	if s.cfg.QuotaHeaders {
+		addHeaders(resp, d, hb)
 	}
+	if s.cfg.EnvoyHeaders {
+		if st := envoyPick(statuses); st != nil {
+			s.addEnvoyHeaders(resp, st, hb)
+		}
+	}
+}
+
+// envoyPick returns the status whose limit envoyproxy/ratelimit's headers
+// describe: the last one OVER_LIMIT, else the first with the least
+// limit_remaining among those with a current_limit; nil when none has one.
+func envoyPick(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) *rlsv3.RateLimitResponse_DescriptorStatus {
+	var pick *rlsv3.RateLimitResponse_DescriptorStatus
+	least := uint32(math.MaxUint32)
+	for _, st := range statuses {
+		switch {
+		case st.Code == rlsv3.RateLimitResponse_OVER_LIMIT && st.CurrentLimit != nil:
+			pick, least = st, 0
+		case st.CurrentLimit != nil && st.LimitRemaining < least:
+			pick, least = st, st.LimitRemaining
+		}
+	}
+	return pick
+}
+
+// addEnvoyHeaders appends envoyproxy/ratelimit's response headers for st,
+// under the configured names: the limit its requests_per_unit, the
+// remaining its limit_remaining, the reset its duration_until_reset in
+// whole seconds, rounded up.
+func (s *Server) addEnvoyHeaders(resp *rlsv3.RateLimitResponse, st *rlsv3.RateLimitResponse_DescriptorStatus, hb *headerBlock) {
 	reset := st.GetDurationUntilReset().AsDuration()
 	secs := int64((reset + time.Second - 1) / time.Second)
-	vals := [3]corev3.HeaderValue{
-		{Key: EnvoyLimitHeader, Value: strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)},
-		{Key: EnvoyRemainingHeader, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
-		{Key: EnvoyResetHeader, Value: strconv.FormatInt(max(secs, 0), 10)},
+	vals := &hb.envoy
+	*vals = [3]corev3.HeaderValue{
+		{Key: s.cfg.EnvoyLimitHeader, Value: strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)},
+		{Key: s.cfg.EnvoyRemainingHeader, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
+		{Key: s.cfg.EnvoyResetHeader, Value: strconv.FormatInt(max(secs, 0), 10)},
+	}
+	if resp.ResponseHeadersToAdd == nil {
+		resp.ResponseHeadersToAdd = hb.ptrs[:0]
 	}
 	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &vals[0], &vals[1], &vals[2])
 }

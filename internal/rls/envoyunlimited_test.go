@@ -38,7 +38,7 @@ func TestEnvoyUnlimitedZeroReplaces(t *testing.T) {
 			{d(desc("client", "internal")), []want{unl}},
 			{d(desc("client", "internal")), []want{unl}},
 			{d(desc("client", "internal")), []want{unl}},
-			{d(desc("client", "internal"), desc("client", "acme")), []want{unl, lim(ok, 3, 2, "feat.1")}},
+			{d(desc("client", "internal"), desc("client", "acme")), []want{unl, lim(ok, 3, 2, "")}},
 		}},
 		{"no rate_limit: no limit, the key's limit does not apply", []step{
 			{d(desc("client", "trusted")), []want{unl}},
@@ -47,22 +47,22 @@ func TestEnvoyUnlimitedZeroReplaces(t *testing.T) {
 			{d(desc("client", "trusted")), []want{unl}},
 		}},
 		{"requests_per_unit 0: every call over the limit", []step{
-			{d(desc("client", "banned")), []want{lim(over, 0, 0, "feat.4")}},
-			{d(desc("client", "banned")), []want{lim(over, 0, 0, "feat.4")}},
+			{d(desc("client", "banned")), []want{lim(over, 0, 0, "")}},
+			{d(desc("client", "banned")), []want{lim(over, 0, 0, "")}},
 			// With another descriptor: the request is denied, and — where
 			// sluice differs — acme's bucket gives nothing.
-			{d(desc("client", "acme"), desc("client", "banned")), []want{lim(ok, 3, 2, "feat.1"), lim(over, 0, 0, "feat.4")}},
-			{d(desc("client", "acme")), []want{lim(ok, 3, 2, "feat.1")}},
+			{d(desc("client", "acme"), desc("client", "banned")), []want{lim(ok, 3, 2, ""), lim(over, 0, 0, "")}},
+			{d(desc("client", "acme")), []want{lim(ok, 3, 2, "")}},
 		}},
 		{"replaces: the named limit is not applied nor counted", []step{
 			{d(north), []want{lim(ok, 2, 1, "member_north")}},
-			{d(north, south), []want{none, lim(ok, 4, 3, "feat.6")}},
-			{d(north, south), []want{none, lim(ok, 4, 2, "feat.6")}},
-			{d(north, south), []want{none, lim(ok, 4, 1, "feat.6")}},
+			{d(north, south), []want{none, lim(ok, 4, 3, "")}},
+			{d(north, south), []want{none, lim(ok, 4, 2, "")}},
+			{d(north, south), []want{none, lim(ok, 4, 1, "")}},
 			{d(north), []want{lim(ok, 2, 0, "member_north")}},
 			{d(north), []want{lim(over, 2, 0, "member_north")}},
-			{d(south, north), []want{lim(ok, 4, 0, "feat.6"), none}},
-			{d(south, north), []want{lim(over, 4, 0, "feat.6"), none}},
+			{d(south, north), []want{lim(ok, 4, 0, ""), none}},
+			{d(south, north), []want{lim(over, 4, 0, ""), none}},
 		}},
 		{"an unlimited descriptor replaces too", []step{
 			{d(north), []want{lim(ok, 2, 1, "member_north")}},

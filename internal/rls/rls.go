@@ -60,11 +60,24 @@ type Config struct {
 	// Logger gets the errors the store returns, at most one line a second.
 	// Default: discard.
 	Logger *slog.Logger
+	// QuotaHeaders adds sluice's quota headers to every answer
+	// (X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset,
+	// RateLimit-Policy, RateLimit; see addHeaders) and, to a denial,
+	// Retry-After, Content-Type and the JSON body of the 429 as raw_body.
+	// Default off: the answer then carries what envoyproxy/ratelimit's
+	// would with the same settings, so that replacing it changes no
+	// response Envoy sends.
+	QuotaHeaders bool
 	// EnvoyHeaders adds envoyproxy/ratelimit's response headers (its
-	// LIMIT_RESPONSE_HEADERS_ENABLED) after sluice's own: RateLimit-Limit,
-	// RateLimit-Remaining and RateLimit-Reset of the most restrictive
-	// descriptor (see addEnvoyHeaders). Default off.
+	// LIMIT_RESPONSE_HEADERS_ENABLED): the limit, remaining and reset of
+	// the descriptor it picks (see addEnvoyHeaders), after sluice's own
+	// when QuotaHeaders is set too. Default off, as in envoyproxy/ratelimit.
 	EnvoyHeaders bool
+	// EnvoyLimitHeader, EnvoyRemainingHeader and EnvoyResetHeader name
+	// those headers (its LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
+	// LIMIT_RESET_HEADER). Default RateLimit-Limit, RateLimit-Remaining
+	// and RateLimit-Reset, its defaults.
+	EnvoyLimitHeader, EnvoyRemainingHeader, EnvoyResetHeader string
 }
 
 // Server implements RateLimitService over a counter store. Rules are put
@@ -102,6 +115,18 @@ type views struct {
 func New(store limiter.Store, cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	for _, h := range [...]struct {
+		name *string
+		def  string
+	}{
+		{&cfg.EnvoyLimitHeader, EnvoyLimitHeader},
+		{&cfg.EnvoyRemainingHeader, EnvoyRemainingHeader},
+		{&cfg.EnvoyResetHeader, EnvoyResetHeader},
+	} {
+		if *h.name == "" {
+			*h.name = h.def
+		}
 	}
 	s := &Server{store: store, cfg: cfg, health: health.NewServer()}
 	s.health.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -328,10 +353,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		addHeaders(resp, &d, &a.headers)
-		if s.cfg.EnvoyHeaders {
-			addEnvoyHeaders(resp, st)
-		}
+		s.addHeaders(resp, &d, &a.headers, statuses)
 		if m := s.cfg.Metrics; m != nil {
 			m.Decision(&d)
 		}
@@ -357,10 +379,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			m.Decision(d)
 		}
 	}
-	addHeaders(resp, &ds[best], &a.headers)
-	if s.cfg.EnvoyHeaders {
-		addEnvoyHeaders(resp, statuses[best])
-	}
+	s.addHeaders(resp, &ds[best], &a.headers, statuses)
 	return resp, ds[best], nil
 }
 

@@ -68,7 +68,7 @@ func newEnvStore(t *testing.T, set *rules.Set, name string, st limiter.Store, ed
 	t.Helper()
 	m := metrics.New()
 	log := &bytes.Buffer{}
-	cfg := rls.Config{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(log, nil))}
+	cfg := rls.Config{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(log, nil)), QuotaHeaders: true}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -586,21 +586,21 @@ func TestOwnLimit(t *testing.T) {
 		req  *rlsv3.RateLimitRequest
 		want want
 	}{
-		{own("d", 2, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, rls.OwnLimitID, 2, perMin, 1}},
-		{own("d", 2, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, rls.OwnLimitID, 2, perMin, 0}},
-		{own("d", 2, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{over, rls.OwnLimitID, 2, perMin, 0}},
+		{own("d", 2, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, "", 2, perMin, 1}},
+		{own("d", 2, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, "", 2, perMin, 0}},
+		{own("d", 2, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{over, "", 2, perMin, 0}},
 		// The configured limit's bucket is its own.
-		{request("d", desc("tenant", "acme")), want{ok, "per-tenant", 5, perMin, 4}},
+		{request("d", desc("tenant", "acme")), want{ok, "", 5, perMin, 4}},
 		// Another requests_per_unit: the same bucket, as a rule edit keeps it.
-		{own("d", 3, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, rls.OwnLimitID, 3, perMin, 0}},
+		{own("d", 3, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{ok, "", 3, perMin, 0}},
 		// Another unit: a bucket of its own.
-		{own("d", 2, typev3.RateLimitUnit_HOUR, "tenant", "acme"), want{ok, rls.OwnLimitID, 2, hour, 1}},
+		{own("d", 2, typev3.RateLimitUnit_HOUR, "tenant", "acme"), want{ok, "", 2, hour, 1}},
 		// requests_per_unit 0 is a limit of 0, as in envoyproxy/ratelimit:
 		// every call is denied, and takes nothing from per-tenant.
-		{own("d", 0, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{over, rls.OwnLimitID, 0, perMin, 0}},
-		{own("d", 0, typev3.RateLimitUnit_HOUR, "tenant", "acme"), want{over, rls.OwnLimitID, 0, hour, 0}},
+		{own("d", 0, typev3.RateLimitUnit_MINUTE, "tenant", "acme"), want{over, "", 0, perMin, 0}},
+		{own("d", 0, typev3.RateLimitUnit_HOUR, "tenant", "acme"), want{over, "", 0, hour, 0}},
 		// An unknown unit is not honoured: the configured limit decides.
-		{own("d", 9, typev3.RateLimitUnit_UNKNOWN, "tenant", "acme"), want{ok, "per-tenant", 5, perMin, 3}},
+		{own("d", 9, typev3.RateLimitUnit_UNKNOWN, "tenant", "acme"), want{ok, "", 5, perMin, 3}},
 		// The other rules still apply: per-user allows one.
 		{own("d", 10, typev3.RateLimitUnit_MINUTE, "user", "bob"), want{ok, "per-user", 1, perMin, 0}},
 		{own("d", 10, typev3.RateLimitUnit_MINUTE, "user", "bob"), want{over, "per-user", 1, perMin, 0}},
@@ -638,9 +638,9 @@ func TestOwnLimitZero(t *testing.T) {
 	} {
 		resp := e.call(t, req)
 		last := resp.Statuses[len(resp.Statuses)-1]
-		if resp.OverallCode != over || last.Code != over || last.CurrentLimit.GetName() != rls.OwnLimitID ||
+		if resp.OverallCode != over || last.Code != over || last.CurrentLimit == nil || last.CurrentLimit.GetName() != "" ||
 			last.CurrentLimit.GetRequestsPerUnit() != 0 || last.LimitRemaining != 0 {
-			t.Fatalf("call %d = %v, want OVER_LIMIT by %s, requests_per_unit 0, 0 remaining", i+1, resp, rls.OwnLimitID)
+			t.Fatalf("call %d = %v, want OVER_LIMIT by the own limit (no name), requests_per_unit 0, 0 remaining", i+1, resp)
 		}
 	}
 	if st := e.call(t, request("d", desc("tenant", "acme"))).Statuses[0]; st.Code != ok || st.LimitRemaining != 4 {
