@@ -23,13 +23,13 @@ import (
 	"github.com/sluicehq/sluice/internal/testkit/listentest"
 )
 
-// TestEnvoyRLS runs sluice serve with --grpc-listen and --access-log and
+// TestEnvoyRLS runs sluice serve with --grpc-listen, --envoy-quota-headers and --access-log and
 // asks it through Envoy's API, with go-control-plane's client: the same
 // buckets as the HTTP API, denials with statuses and headers, domains,
 // malformed requests, the health service, metrics and pprof.
 func TestEnvoyRLS(t *testing.T) {
 	addr := listentest.FreeAddr(t)
-	in := serve(t, filepath.Join(t.TempDir(), "rules.yaml"), "--grpc-listen", addr, "--access-log", "--log-format", "json", "--pprof")
+	in := serve(t, filepath.Join(t.TempDir(), "rules.yaml"), "--grpc-listen", addr, "--envoy-quota-headers", "--access-log", "--log-format", "json", "--pprof")
 	in.putRule(t, map[string]any{"id": "per-user", "by": "user", "limit": 3, "window": "1m"})
 	in.putRule(t, map[string]any{"id": "edge-login", "by": "ip", "limit": 1, "window": "1h",
 		"match": map[string]any{"domain": "edge", "endpoint": "POST /login"}})

@@ -291,6 +291,9 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 	}
 	res := make([]algorithm.Result, len(all))
 	var info TakeInfo
+	if len(reqs) > 1 {
+		ctx = WithEveryResult(ctx) // each request's decision is its own buckets'
+	}
 	for start := 0; start < len(all); start += MaxRulesPerCall {
 		end := min(start+MaxRulesPerCall, len(all))
 		step, err := l.store.Take(ctx, all[start:end], res[start:end])

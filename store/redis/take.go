@@ -53,7 +53,13 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	sent := s.cfg.Now()
 	if s.deny != nil {
 		if info, ok := s.deny.DenyLocally(ops, res, sent); ok {
-			return info, nil
+			if !limiter.EveryResult(ctx) {
+				return info, nil
+			}
+			// A cached denial reads no other bucket of the call, and the
+			// caller wants every op's result (limiter.WithEveryResult):
+			// Redis decides, and the cache did not.
+			s.deny.hits.Add(-1)
 		}
 	}
 	b := s.bufs.Get().(*callBuf)
