@@ -120,7 +120,9 @@ type Metrics struct {
 	namer      ErrorNamer // the instrumented store's, if any: set before serving
 
 	cache atomic.Pointer[ruleCache]
-	mu    sync.Mutex // serializes SetRules
+	mu    sync.Mutex // serializes SetRules and SetEnvoyKeys
+
+	envoy *envoyVecs // envoyproxy/ratelimit's statistics (envoy.go)
 }
 
 // ruleCache holds the decision counters of one rule set, by rule position.
@@ -174,7 +176,9 @@ func New() *Metrics {
 		Name: "sluice_store_errors_total",
 		Help: "Calls to the counter store (takes and reservations) that failed, by store and kind (timeout, canceled, network, redis, reply, too_many_rules, other).",
 	}, []string{"store", "kind"})
+	m.envoy = newEnvoyVecs()
 	m.reg.MustRegister(m.decisions, decideTime, m.rlsCodes, m.revision, m.storeTime, m.storeErrs,
+		m.envoy.total, m.envoy.over, m.envoy.near, m.envoy.within, m.envoy.shadow,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.cache.Store(m.buildCache(nil, nil))

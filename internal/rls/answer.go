@@ -66,6 +66,27 @@ func CurrentLimit(r *rules.Compiled) *rlsv3.RateLimitResponse_RateLimit {
 	return rl
 }
 
+// DescriptorKey names the descriptor key of r in the statistics: for a
+// rule on descriptor entries, its entries as envoyproxy/ratelimit names
+// them ("kind_promo.phone": each key, with _ and its value when it has
+// one, joined by "."), else the rule's id.
+func DescriptorKey(r *rules.Compiled) string {
+	if len(r.Match.Entries) == 0 {
+		return r.ID
+	}
+	var b []byte
+	for i, e := range r.Match.Entries {
+		if i > 0 {
+			b = append(b, '.')
+		}
+		b = append(b, e.Key...)
+		if e.Value != "" {
+			b = append(append(b, '_'), e.Value...)
+		}
+	}
+	return string(b)
+}
+
 func clampU32(n int64) uint32 { return uint32(min(max(n, 0), math.MaxUint32)) }
 
 // descriptorStatus returns the DescriptorStatus of d: OVER_LIMIT when it denies, the

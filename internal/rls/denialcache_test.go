@@ -28,7 +28,8 @@ func TestDenialCacheReportsTheOthers(t *testing.T) {
 		resp := e.call(t, req)
 		b := resp.Statuses[1]
 		reset := b.GetDurationUntilReset().AsDuration()
-		if resp.OverallCode != over || b.Code != ok || b.LimitRemaining != 8 || reset <= 0 || reset > time.Minute {
+		// 8, or 9 in a new minute's window, had the calls crossed one.
+		if resp.OverallCode != over || b.Code != ok || b.LimitRemaining != 8 && b.LimitRemaining != 9 || reset <= 0 || reset > time.Minute {
 			t.Errorf("call %d = %v, b %v; want OVER_LIMIT, b OK with 8 remaining (what would be left had the call passed) and a reset within a minute",
 				i, resp.OverallCode, b)
 		}

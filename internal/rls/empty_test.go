@@ -51,8 +51,8 @@ descriptors:
 // all of them.
 func TestEmptyDescriptor(t *testing.T) {
 	set := &rules.Set{Rules: []rules.Rule{
-		{ID: "per-ip", Limit: 1, Window: minute, By: rules.ByIP},
-		{ID: "phone", Limit: 1, Window: minute, By: "entry:phone", Match: rules.Match{Domain: "sms", Entries: []rules.Entry{{Key: "phone"}}}},
+		{ID: "per-ip", Limit: 1, Window: rules.Duration(time.Hour), By: rules.ByIP},
+		{ID: "phone", Limit: 1, Window: rules.Duration(time.Hour), By: "entry:phone", Match: rules.Match{Domain: "sms", Entries: []rules.Entry{{Key: "phone"}}}},
 	}}
 	empty := &ratelimitv3.RateLimitDescriptor{}
 	for _, tt := range []struct {

@@ -48,16 +48,19 @@ func TestEnvoyHeadersPickAsEnvoyproxy(t *testing.T) {
 	set := &rules.Set{Rules: []rules.Rule{
 		{ID: "a", Match: rules.Match{Domain: "d", Entries: []rules.Entry{{Key: "a"}}}, By: "entry:a", Limit: 10, Window: minute, Algorithm: algorithm.FixedWindow},
 		{ID: "b", Match: rules.Match{Domain: "d", Entries: []rules.Entry{{Key: "b"}}}, By: "entry:b", Limit: 3, Window: rules.Duration(time.Hour), Algorithm: algorithm.FixedWindow},
-		{ID: "c", Match: rules.Match{Domain: "d", Entries: []rules.Entry{{Key: "c"}}}, By: "entry:c", Limit: 3, Window: minute, Algorithm: algorithm.FixedWindow},
+		{ID: "c", Match: rules.Match{Domain: "d", Entries: []rules.Entry{{Key: "c"}}}, By: "entry:c", Limit: 4, Window: minute, Algorithm: algorithm.FixedWindow},
 	}}
 	e := newEnvWith(t, set, func(c *rls.Config) {
 		*c = rls.Config{EnvoyHeaders: true, EnvoyLimitHeader: "X-Lim", EnvoyRemainingHeader: "X-Rem", EnvoyResetHeader: "X-Reset"}
 	})
-	// b and c both leave 2: the first of them, b (an hour), is picked.
-	resp := e.call(t, request("d", desc("a", "1"), desc("b", "1"), desc("c", "1")))
+	// b (3) and c (4, a call of 2) both leave 2: the first of them, b, is
+	// picked.
+	two := desc("c", "1")
+	two.HitsAddend = wrapperspb.UInt64(2)
+	resp := e.call(t, request("d", desc("a", "1"), desc("b", "1"), two))
 	h := hdrs(resp)
-	if reset, _ := strconv.Atoi(h.Get("X-Reset")); len(resp.ResponseHeadersToAdd) != 3 || h.Get("X-Lim") != "3" || h.Get("X-Rem") != "2" || reset <= 60 {
-		t.Errorf("headers %v, want exactly X-Lim 3, X-Rem 2 and X-Reset of b (an hour)", resp.ResponseHeadersToAdd)
+	if reset, _ := strconv.Atoi(h.Get("X-Reset")); len(resp.ResponseHeadersToAdd) != 3 || h.Get("X-Lim") != "3" || h.Get("X-Rem") != "2" || reset < 1 || reset > 3600 {
+		t.Errorf("headers %v, want exactly X-Lim 3, X-Rem 2 and X-Reset of b", resp.ResponseHeadersToAdd)
 	}
 	// c over its limit (a cost of 3 where 2 remain): it is picked, though
 	// b leaves as few and comes first.
@@ -65,8 +68,8 @@ func TestEnvoyHeadersPickAsEnvoyproxy(t *testing.T) {
 	hits.HitsAddend = wrapperspb.UInt64(3)
 	resp = e.call(t, request("d", desc("a", "1"), desc("b", "2"), hits))
 	h = hdrs(resp)
-	if reset, _ := strconv.Atoi(h.Get("X-Reset")); resp.OverallCode != over || h.Get("X-Lim") != "3" || h.Get("X-Rem") != "2" || reset > 60 || reset < 1 {
-		t.Errorf("= %v, headers %v; want OVER_LIMIT with c's X-Lim 3, X-Rem 2, X-Reset within a minute", resp.OverallCode, resp.ResponseHeadersToAdd)
+	if reset, _ := strconv.Atoi(h.Get("X-Reset")); resp.OverallCode != over || h.Get("X-Lim") != "4" || h.Get("X-Rem") != "2" || reset > 60 || reset < 1 {
+		t.Errorf("= %v, headers %v; want OVER_LIMIT with c's X-Lim 4, X-Rem 2, X-Reset within a minute", resp.OverallCode, resp.ResponseHeadersToAdd)
 	}
 }
 

@@ -20,6 +20,7 @@ package rls
 import (
 	"context"
 	"log/slog"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,10 @@ type Config struct {
 	// LIMIT_RESET_HEADER). Default RateLimit-Limit, RateLimit-Remaining
 	// and RateLimit-Reset, its defaults.
 	EnvoyLimitHeader, EnvoyRemainingHeader, EnvoyResetHeader string
+	// NearLimitRatio is the share of a limit past which allowed hits count
+	// as near the limit in the statistics (envoyproxy/ratelimit's
+	// NEAR_LIMIT_RATIO). Default 0.8.
+	NearLimitRatio float64
 }
 
 // Server implements RateLimitService over a counter store. Rules are put
@@ -103,6 +108,7 @@ type views struct {
 	root   *limiter.Limiter
 	by     map[string]*limiter.Limiter
 	limits []*rlsv3.RateLimitResponse_RateLimit // CurrentLimit of each rule, by Seq
+	stats  []*metrics.EnvoyStats                // statistics of each limited rule, by Seq (nil without Config.Metrics)
 	ix     *rules.Index
 	// entries: some enabled rule matches on descriptor entries or is keyed
 	// by one, so each descriptor is decided with its own entries, never
@@ -115,6 +121,9 @@ type views struct {
 func New(store limiter.Store, cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NearLimitRatio <= 0 || cfg.NearLimitRatio > 1 {
+		cfg.NearLimitRatio = 0.8
 	}
 	for _, h := range [...]struct {
 		name *string
@@ -164,6 +173,19 @@ func (s *Server) SetRules(ix *rules.Index) {
 	}
 	rs := ix.Rules()
 	vs.limits = make([]*rlsv3.RateLimitResponse_RateLimit, len(rs))
+	var keys map[[2]string]bool
+	if m := s.cfg.Metrics; m != nil {
+		vs.stats = make([]*metrics.EnvoyStats, len(rs))
+		keys = make(map[[2]string]bool)
+		for i, r := range rs {
+			if r.IsEnabled() && !r.Unlimited {
+				k := [2]string{r.Match.Domain, DescriptorKey(r)}
+				keys[k] = true
+				vs.stats[i] = m.EnvoyStats(k[0], k[1])
+			}
+		}
+		m.SetEnvoyKeys(keys)
+	}
 	for i, r := range rs {
 		vs.limits[i] = CurrentLimit(r)
 		if !r.IsEnabled() {
@@ -183,6 +205,42 @@ func (vs *views) limiter(domain string) *limiter.Limiter {
 		return l
 	}
 	return vs.root
+}
+
+// count adds a decision of cost to the statistics of its rule, as
+// envoyproxy/ratelimit counts a descriptor's hits: all of them in total;
+// those of a denial (a shadow rule's that would have denied included)
+// over the limit, and also shadow mode for a shadow rule; those of an
+// allowed call within the limit, and those of them past NearLimitRatio
+// of the limit also near it. A denied call takes nothing, so all its hits
+// are over the limit. Nothing for a decision without a rule or by a
+// descriptor's own limit.
+func (s *Server) count(vs *views, d *limiter.Decision, cost int64) {
+	if vs.stats == nil || d.Rule == nil || d.Rule.Seq >= len(vs.stats) || vs.ix.Rules()[d.Rule.Seq] != d.Rule {
+		return
+	}
+	st := vs.stats[d.Rule.Seq]
+	if st == nil {
+		return
+	}
+	c := float64(cost)
+	st.Total.Add(c)
+	if !d.Allowed || d.ShadowDenied == d.Rule.ID {
+		st.Over.Add(c)
+		if d.Rule.Shadow {
+			st.Shadow.Add(c)
+		}
+		return
+	}
+	st.Within.Add(c)
+	// The count after the call and before it, as a fixed window's.
+	after := d.Limit - max(d.Remaining, 0)
+	before := after - cost
+	// In float32, as envoyproxy/ratelimit computes it.
+	near := int64(math.Floor(float64(float32(d.Limit) * float32(s.cfg.NearLimitRatio))))
+	if after > near {
+		st.Near.Add(float64(after - max(near, before)))
+	}
 }
 
 // limit returns the cached CurrentLimit of r, nil when r is not of this
@@ -345,6 +403,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			return nil, limiter.Decision{}, s.unavailable(ctx, err)
 		}
 		s.noteTooMany(req, &d)
+		s.count(vs, &d, cost(&c.req))
 		st := &a.st
 		fillStatus(st, &a.dur, &d, vs.limit(d.Rule))
 		for i := range statuses {
@@ -368,6 +427,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	for i := range ds {
 		d := &ds[i]
 		s.noteTooMany(req, d)
+		s.count(vs, d, cost(&live[i].req))
 		statuses[i] = descriptorStatus(d, vs.limit(d.Rule))
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -381,6 +441,14 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	}
 	s.addHeaders(resp, &ds[best], &a.headers, statuses)
 	return resp, ds[best], nil
+}
+
+// cost returns the hits of req: its cost, 0 for a check without taking.
+func cost(req *limiter.Request) int64 {
+	if req.Peek {
+		return 0
+	}
+	return max(req.Cost, 1)
 }
 
 // countLive returns the number of calls of descriptors with entries.
