@@ -136,9 +136,8 @@ type answer struct {
 // headerBlock holds the header values addHeaders writes, and room for
 // addEnvoyHeaders' three.
 type headerBlock struct {
-	vals  [len(headerNames)]corev3.HeaderValue
-	envoy [3]corev3.HeaderValue
-	ptrs  [len(headerNames) + 3]*corev3.HeaderValue
+	vals [len(headerNames)]corev3.HeaderValue
+	ptrs [len(headerNames) + 3]*corev3.HeaderValue
 }
 
 // headerNames are the quota headers (docs/api.md) in the order they are sent, with
@@ -250,8 +249,7 @@ func envoyPick(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) *rlsv3.Rate
 func (s *Server) addEnvoyHeaders(resp *rlsv3.RateLimitResponse, st *rlsv3.RateLimitResponse_DescriptorStatus, hb *headerBlock) {
 	reset := st.GetDurationUntilReset().AsDuration()
 	secs := int64((reset + time.Second - 1) / time.Second)
-	vals := &hb.envoy
-	*vals = [3]corev3.HeaderValue{
+	vals := &[3]corev3.HeaderValue{ // only with EnvoyHeaders: not in every answer's memory
 		{Key: s.cfg.EnvoyLimitHeader, Value: strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)},
 		{Key: s.cfg.EnvoyRemainingHeader, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
 		{Key: s.cfg.EnvoyResetHeader, Value: strconv.FormatInt(max(secs, 0), 10)},

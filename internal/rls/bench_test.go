@@ -20,7 +20,7 @@ import (
 // 100-per-second rule by user and a 100,000-user keyspace of requests.
 func benchServer(b *testing.B) (*rls.Server, []*rlsv3.RateLimitRequest) {
 	m := metrics.New()
-	srv := rls.New(m.Store("memory", limitertest.Store(b, memory.DefaultConfig())), rls.Config{Metrics: m})
+	srv := rls.New(m.Store("memory", limitertest.Store(b, memory.DefaultConfig())), rls.Config{Metrics: m, QuotaHeaders: true})
 	ix := limitertest.Compile(b, &rules.Set{Rules: []rules.Rule{
 		{ID: "per-user", Limit: 100, Window: rules.Duration(time.Second), By: rules.ByUser},
 	}})
