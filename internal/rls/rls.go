@@ -8,11 +8,14 @@
 // are the check's fields, hits_addend its cost, the request's domain picks
 // the rules); the descriptors of one request are decided all or nothing,
 // united into one check when they agree and taken in one atomic operation
-// when they do not (limiter.CheckMany); the answer has one status per
-// descriptor and the quota headers of the most restrictive decision. A
-// request Envoy's configuration got wrong is codes.InvalidArgument naming
-// the field, a store that cannot decide codes.Unavailable; no value a
-// caller controls ends in an error Envoy could turn into "allow".
+// when they do not (limiter.CheckMany); an API key nobody registered is
+// no caller, as in the gateway; a descriptor without entries is OK and
+// counts nothing. The answer has one status per descriptor and, by
+// default, no header and no body, as envoyproxy/ratelimit's (Config says
+// which headers to add). A request Envoy's configuration got wrong is
+// codes.InvalidArgument naming the field, a store that cannot decide
+// codes.Unavailable; no value a caller controls ends in an error Envoy
+// could turn into "allow".
 //
 // The mapping, the answer and every case in full: docs/envoy.md.
 package rls
