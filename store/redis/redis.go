@@ -386,11 +386,11 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 			// a call it did not get, never the other way round. Within the
 			// call's deadline if it can; else in the background, so that the
 			// decision is never held up by it.
-			if err := s.refund.Exec(ctx, s.client, keys, args).Error(); err != nil && ctx.Err() != nil {
+			if err := s.giveBackRun(ctx, keys, args); err != nil && ctx.Err() != nil {
 				go func() {
 					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 					defer cancel()
-					s.refund.Exec(rctx, s.client, keys, args)
+					s.giveBackRun(rctx, keys, args)
 				}()
 			}
 		}
@@ -403,6 +403,15 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 	}
 }
 
+// giveBackRun runs refund.lua over keys, again while a slot's move answers
+// TRYAGAIN (see run), until ctx ends.
+func (s *Store) giveBackRun(ctx context.Context, keys, args []string) error {
+	_, err := again(ctx, 0, func() (string, error) {
+		return "", s.refund.Exec(ctx, s.client, keys, args).Error()
+	})
+	return err
+}
+
 // Probe reports whether the store answers for client's buckets: a read of
 // a key with client's hash tag, so that on a cluster the shard serving the
 // client must answer (a PING could reach any node). It goes over a
@@ -411,14 +420,68 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 // the pipelined decisions, so its time is Redis's and the network's, not
 // this process's queues'. The connection is kept for the next probe.
 // Connecting it may take up to DialTimeout whatever ctx says.
+//
+// On a cluster the probe follows MOVED and ASK as a decision does: a slot
+// that moved, or is moving, to another master is that master's to answer
+// for (the dedicated connection does not follow them by itself).
 func (s *Store) Probe(ctx context.Context, client string) error {
 	key := s.Key(client, "probe")
 	dc, release := s.client.Dedicate()
-	defer release()
-	if err := dc.Do(ctx, dc.B().Exists().Key(key).Build()).Error(); err != nil {
+	err := dc.Do(ctx, dc.B().Exists().Key(key).Build()).Error()
+	release()
+	for range maxRedirects {
+		addr, ask := redirect(err)
+		if addr == "" {
+			break
+		}
+		err = s.probeAt(ctx, addr, key, ask)
+	}
+	if err != nil {
 		return fmt.Errorf("redis: probe: %w", err)
 	}
 	return nil
+}
+
+// maxRedirects bounds the MOVED and ASK replies a probe follows: a slot
+// moves from one master to one other at a time, so two is the most a
+// healthy cluster gives; more is a topology that changes under the probe.
+const maxRedirects = 3
+
+// redirect returns the address of a MOVED or ASK reply err, and whether it
+// is ASK; "" for any other error.
+func redirect(err error) (addr string, ask bool) {
+	rerr, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return "", false
+	}
+	if addr, ok := rerr.IsMoved(); ok {
+		return addr, false
+	}
+	if addr, ok := rerr.IsAsk(); ok {
+		return addr, true
+	}
+	return "", false
+}
+
+// probeAt reads key on the node at addr on a dedicated connection of that
+// node, after ASKING when ask. A node the client does not know yet (a
+// master that just joined) is asked through the client's own connections,
+// which follow the redirect themselves.
+func (s *Store) probeAt(ctx context.Context, addr, key string, ask bool) error {
+	n, ok := s.client.Nodes()[addr]
+	if !ok {
+		return s.client.Do(ctx, s.client.B().Exists().Key(key).Build()).Error()
+	}
+	dc, release := n.Dedicate()
+	defer release()
+	if !ask {
+		return dc.Do(ctx, dc.B().Exists().Key(key).Build()).Error()
+	}
+	rs := dc.DoMulti(ctx, dc.B().Asking().Build(), dc.B().Exists().Key(key).Build())
+	if err := rs[0].Error(); err != nil {
+		return err
+	}
+	return rs[1].Error()
 }
 
 // Announce registers instance id as live for ttl in the sorted set
