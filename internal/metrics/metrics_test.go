@@ -313,6 +313,17 @@ func TestInstrument(t *testing.T) {
 	if got := fams["sluice_store_duration_seconds"].GetMetric(); len(got) != 1 || got[0].GetLabel()[0].GetValue() != "failover" {
 		t.Errorf("sluice_store_duration_seconds = %v, want store=failover", got)
 	}
+	// One shard while not connected: the whole store's, open, with the
+	// decision made locally.
+	for name, want := range map[string]string{
+		"sluice_store_shard_breaker_open":           "shard=all 1",
+		"sluice_store_shard_local_decisions_total":  "shard=all 1",
+		"sluice_store_shard_breaker_openings_total": "shard=all 0",
+	} {
+		if got := strings.Join(series(fams[name]), ";"); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
 }
 
 func TestWatchers(t *testing.T) {

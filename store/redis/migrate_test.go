@@ -93,3 +93,29 @@ func TestClusterMigration(t *testing.T) {
 		}
 	})
 }
+
+// TestShard: each client's shard is the master serving its slot, by
+// CLUSTER SLOTS; on a standalone server there is one shard, "".
+func TestShard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	c := redistest.StartCluster(t, 3, 0)
+	s := openStore(t, nil, c.Addrs()...)
+	seen := map[string]bool{}
+	for i := range 30 {
+		client := "user:shard-" + string(rune('a'+i))
+		want := c.MasterOf(t, s.Key(client, "r")).Addr()
+		if got := s.Shard(client); got != want {
+			t.Fatalf("Shard(%s) = %q, want %q (CLUSTER KEYSLOT and NODES)", client, got, want)
+		}
+		seen[want] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("30 clients on %d shards, want 3", len(seen))
+	}
+	srv := redistest.Start(t)
+	if got := openStore(t, nil, srv.Addr()).Shard("user:a"); got != "" {
+		t.Errorf("Shard on a standalone server = %q, want \"\"", got)
+	}
+}

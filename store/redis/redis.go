@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -162,10 +163,12 @@ type Store struct {
 	announce *rueidis.Lua
 	deny     *DenialCache // nil: no cache
 	bufs     sync.Pool
-	cluster  bool     // a Redis Cluster: one script per client, refunds across shards
-	fcall    bool     // take.lua is a function library on every node: FCALL, not EVALSHA
-	batch    *batcher // standalone, MaxBatch > 1: calls share script runs
-	rbatch   *batcher // the same for reservations (reserve.lua's runs)
+	cluster  bool                    // a Redis Cluster: one script per client, refunds across shards
+	fcall    bool                    // take.lua is a function library on every node: FCALL, not EVALSHA
+	batch    *batcher                // standalone, MaxBatch > 1: calls share script runs
+	rbatch   *batcher                // the same for reservations (reserve.lua's runs)
+	slots    atomic.Pointer[slotMap] // a cluster's masters by slot (see Shard)
+	slotsAt  atomic.Int64            // Unix ns of the last reading of slots
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -248,6 +251,10 @@ func New(cfg Config) (*Store, error) {
 		}
 	}
 	s.fcall = !cfg.Evalsha && s.loadLibrary(ctx)
+	if s.cluster {
+		s.slotsAt.Store(time.Now().UnixNano())
+		s.readSlots()
+	}
 	// Open the probes' connection now (see Probe): connecting it under
 	// load can take longer than a probe may, and is not Redis's slowness.
 	s.Probe(ctx, "sluice-probe") //nolint:errcheck // a probe that fails now is made again when needed
