@@ -178,7 +178,9 @@ func (c *Cluster) Addrs() []string {
 
 // StartCluster starts masters×(1+replicas) nodes and joins them with
 // `redis-cli --cluster create … --cluster-replicas R --cluster-yes`, then
-// waits until every node reports cluster_state:ok.
+// waits until every node reports cluster_state:ok. The nodes serve the
+// slots they hold while another master is failed
+// (cluster-require-full-coverage no, as docs/failure.md advises).
 func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 	t.Helper()
 	lookup(t, "redis-cli")
@@ -189,6 +191,7 @@ func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "1000",
 			"--cluster-replica-validity-factor", "0",
+			"--cluster-require-full-coverage", "no",
 		))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
