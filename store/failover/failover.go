@@ -17,6 +17,11 @@
 // the store's answer; when the breaker opens, every waiting call is
 // answered locally at once.
 //
+// The breaker is kept per shard when the Primary has shards (Sharder: a
+// Redis Cluster's masters): a shard that fails sends only its own callers
+// to the local fallback. The local fallback keeps its buckets across
+// openings, so a caller does not get a fresh local allowance at each.
+//
 // Worst-case over-admission while degraded: each of N instances admits up to
 // ceil(burst/N) calls at once and ceil(limit/N) per window, so the fleet
 // together admits at most one extra burst plus limit per window (plus N for
@@ -82,7 +87,10 @@ type Config struct {
 	ProbeTimeout time.Duration
 	// MaxWait bounds a call to the shared store that the probes say is
 	// answering: past it the call is answered locally and makes the breaker
-	// probe again. Default 1s (rueidis drops a connection silent that long).
+	// probe again. It is this process's running time (ten ticks, each worth
+	// a tenth however late), so that a process the OS stopped does not
+	// answer locally calls Redis decided meanwhile. Default 1s (rueidis
+	// drops a connection silent that long).
 	// A caller's own deadline, when sooner, ends the wait 2 ms before it.
 	MaxWait time.Duration
 	// FailureThreshold is how many calls within 100 ms must fail with an
