@@ -492,10 +492,12 @@ func (s *Store) probeAt(ctx context.Context, addr, key string, ask bool) error {
 }
 
 // Announce registers instance id as live for ttl in the sorted set
-// sluice:instances (one key: one shard) and returns how many instances are
-// live, dropping those whose announcement expired.
+// <KeyPrefix>instances (rl:instances by default; one key: one shard) and
+// returns how many instances are live, dropping those whose announcement
+// expired. Deployments sharing a Redis under different prefixes count
+// their own instances.
 func (s *Store) Announce(ctx context.Context, id string, ttl time.Duration) (int, error) {
-	n, err := s.announce.Exec(ctx, s.client, []string{"sluice:instances"},
+	n, err := s.announce.Exec(ctx, s.client, []string{s.cfg.KeyPrefix + "instances"},
 		[]string{id, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
 	if err != nil {
 		return 0, fmt.Errorf("redis: announce: %w", err)
