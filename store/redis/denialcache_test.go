@@ -261,3 +261,26 @@ func TestDenialCacheShared(t *testing.T) {
 		t.Fatalf("new store, the wait over = %+v from %v, want allowed by Redis (which lost the bucket)", res[0], info.Source)
 	}
 }
+
+// TestDenialCacheFullShard: a new denial on a shard of the cache that is
+// full of live entries looks at a sample of them for expired ones, under
+// the shard's lock, not at all 16,384.
+func TestDenialCacheFullShard(t *testing.T) {
+	c := sredis.NewDenialCache()
+	p := paramsOf(algorithm.TokenBucket, 5, conformance.Minute)
+	denied := []algorithm.Result{{Reason: algorithm.ReasonLimited, RetryAfter: 60 * conformance.Second, ResetAfter: 60 * conformance.Second}}
+	sent := time.Now()
+	target := sredis.DenialShard(c, "user:0", "r")
+	filled := 0
+	for i := 0; filled < sredis.DenialsPerShard+1; i++ {
+		client := "user:" + strconv.Itoa(i)
+		if sredis.DenialShard(c, client, "r") != target {
+			continue
+		}
+		sredis.Remember(c, []limiter.Op{{Client: client, Rule: "r", Params: p, Cost: 1}}, denied, sent, 0)
+		filled++
+	}
+	if got := sredis.DenialSwept(c); got == 0 || got > 64 {
+		t.Errorf("one denial on a full shard looked at %d entries, want a sample (1 to 64)", got)
+	}
+}
