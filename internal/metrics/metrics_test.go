@@ -305,7 +305,7 @@ func TestInstrument(t *testing.T) {
 	if got := strings.Join(series(fams["sluice_store_breaker_state"]), ";"); got != "state=closed 0;state=connecting 1;state=open 0" {
 		t.Errorf("sluice_store_breaker_state = %q, want connecting", got)
 	}
-	for _, name := range []string{"sluice_instances", "sluice_store_local_denials_total", "sluice_store_overdue_total", "sluice_store_breaker_openings_total"} {
+	for _, name := range []string{"sluice_instances", "sluice_store_local_denials_total", "sluice_store_overdue_total", "sluice_store_breaker_openings_total", "sluice_store_refund_errors_total"} {
 		if fams[name] == nil {
 			t.Errorf("%s is not exported for the failover store", name)
 		}

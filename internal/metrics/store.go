@@ -111,6 +111,11 @@ type (
 		// trip to the shared store.
 		LocalDenials() int64
 	}
+	// RefundCounter counts the cross-shard give-backs that failed
+	// (store/redis.Store, store/failover.Store).
+	RefundCounter interface {
+		RefundErrors() int64
+	}
 	// ErrorNamer names the kind of the errors only it knows (a Redis error
 	// reply: "redis"), or says "" (store/redis.Store, store/failover.Store).
 	ErrorNamer interface {
@@ -145,6 +150,12 @@ func (m *Metrics) Instrument(st limiter.Store) *Store {
 	}
 	if b, ok := st.(ShardBreaker); ok {
 		m.WatchShards(b)
+	}
+	if r, ok := st.(RefundCounter); ok {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_store_refund_errors_total",
+			Help: "Cross-shard give-backs that failed: each left a caller charged for a call it was denied (never tried again: a refund whose answer was lost may have run).",
+		}, func() float64 { return float64(r.RefundErrors()) }))
 	}
 	if d, ok := st.(LocalDenier); ok {
 		m.WatchLocalDenials(d.LocalDenials)

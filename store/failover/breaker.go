@@ -531,8 +531,8 @@ func (s *Store) probe(sh *shard, b *primaryBox) bool {
 	}
 	s.log.Debug("failover: probe failed", "shard", sh.name, "client", client, "error", err)
 	sh.reason.Store(ptr(err.Error()))
-	if (errors.Is(err, context.DeadlineExceeded) || sh.bad >= 2) && s.noShardAnswers() && s.primary.CompareAndSwap(b, nil) {
-		b.p.Close()
+	if (errors.Is(err, context.DeadlineExceeded) || sh.bad >= 2) && s.noShardAnswers() {
+		s.drop(b)
 	}
 	return false
 }

@@ -176,6 +176,8 @@ type Store struct {
 	shards   shards       // the breakers, one per shard
 	check    chan *shard  // the shards whose health check is due
 
+	refundsBefore atomic.Int64 // RefundErrors of the Primaries dropped
+
 	mu     sync.Mutex // serializes transitions
 	stop   chan struct{}
 	done   sync.WaitGroup
@@ -350,6 +352,29 @@ func (s *Store) LocalDenials() int64 {
 		return c.Hits()
 	}
 	return 0
+}
+
+// RefundErrors returns how many of the shared store's cross-shard
+// give-backs failed (a RefundErrors method, as store/redis's has), over
+// every Primary connect made; else 0.
+func (s *Store) RefundErrors() int64 {
+	n := s.refundsBefore.Load()
+	if p, ok := s.Primary().(interface{ RefundErrors() int64 }); ok {
+		n += p.RefundErrors()
+	}
+	return n
+}
+
+// drop closes b, the shared store, when it is still the one in use: the
+// next probe connects anew.
+func (s *Store) drop(b *primaryBox) {
+	if !s.primary.CompareAndSwap(b, nil) {
+		return
+	}
+	if p, ok := b.p.(interface{ RefundErrors() int64 }); ok {
+		s.refundsBefore.Add(p.RefundErrors())
+	}
+	b.p.Close()
 }
 
 // ErrorKind names an error of the shared store as the Primary does (an

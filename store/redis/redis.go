@@ -156,19 +156,20 @@ func DefaultConfig() Config {
 
 // Store is the shared counter store. Safe for concurrent use; use New.
 type Store struct {
-	cfg      Config
-	client   rueidis.Client
-	take     *rueidis.Lua
-	refund   *rueidis.Lua
-	announce *rueidis.Lua
-	deny     *DenialCache // nil: no cache
-	bufs     sync.Pool
-	cluster  bool                    // a Redis Cluster: one script per client, refunds across shards
-	fcall    bool                    // take.lua is a function library on every node: FCALL, not EVALSHA
-	batch    *batcher                // standalone, MaxBatch > 1: calls share script runs
-	rbatch   *batcher                // the same for reservations (reserve.lua's runs)
-	slots    atomic.Pointer[slotMap] // a cluster's masters by slot (see Shard)
-	slotsAt  atomic.Int64            // Unix ns of the last reading of slots
+	cfg        Config
+	client     rueidis.Client
+	take       *rueidis.Lua
+	refund     *rueidis.Lua
+	announce   *rueidis.Lua
+	deny       *DenialCache // nil: no cache
+	bufs       sync.Pool
+	cluster    bool                    // a Redis Cluster: one script per client, refunds across shards
+	fcall      bool                    // take.lua is a function library on every node: FCALL, not EVALSHA
+	batch      *batcher                // standalone, MaxBatch > 1: calls share script runs
+	rbatch     *batcher                // the same for reservations (reserve.lua's runs)
+	slots      atomic.Pointer[slotMap] // a cluster's masters by slot (see Shard)
+	slotsAt    atomic.Int64            // Unix ns of the last reading of slots
+	refundErrs atomic.Int64            // cross-shard give-backs that failed
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -339,6 +340,11 @@ func (s *Store) LocalDenials() int64 {
 	return s.deny.Hits()
 }
 
+// RefundErrors returns how many cross-shard give-backs failed (see
+// Take): each left a caller charged for a call it was denied, until its
+// bucket refills.
+func (s *Store) RefundErrors() int64 { return s.refundErrs.Load() }
+
 // ErrorKind names the errors only Redis makes, for metrics: "redis" for an
 // error reply, "network" for a client closing or unable to connect; "" for
 // any other error.
@@ -389,16 +395,13 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 				strconv.FormatInt(op.Cost, 10))
 		}
 		if len(keys) > 0 {
-			// Best effort: a refund that fails leaves the caller charged for
-			// a call it did not get, never the other way round. Within the
-			// call's deadline if it can; else in the background, so that the
-			// decision is never held up by it.
-			if err := s.giveBackRun(ctx, keys, args); err != nil && ctx.Err() != nil {
-				go func() {
-					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-					defer cancel()
-					s.giveBackRun(rctx, keys, args)
-				}()
+			// Within the call's deadline, so that the decision is never
+			// held up by it. A refund that fails leaves the caller charged
+			// for a call it did not get, never the other way round: it is
+			// counted, and not tried again, since one whose answer was
+			// lost may have run, and a second would give back twice.
+			if err := s.giveBackRun(ctx, keys, args); err != nil {
+				s.refundErrs.Add(1)
 			}
 		}
 	}
