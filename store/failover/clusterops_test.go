@@ -91,7 +91,7 @@ func startInstances(t *testing.T, c *redistest.Cluster) ([]*failover.Store, []*l
 		cfg.DialTimeout = time.Second
 		cfg.Denials = sredis.NewDenialCache()
 		fo := failover.New(func(ctx context.Context) (failover.Primary, error) {
-			s, err := sredis.New(cfg)
+			s, err := sredis.New(ctx, cfg)
 			if err != nil {
 				return nil, err
 			}
@@ -99,8 +99,14 @@ func startInstances(t *testing.T, c *redistest.Cluster) ([]*failover.Store, []*l
 		}, failover.Config{Instances: opsInstances, ProbeInterval: 100 * time.Millisecond, Timeout: storeTimeout,
 			Logger: testLogger(), Denials: cfg.Denials})
 		t.Cleanup(func() { fo.Close() })
-		if st, reason := fo.State(); st != failover.Closed {
-			t.Fatalf("instance not connected: %s (%s)", st, reason)
+		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+			st, reason := fo.State()
+			if st == failover.Closed {
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("instance not connected 10 s after start: %s (%s)", st, reason)
+			}
 		}
 		fos = append(fos, fo)
 		ls = append(ls, limitertest.Over(t, fo, opsRules))

@@ -91,7 +91,7 @@ func newFailoverWith(t *testing.T, edit func(*sredis.Config, *failover.Config), 
 		edit(&cfg, &fcfg)
 	}
 	fo := failover.New(func(ctx context.Context) (failover.Primary, error) {
-		s, err := sredis.New(cfg)
+		s, err := sredis.New(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -23,7 +23,7 @@ func TestClusterMigration(t *testing.T) {
 		t.Skip("starts a Redis Cluster")
 	}
 	c := redistest.StartCluster(t, 3, 0)
-	s := openStore(t, func(cfg *sredis.Config) { cfg.DenialCache = false }, c.Addrs()...)
+	s := openStore(t, func(cfg *sredis.Config) { cfg.NoDenialCache = true }, c.Addrs()...)
 	ctx := context.Background()
 	// migrating starts moving the slot of client's keys to another master
 	// and finishes the move when the test ends.

@@ -73,7 +73,8 @@ var (
 	ErrReply = fmt.Errorf("redis: unexpected reply: %w", limiter.ErrStoreReply)
 )
 
-// Config configures a Store. Use DefaultConfig and set Addrs.
+// Config configures a Store: set Addrs; every other field's zero value is
+// its default (DefaultConfig spells them out). New checks it (Validate).
 type Config struct {
 	// Addrs are host:port seeds. One address of a standalone server, or any
 	// nodes of a cluster: a cluster is detected automatically.
@@ -87,14 +88,16 @@ type Config struct {
 	DialTimeout time.Duration
 	// KeyPrefix starts every key. Default "rl:".
 	KeyPrefix string
-	// DenialCache enables the exact local denial cache (see DenialCache).
-	// Default true.
-	DenialCache bool
-	// Denials, when set, is the denial cache the store uses (DenialCache
-	// is then ignored): give the same cache to every Store made for one
-	// Redis, so that what Redis said outlives a client that is dropped and
-	// made anew (the failover store reconnects that way). Default nil: a
-	// cache of the store's own when DenialCache is true.
+	// NoDenialCache turns the exact local denial cache off (see
+	// DenialCache): every call then goes to Redis. Default false: the
+	// cache is on, and an abusive caller costs Redis nothing until its
+	// bucket could pass again.
+	NoDenialCache bool
+	// Denials, when set, is the denial cache the store uses
+	// (NoDenialCache is then ignored): give the same cache to every Store
+	// made for one Redis, so that what Redis said outlives a client that
+	// is dropped and made anew (the failover store reconnects that way).
+	// Default nil: a cache of the store's own, unless NoDenialCache.
 	Denials *DenialCache
 	// Now is the clock of the denial cache: when a request was sent, and
 	// whether a cached denial is over. Default time.Now (monotonic). A
@@ -129,6 +132,17 @@ type Config struct {
 	// batching (MaxBatch 1, a cluster) it has no effect. See docs/redis.md,
 	// "Coalescing at moderate load".
 	BatchWait time.Duration
+	// RawIO makes the plain-TCP connections to Redis read and write with
+	// system calls the Go scheduler is not told of, on Linux (TLS
+	// connections are the client's own whatever it says). A write on
+	// loopback can run longer than the runtime's 20 µs monitor tick; told
+	// of, it has its thread's processor handed over and keeps the monitor
+	// waking (see docs/redis.md, "Socket calls"). The trade: a raw call
+	// cannot be preempted or handed over while it is in the kernel, so a
+	// slow one holds its processor as running Go code would. Default
+	// false; sluice's own binaries turn it on. SLUICE_RAW_IO=0 in the
+	// environment turns raw calls off everywhere, this field included.
+	RawIO bool
 	// Evalsha runs take.lua with EVALSHA even where the server has Redis
 	// functions (Redis 7 and later), where it is otherwise loaded once as a
 	// function library and run with FCALL. Servers older than 7, and
@@ -148,10 +162,48 @@ type Config struct {
 // MaxBatchWait is the longest Config.BatchWait.
 const MaxBatchWait = 10 * time.Millisecond
 
-// DefaultConfig returns the defaults, without addresses.
-func DefaultConfig() Config {
-	return Config{DialTimeout: 2 * time.Second, KeyPrefix: "rl:", DenialCache: true,
-		MaxBatch: 64, BatchConcurrency: 4}
+// DefaultConfig returns the defaults, without addresses: what New makes of
+// a Config's zero fields.
+func DefaultConfig() Config { return Config{}.withDefaults() }
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 2 * time.Second
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = "rl:"
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 64
+	}
+	if c.BatchConcurrency == 0 {
+		c.BatchConcurrency = 4
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports the first field of c that cannot work, naming it and
+// what it takes; nil when c can be used (zero fields take their defaults).
+func (c Config) Validate() error {
+	switch {
+	case len(c.Addrs) == 0:
+		return errors.New("redis: Config.Addrs is empty: give a standalone server's host:port, or any nodes of a cluster")
+	case c.DialTimeout < 0:
+		return fmt.Errorf("redis: Config.DialTimeout %s: want 0 (the default, 2s) or more", c.DialTimeout)
+	case c.MaxBatch < 0:
+		return fmt.Errorf("redis: Config.MaxBatch %d: want 0 (the default, 64), 1 (no batching) or more", c.MaxBatch)
+	case c.BatchConcurrency < 0:
+		return fmt.Errorf("redis: Config.BatchConcurrency %d: want 0 (the default, 4) or more", c.BatchConcurrency)
+	case c.FlushDelay < 0 || c.FlushDelay > time.Second:
+		return fmt.Errorf("redis: FlushDelay %s: want 0 (write at once) up to 1s; a few hundred µs at most is useful", c.FlushDelay)
+	case c.BatchWait < 0 || c.BatchWait > MaxBatchWait:
+		return fmt.Errorf("redis: BatchWait %s: want 0 (no window) up to %s", c.BatchWait, MaxBatchWait)
+	}
+	return nil
 }
 
 // Store is the shared counter store. Safe for concurrent use; use New.
@@ -174,31 +226,23 @@ type Store struct {
 
 var _ limiter.Store = (*Store)(nil)
 
-// New connects to the Redis server or cluster at cfg.Addrs. It fails, within
-// DialTimeout, with an error naming the addresses and what went wrong.
-func New(cfg Config) (*Store, error) {
-	if len(cfg.Addrs) == 0 {
-		return nil, errors.New("redis: no address")
+// New connects to the Redis server or cluster at cfg.Addrs and loads the
+// scripts on every node. It fails, within DialTimeout or when ctx ends,
+// with an error naming the addresses and what went wrong: cfg refused
+// (Validate), no connection, or a node that refuses SCRIPT LOAD (an ACL
+// without the scripting commands sluice needs).
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = 2 * time.Second
-	}
-	if cfg.KeyPrefix == "" {
-		cfg.KeyPrefix = "rl:"
-	}
-	if cfg.FlushDelay < 0 || cfg.FlushDelay > time.Second {
-		return nil, fmt.Errorf("redis: FlushDelay %s: want 0 (write at once) up to 1s; a few hundred µs at most is useful", cfg.FlushDelay)
-	}
-	if cfg.BatchWait < 0 || cfg.BatchWait > MaxBatchWait {
-		return nil, fmt.Errorf("redis: BatchWait %s: want 0 (no window) up to %s", cfg.BatchWait, MaxBatchWait)
-	}
+	cfg = cfg.withDefaults()
 	opt := rueidis.ClientOption{
 		InitAddress:      slices.Clone(cfg.Addrs), // the client shuffles it in place
 		Username:         cfg.Username,
 		Password:         cfg.Password,
 		TLSConfig:        cfg.TLS,
 		Dialer:           netDialer(cfg.DialTimeout),
-		DialCtxFn:        dial,
+		DialCtxFn:        dialer(cfg.RawIO),
 		DisableCache:     true,
 		ConnWriteTimeout: min(cfg.DialTimeout, time.Second), // also the liveness PING: a silent (half-open) connection is dropped within a second
 		ShuffleInit:      true,
@@ -221,34 +265,31 @@ func New(cfg Config) (*Store, error) {
 		refund:   rueidis.NewLuaScript(refundSource),
 		announce: rueidis.NewLuaScript(announceSource),
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	s.deny = cfg.Denials
-	if s.deny == nil && cfg.DenialCache {
+	if s.deny == nil && !cfg.NoDenialCache {
 		s.deny = NewDenialCache()
 	}
 	s.cluster = c.Mode() == rueidis.ClientModeCluster
-	if cfg.MaxBatch == 0 {
-		cfg.MaxBatch = 64
-	}
-	if cfg.BatchConcurrency <= 0 {
-		cfg.BatchConcurrency = 4
-	}
 	if !s.cluster && cfg.MaxBatch > 1 {
 		s.batch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency, cfg.BatchWait)
 		s.rbatch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency, 0) // reservations: no window
 		s.rbatch.reserve = true
 	}
-	s.cfg = cfg
 	// Load the scripts on every node now, so that the first decisions do
 	// not pay for NOSCRIPT and a compile (EVAL still covers a node that
-	// loses them: a restart, a failover, SCRIPT FLUSH).
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
+	// loses them: a restart, a failover, SCRIPT FLUSH). A node that
+	// refuses them is an error; one that does not answer in time is not (a
+	// loaded server, or a master that is down: its calls fail, and the
+	// breaker sees it; EVAL loads the scripts on first use).
+	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
-	for _, n := range c.Nodes() {
+	for addr, n := range c.Nodes() {
 		for _, src := range []string{takeSource, refundSource, announceSource, reserveSource} {
-			n.Do(ctx, n.B().ScriptLoad().Script(src).Build())
+			err := n.Do(ctx, n.B().ScriptLoad().Script(src).Build()).Error()
+			if rerr, isRedis := rueidis.IsRedisErr(err); isRedis && !notLoadedYet(rerr.Error()) {
+				c.Close()
+				return nil, fmt.Errorf("redis: SCRIPT LOAD on %s: %w: the user must be allowed SCRIPT, EVALSHA and EVAL (and FUNCTION and FCALL on Redis 7)", addr, err)
+			}
 		}
 	}
 	s.fcall = !cfg.Evalsha && s.loadLibrary(ctx)

@@ -20,7 +20,7 @@ func TestRefundErrorsCounted(t *testing.T) {
 		t.Skip("starts a Redis Cluster")
 	}
 	c := redistest.StartCluster(t, 3, 0)
-	s := openStore(t, func(cfg *sredis.Config) { cfg.DenialCache = false }, c.Addrs()...)
+	s := openStore(t, func(cfg *sredis.Config) { cfg.NoDenialCache = true }, c.Addrs()...)
 	user, ip := apart(t, c, s, "refund", "per-user", "per-ip")
 	for _, n := range c.Nodes {
 		do(t, n, "acl", "setuser", "default", "-evalsha", "-eval")
