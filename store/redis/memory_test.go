@@ -44,6 +44,9 @@ func TestExpiry(t *testing.T) {
 					// The key expires at decision + ceil(ResetAfter) + 1 s;
 					// PTTL is read up to `elapsed` ms after the decision.
 					most := (res[0].ResetAfter+999)/1000 + 1000
+					if pttl == -2 && elapsed >= most {
+						continue // expired before a slow machine read it
+					}
 					if pttl <= 0 || pttl > most || pttl < most-elapsed {
 						t.Fatalf("call %d: PTTL %d ms, want in [%d, %d]: whole again in %d µs, plus 1 s",
 							call, pttl, most-elapsed, most, res[0].ResetAfter)
