@@ -140,7 +140,7 @@ func TestLimitZeroRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := sredis.DefaultConfig()
 	cfg.Addrs = []string{srv.Addr()}
-	st, err := sredis.New(cfg)
+	st, err := sredis.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

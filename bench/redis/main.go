@@ -86,7 +86,7 @@ func main() {
 	defer gctune.Floor(uint64(*gcFloor) << 20).Stop()
 	cfg := sredis.DefaultConfig()
 	cfg.Addrs = []string{*addr}
-	cfg.DenialCache = *cache
+	cfg.NoDenialCache = !*cache
 	cfg.MaxBatch = *maxBatch
 	cfg.BatchConcurrency = *batchConc
 	cfg.Evalsha = *evalsha
@@ -117,7 +117,8 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if concurrency < 1 || keyspace < 1 || duration <= 0 {
 		return errors.New("-concurrency, -keyspace and -duration must be positive")
 	}
-	store, err := sredis.New(cfg)
+	cfg.RawIO = true // as sluice's binaries run the store
+	store, err := sredis.New(context.Background(), cfg)
 	if err != nil {
 		return err
 	}
@@ -288,7 +289,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 			command, maxWait, concurrency, load, keyspace, cfg.FlushDelay, runtime.GOMAXPROCS(0))
 	} else {
 		fmt.Printf("sluice Redis path (%s): %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d, batch wait %s, flush delay %s, GOMAXPROCS %d\n",
-			command, concurrency, load, keyspace, cfg.DenialCache, cfg.MaxBatch, cfg.BatchConcurrency, cfg.BatchWait, cfg.FlushDelay, runtime.GOMAXPROCS(0))
+			command, concurrency, load, keyspace, !cfg.NoDenialCache, cfg.MaxBatch, cfg.BatchConcurrency, cfg.BatchWait, cfg.FlushDelay, runtime.GOMAXPROCS(0))
 	}
 	fmt.Printf("  decisions     %d (%d allowed, %d denied, %d errors) in %s\n", res.Requests, res.Allowed, res.Denied, res.Errors, res.Elapsed.Round(time.Millisecond))
 	fmt.Printf("  decisions/s   %.0f\n", perSec)

@@ -58,6 +58,7 @@ func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]
 	cfg.Addrs = addrs
 	cfg.Username, cfg.Password = f.redisUser, f.redisPass
 	cfg.BatchWait = f.redisWait
+	cfg.RawIO = true // sluice's own: SLUICE_RAW_IO=0 turns it off (docs/redis.md)
 	if f.redisTLS || urlTLS || f.redisTLSCA != "" {
 		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 		if f.redisTLSCA != "" {
@@ -78,7 +79,7 @@ func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]
 	cfg.Denials = denials
 	var advised sync.Once
 	connect := func(ctx context.Context) (failover.Primary, error) {
-		st, err := sredis.New(cfg)
+		st, err := sredis.New(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}

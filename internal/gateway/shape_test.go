@@ -191,7 +191,7 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 func TestShapingHoldsUntilTheSlot(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr())
-	st, err := sredis.New(sredis.Config{Addrs: []string{proxy.Addr()}})
+	st, err := sredis.New(context.Background(), sredis.Config{Addrs: []string{proxy.Addr()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -305,13 +305,24 @@ func TestInstrument(t *testing.T) {
 	if got := strings.Join(series(fams["sluice_store_breaker_state"]), ";"); got != "state=closed 0;state=connecting 1;state=open 0" {
 		t.Errorf("sluice_store_breaker_state = %q, want connecting", got)
 	}
-	for _, name := range []string{"sluice_instances", "sluice_store_local_denials_total", "sluice_store_overdue_total", "sluice_store_breaker_openings_total"} {
+	for _, name := range []string{"sluice_instances", "sluice_store_local_denials_total", "sluice_store_overdue_total", "sluice_store_breaker_openings_total", "sluice_store_refund_errors_total"} {
 		if fams[name] == nil {
 			t.Errorf("%s is not exported for the failover store", name)
 		}
 	}
 	if got := fams["sluice_store_duration_seconds"].GetMetric(); len(got) != 1 || got[0].GetLabel()[0].GetValue() != "failover" {
 		t.Errorf("sluice_store_duration_seconds = %v, want store=failover", got)
+	}
+	// One shard while not connected: the whole store's, open, with the
+	// decision made locally.
+	for name, want := range map[string]string{
+		"sluice_store_shard_breaker_open":           "shard=all 1",
+		"sluice_store_shard_local_decisions_total":  "shard=all 1",
+		"sluice_store_shard_breaker_openings_total": "shard=all 0",
+	} {
+		if got := strings.Join(series(fams[name]), ";"); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
 	}
 }
 

@@ -95,12 +95,26 @@ type (
 		// shared store.
 		SetOnCall(fn func(d time.Duration, err error))
 	}
+	// ShardBreaker keeps a breaker per shard of the shared store
+	// (store/failover.Store over a Redis Cluster).
+	ShardBreaker interface {
+		// EachShard calls fn for each shard: its name (a master's
+		// address; "all" for a store of one shard), whether its breaker
+		// is open, its openings and the decisions its callers got
+		// without the shared store.
+		EachShard(fn func(name string, open bool, openings, local int64))
+	}
 	// LocalDenier has a local denial cache (store/redis.Store,
 	// store/failover.Store).
 	LocalDenier interface {
 		// LocalDenials is the count of calls it denied without a round
 		// trip to the shared store.
 		LocalDenials() int64
+	}
+	// RefundCounter counts the cross-shard give-backs that failed
+	// (store/redis.Store, store/failover.Store).
+	RefundCounter interface {
+		RefundErrors() int64
 	}
 	// ErrorNamer names the kind of the errors only it knows (a Redis error
 	// reply: "redis"), or says "" (store/redis.Store, store/failover.Store).
@@ -133,6 +147,15 @@ func (m *Metrics) Instrument(st limiter.Store) *Store {
 		name = "failover"
 		b.SetOnCall(m.SharedCall)
 		m.WatchBreaker(b)
+	}
+	if b, ok := st.(ShardBreaker); ok {
+		m.WatchShards(b)
+	}
+	if r, ok := st.(RefundCounter); ok {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_store_refund_errors_total",
+			Help: "Cross-shard give-backs that failed: each left a caller charged for a call it was denied (never tried again: a refund whose answer was lost may have run).",
+		}, func() float64 { return float64(r.RefundErrors()) }))
 	}
 	if d, ok := st.(LocalDenier); ok {
 		m.WatchLocalDenials(d.LocalDenials)
@@ -182,6 +205,46 @@ func (m *Metrics) WatchBreaker(b Breaker) {
 			return float64(probes - failed)
 		}))
 	}
+}
+
+// WatchShards exports, per shard of the shared store, whether its breaker
+// is open (sluice_store_shard_breaker_open), its openings
+// (sluice_store_shard_breaker_openings_total) and the decisions its
+// callers got without the store (sluice_store_shard_local_decisions_total:
+// the local fallback's and fail-closed denials), read at each scrape. The
+// shard label is a master's address ("all" for a store of one shard): as
+// many values as the cluster has masters, at most 64.
+func (m *Metrics) WatchShards(b ShardBreaker) {
+	m.reg.MustRegister(shardCollector{b})
+}
+
+var (
+	shardOpenDesc = prometheus.NewDesc("sluice_store_shard_breaker_open",
+		"1 while the circuit breaker of this shard of the shared store is open (its callers are decided locally), else 0.", []string{"shard"}, nil)
+	shardOpeningsDesc = prometheus.NewDesc("sluice_store_shard_breaker_openings_total",
+		"Times the circuit breaker of this shard of the shared store opened.", []string{"shard"}, nil)
+	shardLocalDesc = prometheus.NewDesc("sluice_store_shard_local_decisions_total",
+		"Decisions made without the shared store for callers of this shard (local fallback, and fail-closed denials).", []string{"shard"}, nil)
+)
+
+type shardCollector struct{ b ShardBreaker }
+
+func (c shardCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- shardOpenDesc
+	ch <- shardOpeningsDesc
+	ch <- shardLocalDesc
+}
+
+func (c shardCollector) Collect(ch chan<- prometheus.Metric) {
+	c.b.EachShard(func(name string, open bool, openings, local int64) {
+		v := 0.0
+		if open {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(shardOpenDesc, prometheus.GaugeValue, v, name)
+		ch <- prometheus.MustNewConstMetric(shardOpeningsDesc, prometheus.CounterValue, float64(openings), name)
+		ch <- prometheus.MustNewConstMetric(shardLocalDesc, prometheus.CounterValue, float64(local), name)
+	})
 }
 
 // ErrorKind classifies a store error for the kind label: timeout, canceled,

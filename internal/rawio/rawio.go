@@ -3,16 +3,37 @@
 // Read and Write for code that holds a socket's descriptor inside its
 // syscall.RawConn (the gateway's server loop and upstream connections),
 // and Conn for a net.Conn whose reads and writes should go that way (the
-// Redis store's connections).
+// Redis store's connections, with redis.Config.RawIO).
+//
+// One setting turns raw calls off everywhere: SLUICE_RAW_IO=0 (or false,
+// off, no) in the environment, read once at start. Read and Write are then
+// the calls the scheduler is told of, and Conn returns its connection as
+// it is. What raw calls trade: while one is in the kernel, the runtime can
+// neither preempt it nor hand its processor to another thread.
 package rawio
 
 import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 )
+
+// Enabled reports whether raw system calls are made: on Linux, unless
+// SLUICE_RAW_IO turns them off.
+func Enabled() bool { return rawCalls }
+
+// enabledBy reports whether the value of SLUICE_RAW_IO leaves raw calls on:
+// anything but 0, false, off and no (any case).
+func enabledBy(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "0", "false", "off", "no":
+		return false
+	}
+	return true
+}
 
 // Read is one read(2) of the non-blocking fd: EAGAIN when there is nothing
 // to read, 0 and nil at the end of the stream.

@@ -153,3 +153,13 @@ func TestConnEnds(t *testing.T) {
 		t.Fatalf("write to a reset peer: %v, want a *net.OpError of write", werr)
 	}
 }
+
+// TestEnabledBy: SLUICE_RAW_IO turns raw calls off with 0, false, off or
+// no, in any case; anything else (unset included) leaves them on.
+func TestEnabledBy(t *testing.T) {
+	for v, want := range map[string]bool{"": true, "1": true, "on": true, "0": false, "false": false, "OFF": false, " no ": false} {
+		if got := enabledBy(v); got != want {
+			t.Errorf("enabledBy(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

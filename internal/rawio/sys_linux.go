@@ -1,11 +1,13 @@
 package rawio
 
 import (
+	"os"
 	"syscall"
 	"unsafe"
 )
 
-const rawCalls = true
+// rawCalls: raw system calls are made unless SLUICE_RAW_IO turns them off.
+var rawCalls = enabledBy(os.Getenv("SLUICE_RAW_IO"))
 
 // sysRead and sysWrite are read(2) and write(2) on a non-blocking socket,
 // made as raw system calls: the Go scheduler is not told of them, as it
@@ -19,8 +21,22 @@ const rawCalls = true
 // under load, those wake-ups and hand-overs were the gateway's largest
 // single cost in the kernel (context switches). A raw call that is slow
 // holds its P as running Go code would.
-func sysRead(fd uintptr, p []byte) (int, error)  { return rawCall(syscall.SYS_READ, fd, p) }
-func sysWrite(fd uintptr, p []byte) (int, error) { return rawCall(syscall.SYS_WRITE, fd, p) }
+//
+// With raw calls off (SLUICE_RAW_IO=0) they are syscall.Read and
+// syscall.Write, which the scheduler is told of.
+func sysRead(fd uintptr, p []byte) (int, error) {
+	if !rawCalls {
+		return syscall.Read(int(fd), p)
+	}
+	return rawCall(syscall.SYS_READ, fd, p)
+}
+
+func sysWrite(fd uintptr, p []byte) (int, error) {
+	if !rawCalls {
+		return syscall.Write(int(fd), p)
+	}
+	return rawCall(syscall.SYS_WRITE, fd, p)
+}
 
 // rawCall is the system call trap (read or write) on fd and p.
 func rawCall(trap, fd uintptr, p []byte) (int, error) {

@@ -21,12 +21,12 @@ func BenchmarkTake(b *testing.B) {
 	srv := redistest.Start(b)
 	cfg := sredis.DefaultConfig()
 	cfg.Addrs = []string{srv.Addr()}
-	direct, err := sredis.New(cfg)
+	direct, err := sredis.New(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer direct.Close()
-	fo := failover.New(func(ctx context.Context) (failover.Primary, error) { return sredis.New(cfg) },
+	fo := failover.New(func(ctx context.Context) (failover.Primary, error) { return sredis.New(ctx, cfg) },
 		failover.Config{Instances: 1})
 	defer fo.Close()
 	for _, st := range []struct {

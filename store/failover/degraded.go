@@ -19,10 +19,10 @@ func (s *Store) newFallback() *memory.Store {
 	return m
 }
 
-// degraded decides without the shared store: fail-closed rules deny, the
-// others take from the local fallback with limits divided by the live
-// instance count.
-func (s *Store) degraded(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
+// degraded decides without the shared store, for a call to the shard sh
+// (whose count it adds to): fail-closed rules deny, the others take from
+// the local fallback with limits divided by the live instance count.
+func (s *Store) degraded(ctx context.Context, sh *shard, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
 	if s.cfg.Denials != nil {
 		if info, ok := s.cfg.Denials.DenyLocally(ops, res, s.cfg.Now()); ok {
 			s.stats.LocalDenials.Add(1)
@@ -38,6 +38,7 @@ func (s *Store) degraded(ctx context.Context, ops []limiter.Op, res []algorithm.
 			}
 			res[i] = algorithm.Result{Reason: algorithm.ReasonStoreUnavailable, RetryAfter: retry, ResetAfter: retry}
 			s.stats.Unavailable.Add(1)
+			sh.local.Add(1)
 			return limiter.TakeInfo{Now: now, Source: limiter.SourceUnavailable}, nil
 		}
 	}
@@ -53,11 +54,12 @@ func (s *Store) degraded(ctx context.Context, ops []limiter.Op, res []algorithm.
 	}
 	// Without the caller's deadline: a call whose wait for the store ended
 	// just before it is answered all the same.
-	info, err := s.fallback.Load().Take(context.WithoutCancel(ctx), local, res)
+	info, err := s.fallback.Take(context.WithoutCancel(ctx), local, res)
 	if err != nil {
 		return info, fmt.Errorf("failover: local fallback: %w", err)
 	}
 	s.stats.Fallback.Add(1)
+	sh.local.Add(1)
 	info.Source = limiter.SourceLocalFallback
 	return info, nil
 }

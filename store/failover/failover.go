@@ -17,6 +17,11 @@
 // the store's answer; when the breaker opens, every waiting call is
 // answered locally at once.
 //
+// The breaker is kept per shard when the Primary has shards (Sharder: a
+// Redis Cluster's masters): a shard that fails sends only its own callers
+// to the local fallback. The local fallback keeps its buckets across
+// openings, so a caller does not get a fresh local allowance at each.
+//
 // Worst-case over-admission while degraded: each of N instances admits up to
 // ceil(burst/N) calls at once and ceil(limit/N) per window, so the fleet
 // together admits at most one extra burst plus limit per window (plus N for
@@ -82,7 +87,10 @@ type Config struct {
 	ProbeTimeout time.Duration
 	// MaxWait bounds a call to the shared store that the probes say is
 	// answering: past it the call is answered locally and makes the breaker
-	// probe again. Default 1s (rueidis drops a connection silent that long).
+	// probe again. It is this process's running time (ten ticks, each worth
+	// a tenth however late), so that a process the OS stopped does not
+	// answer locally calls Redis decided meanwhile. Default 1s (rueidis
+	// drops a connection silent that long).
 	// A caller's own deadline, when sooner, ends the wait 2 ms before it.
 	MaxWait time.Duration
 	// FailureThreshold is how many calls within 100 ms must fail with an
@@ -160,24 +168,17 @@ type Store struct {
 
 	onCall   atomic.Pointer[func(time.Duration, error)]
 	primary  atomic.Pointer[primaryBox]
-	fallback atomic.Pointer[memory.Store]
-	state    atomic.Int32
-	window   atomic.Int64           // the failure-counting window (Unix ms / 100)
-	calls    atomic.Int64           // calls in the window
-	fails    atomic.Int64           // failed calls in the window
-	failing  atomic.Pointer[string] // the client the breaker opened on: what the prober asks about
-	suspect  atomic.Pointer[string] // the client of the last call that failed or went overdue: what the health check asks about
+	fallback *memory.Store
+	state    atomic.Int32 // Closed, or Connecting before the first connection
 	reason   atomic.Pointer[string]
 	since    atomic.Int64 // Unix ns of the last transition
 	live     atomic.Int64 // last known live instances
-	// opened is cancelled when the breaker opens: the calls waiting on the
-	// store then return at once. A new one replaces it at recovery.
-	opened   atomic.Pointer[epoch]
-	check    chan struct{}             // wakes the health check
-	probeOut atomic.Pointer[probeCall] // the probe out, if any
+	shards   shards       // the breakers, one per shard
+	check    chan *shard  // the shards whose health check is due
+
+	refundsBefore atomic.Int64 // RefundErrors of the Primaries dropped
 
 	mu     sync.Mutex // serializes transitions
-	wake   chan struct{}
 	stop   chan struct{}
 	done   sync.WaitGroup
 	closed atomic.Bool
@@ -185,7 +186,16 @@ type Store struct {
 	stats Stats
 }
 
-type primaryBox struct{ p Primary }
+type primaryBox struct {
+	p       Primary
+	sharder Sharder // p's, when it has shards
+}
+
+func box(p Primary) *primaryBox {
+	b := &primaryBox{p: p}
+	b.sharder, _ = p.(Sharder)
+	return b
+}
 
 // Stats are running counts, for metrics and /readyz.
 type Stats struct {
@@ -244,13 +254,13 @@ func New(connect func(ctx context.Context) (Primary, error), cfg Config) *Store 
 		}
 	}
 	s := &Store{cfg: cfg, connect: connect, log: cfg.Logger, memClock: memClock,
-		wake: make(chan struct{}, 1), check: make(chan struct{}, 1), stop: make(chan struct{})}
+		check: make(chan *shard, maxShards+1), stop: make(chan struct{})}
+	s.shards.whole = newShard(wholeShard)
 	s.live.Store(1)
 	if cfg.Instances > 0 {
 		s.live.Store(int64(cfg.Instances))
 	}
-	s.opened.Store(newEpoch())
-	s.fallback.Store(s.newFallback())
+	s.fallback = s.newFallback()
 	s.since.Store(cfg.Now().UnixNano())
 	if cfg.OnCall != nil {
 		s.SetOnCall(cfg.OnCall)
@@ -261,9 +271,13 @@ func New(connect func(ctx context.Context) (Primary, error), cfg Config) *Store 
 	cancel()
 	if err != nil {
 		s.setState(Connecting, err.Error())
+		whole := s.shards.whole
+		whole.reason.Store(ptr(err.Error()))
+		whole.since.Store(s.since.Load())
+		whole.state.Store(int32(Open))
 		s.log.Warn("failover: shared store unavailable at start; serving degraded until it answers", "error", err)
 	} else {
-		s.primary.Store(&primaryBox{p})
+		s.primary.Store(box(p))
 		s.setState(Closed, "")
 	}
 	s.done.Add(3)
@@ -289,13 +303,26 @@ func (s *Store) SetOnCall(fn func(d time.Duration, err error)) {
 	s.onCall.Store(&fn)
 }
 
-// State returns the breaker state and, when not closed, why.
+// State returns the breaker state and, when not closed, why: Connecting
+// before the store was first reached; Open while the breaker of any shard
+// is open (the reason names the shard on a cluster); else Closed.
 func (s *Store) State() (State, string) {
-	r := s.reason.Load()
-	if r == nil {
-		return State(s.state.Load()), ""
+	if State(s.state.Load()) == Connecting {
+		return Connecting, *s.reason.Load()
 	}
-	return State(s.state.Load()), *r
+	st, reason := Closed, ""
+	s.shards.each(func(sh *shard) {
+		if st == Closed && !sh.closed() {
+			st = Open
+			if r := sh.reason.Load(); r != nil {
+				reason = *r
+			}
+			if sh != s.shards.whole {
+				reason = "shard " + sh.name + ": " + reason
+			}
+		}
+	})
+	return st, reason
 }
 
 // Since returns when the breaker last changed state.
@@ -327,6 +354,29 @@ func (s *Store) LocalDenials() int64 {
 	return 0
 }
 
+// RefundErrors returns how many of the shared store's cross-shard
+// give-backs failed (a RefundErrors method, as store/redis's has), over
+// every Primary connect made; else 0.
+func (s *Store) RefundErrors() int64 {
+	n := s.refundsBefore.Load()
+	if p, ok := s.Primary().(interface{ RefundErrors() int64 }); ok {
+		n += p.RefundErrors()
+	}
+	return n
+}
+
+// drop closes b, the shared store, when it is still the one in use: the
+// next probe connects anew.
+func (s *Store) drop(b *primaryBox) {
+	if !s.primary.CompareAndSwap(b, nil) {
+		return
+	}
+	if p, ok := b.p.(interface{ RefundErrors() int64 }); ok {
+		s.refundsBefore.Add(p.RefundErrors())
+	}
+	b.p.Close()
+}
+
 // ErrorKind names an error of the shared store as the Primary does (an
 // ErrorKind method, as store/redis's has), or says "".
 func (s *Store) ErrorKind(err error) string {
@@ -346,37 +396,47 @@ func (s *Store) Primary() Primary {
 
 // Take implements limiter.Store.
 func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
+	var buf [2]target
+	down := s.shards.whole
 	if State(s.state.Load()) == Closed {
 		if b := s.primary.Load(); b != nil {
-			if info, err, decided := s.takeShared(ctx, b.p, ops, res); decided {
-				return info, err
+			ts := s.targets(b, ops, buf[:0])
+			down = open(ts)
+			if down == nil {
+				if info, err, decided := s.takeShared(ctx, b.p, ts, ops, res); decided {
+					return info, err
+				}
+				if down = open(ts); down == nil {
+					down = ts[0].sh
+				}
 			}
 		}
 	}
-	return s.degraded(ctx, ops, res)
+	return s.degraded(ctx, down, ops, res)
 }
 
-// takeShared asks the shared store; decided is false when the call is to
-// be answered locally (it failed, or the breaker opened while it waited).
-func (s *Store) takeShared(ctx context.Context, p Primary, ops []limiter.Op, res []algorithm.Result) (info limiter.TakeInfo, err error, decided bool) {
-	w := s.newWait(ctx, ops)
+// takeShared asks the shared store, whose shards ts the call goes to;
+// decided is false when the call is to be answered locally (it failed, or
+// the breaker opened while it waited).
+func (s *Store) takeShared(ctx context.Context, p Primary, ts []target, ops []limiter.Op, res []algorithm.Result) (info limiter.TakeInfo, err error, decided bool) {
+	w := s.newWait(ctx, ts, ops)
 	info, err = p.Take(w, ops, res)
-	if err, decided = s.returned(w, ops, err); err != nil || !decided {
+	if err, decided = s.returned(w, err); err != nil || !decided {
 		return limiter.TakeInfo{}, err, decided
 	}
 	return info, nil, true
 }
 
-// returned ends w, the wait of a call about ops to the shared store (a
-// take or a reservation) that returned err: it tells OnCall and the
-// breaker about the call, and says what the caller gets. decided is false
-// when the call is to be decided as while the store is unavailable (it
-// failed, or the breaker opened while it waited); else err is the
+// returned ends w, the wait of a call to the shared store (a take or a
+// reservation) that returned err: it tells OnCall and the breakers of the
+// call's shards about the call, and says what the caller gets. decided is
+// false when the call is to be decided as while the store is unavailable
+// (it failed, or a breaker opened while it waited); else err is the
 // caller's (nil: the store's answer stands).
-func (s *Store) returned(w *wait, ops []limiter.Op, err error) (error, bool) {
+func (s *Store) returned(w *wait, err error) (error, bool) {
 	took := time.Since(w.due) + s.cfg.Timeout
 	w.finish()
-	s.called(took, err)
+	s.called(w.ts, took, err)
 	if err == nil {
 		return nil, true
 	}
@@ -393,15 +453,19 @@ func (s *Store) returned(w *wait, ops []limiter.Op, err error) (error, bool) {
 		s.stats.Errors.Add(1)
 		return nil, false
 	}
-	if w.e.ctx.Err() != nil {
+	if w.opened() {
 		return nil, false // the breaker opened while it waited
 	}
 	s.stats.Errors.Add(1)
-	s.suspectCall(ops)
+	s.suspectAll(w.ts)
 	if timedOut(err) {
 		return nil, false // the wait ended: time is the probe's to judge
 	}
-	s.failed(err, ops)
+	if len(w.ts) == 1 {
+		// A call to several shards failed on one of them, which the
+		// probes tell: the error rate is counted per shard.
+		s.failed(w.ts[0], err)
+	}
 	return nil, false
 }
 
@@ -418,13 +482,17 @@ func (s *Store) deadlineAt(ctx context.Context, now time.Time) (end time.Time, c
 	return end, false
 }
 
-// called counts a call to the shared store that took took and ended in
-// err: the OnCall hook, the calls of the breaker's window, and a success.
-func (s *Store) called(took time.Duration, err error) {
+// called counts a call to the shared store's shards ts that took took and
+// ended in err: the OnCall hook, the calls of the breakers' windows, and a
+// success.
+func (s *Store) called(ts []target, took time.Duration, err error) {
 	if fn := s.onCall.Load(); fn != nil {
 		(*fn)(took, err)
 	}
-	s.count(s.cfg.Now())
+	now := s.cfg.Now()
+	for _, t := range ts {
+		t.sh.count(now)
+	}
 	if err == nil {
 		s.stats.Store.Add(1)
 	}
@@ -438,11 +506,12 @@ func callerGone(ctx context.Context, err error, capped bool) bool {
 	return ctx.Err() != nil && !ours
 }
 
-// failed counts a failure of the shared store, and trips the breaker when
-// FailureThreshold failures make at least a tenth of the window's calls.
-func (s *Store) failed(err error, ops []limiter.Op) {
-	if n := s.fails.Add(1); int(n) >= s.cfg.FailureThreshold && n*10 >= s.calls.Load() {
-		s.trip(err, clientOf(ops))
+// failed counts a failure of the shard t of the shared store, and trips
+// its breaker when FailureThreshold failures make at least a tenth of the
+// window's calls.
+func (s *Store) failed(t target, err error) {
+	if n := t.sh.fails.Add(1); int(n) >= s.cfg.FailureThreshold && n*10 >= t.sh.calls.Load() {
+		s.trip(t.sh, err, t.client)
 	}
 }
 
@@ -459,7 +528,7 @@ func (s *Store) Close() error {
 	}
 	close(s.stop)
 	s.done.Wait()
-	s.fallback.Load().Close()
+	s.fallback.Close()
 	if b := s.primary.Load(); b != nil {
 		return b.p.Close()
 	}

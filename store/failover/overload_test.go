@@ -42,7 +42,7 @@ func busyFailover(t *testing.T, addr string, delay time.Duration, cfg failover.C
 	rcfg := sredis.DefaultConfig()
 	rcfg.Addrs = []string{addr}
 	fo := failover.New(func(ctx context.Context) (failover.Primary, error) {
-		s, err := sredis.New(rcfg)
+		s, err := sredis.New(ctx, rcfg)
 		if err != nil {
 			return nil, err
 		}

@@ -17,12 +17,19 @@ var _ limiter.Reserver = (*Store)(nil)
 // reservation is denied as a fail-closed rule's call is: reason
 // store_unavailable, retry after the next probe.
 func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.Result, maxWait int64) (limiter.TakeInfo, int64, error) {
+	var buf [2]target
+	down := s.shards.whole
 	if State(s.state.Load()) == Closed {
 		if b := s.primary.Load(); b != nil {
-			if rs, ok := b.p.(limiter.Reserver); ok {
-				if info, wait, err, decided := s.reserveShared(ctx, rs, ops, res, maxWait); decided {
+			ts := s.targets(b, ops, buf[:0])
+			down = open(ts)
+			if rs, ok := b.p.(limiter.Reserver); ok && down == nil {
+				if info, wait, err, decided := s.reserveShared(ctx, rs, ts, ops, res, maxWait); decided {
 					return info, wait, err
 				}
+			}
+			if down == nil {
+				down = ts[0].sh
 			}
 		}
 	}
@@ -31,16 +38,17 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 		res[i] = algorithm.Result{Reason: algorithm.ReasonStoreUnavailable, RetryAfter: retry, ResetAfter: retry}
 	}
 	s.stats.Unavailable.Add(1)
+	down.local.Add(1)
 	return limiter.TakeInfo{Now: time.Now().UnixMicro(), Source: limiter.SourceUnavailable}, 0, nil
 }
 
 // reserveShared is takeShared for a reservation: the same wait, the same
 // handling of the store's failures (returned). decided is false when the
 // reservation must be denied as while the store is unavailable.
-func (s *Store) reserveShared(ctx context.Context, rs limiter.Reserver, ops []limiter.Op, res []algorithm.Result, maxWait int64) (info limiter.TakeInfo, wait int64, err error, decided bool) {
-	w := s.newWait(ctx, ops)
+func (s *Store) reserveShared(ctx context.Context, rs limiter.Reserver, ts []target, ops []limiter.Op, res []algorithm.Result, maxWait int64) (info limiter.TakeInfo, wait int64, err error, decided bool) {
+	w := s.newWait(ctx, ts, ops)
 	info, wait, err = rs.Reserve(w, ops, res, maxWait)
-	if err, decided = s.returned(w, ops, err); err != nil || !decided {
+	if err, decided = s.returned(w, err); err != nil || !decided {
 		return limiter.TakeInfo{}, 0, err, decided
 	}
 	return info, wait, nil, true

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -44,11 +45,12 @@ func appendParams(dst []byte, op *limiter.Op, first bool) []byte {
 }
 
 // exec runs take.lua over keys with params and returns its reply, as run
-// runs a script.
-func (s *Store) exec(ctx context.Context, keys []string, params []byte) (string, error) {
+// runs a script. A run answered TRYAGAIN is tried again tries times (see
+// run); 0: until ctx ends.
+func (s *Store) exec(ctx context.Context, keys []string, params []byte, tries int) (string, error) {
 	// A copy: when ctx ends first, the call returns while the command may
 	// still wait to be written, and params is reused.
-	return s.run(ctx, takeFunction, s.take, keys, []string{s.scriptNow(), string(params)})
+	return s.run(ctx, takeFunction, s.take, keys, []string{s.scriptNow(), string(params)}, tries)
 }
 
 // run runs a script over keys with args and returns its reply: FCALL of
@@ -58,7 +60,38 @@ func (s *Store) exec(ctx context.Context, keys []string, params []byte) (string,
 // answers "Function not found": the library is loaded on every node again
 // and the run retried once, then run with EVALSHA/EVAL if it still is not
 // found.
-func (s *Store) run(ctx context.Context, function string, script *rueidis.Lua, keys, args []string) (string, error) {
+//
+// MOVED and ASK are followed by the client. TRYAGAIN — a script of several
+// keys of a slot that is moving between masters, not all of them on the
+// node asked — is the cluster at work, not failing: the run is made again
+// after a pause (1 ms, doubling up to 16 ms), up to tries times (0: until
+// ctx ends, when ctx's error is returned). Each try either ran the script
+// or was refused before it ran, so nothing is taken twice.
+func (s *Store) run(ctx context.Context, function string, script *rueidis.Lua, keys, args []string, tries int) (string, error) {
+	return again(ctx, tries, func() (string, error) { return s.runOnce(ctx, function, script, keys, args) })
+}
+
+// again calls f, and again while it fails with TRYAGAIN, as run says.
+func again(ctx context.Context, tries int, f func() (string, error)) (string, error) {
+	pause := time.Millisecond
+	for try := 0; ; try++ {
+		reply, err := f()
+		if !tryAgain(err) || (tries > 0 && try >= tries) {
+			return reply, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, 16*time.Millisecond)
+	}
+}
+
+// runOnce is one try of run.
+func (s *Store) runOnce(ctx context.Context, function string, script *rueidis.Lua, keys, args []string) (string, error) {
 	if s.fcall {
 		for try := 0; try < 2; try++ {
 			r := s.client.Do(ctx, s.client.B().Fcall().Function(function).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
@@ -71,6 +104,13 @@ func (s *Store) run(ctx context.Context, function string, script *rueidis.Lua, k
 		}
 	}
 	return script.Exec(ctx, s.client, keys, args).ToString()
+}
+
+// tryAgain reports whether err is TRYAGAIN: a command of several keys of
+// a slot being moved, not all of them on the node asked.
+func tryAgain(err error) bool {
+	var rerr *rueidis.RedisError
+	return errors.As(err, &rerr) && rerr.IsTryAgain()
 }
 
 // scriptNow is the scripts' ARGV[1]: the store's clock in µs after epoch,
@@ -404,7 +444,7 @@ func (bt *batcher) run(r *batchRun) {
 
 // takeRun runs take.lua over r and sets each call's now, out and err.
 func (s *Store) takeRun(ctx context.Context, r *batchRun) {
-	reply, err := s.exec(ctx, r.keys, r.params)
+	reply, err := s.exec(ctx, r.keys, r.params, 0)
 	if err == nil {
 		err = checkReply(reply, len(r.keys))
 	} else {

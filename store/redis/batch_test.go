@@ -29,7 +29,7 @@ func TestDifferentialBatched(t *testing.T) {
 		t.Run(path.command, func(t *testing.T) {
 			srv := redistest.Start(t)
 			var clock atomic.Int64
-			s := openStore(t, func(c *sredis.Config) { c.Clock = clock.Load; c.DenialCache = false; c.Evalsha = path.evalsha }, srv.Addr())
+			s := openStore(t, func(c *sredis.Config) { c.Clock = clock.Load; c.NoDenialCache = true; c.Evalsha = path.evalsha }, srv.Addr())
 			checkPath(t, s, path.command)
 			const workers, steps = 40, 60
 			r := rand.New(rand.NewPCG(3, 5))
@@ -125,7 +125,7 @@ func TestExactUnderConcurrency(t *testing.T) {
 // the store decides normally once the server answers again.
 func TestAbandonedCalls(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
 	op := func(i int) []limiter.Op {
 		return []limiter.Op{{Client: fmt.Sprintf("user:abandoned-%d", i), Rule: "r",
 			Params: paramsOf(algorithm.TokenBucket, 10, conformance.Hour), Cost: 1}}
@@ -177,7 +177,7 @@ func TestAbandonedCalls(t *testing.T) {
 // run and the run's deadline — the latest of its calls' — is far off.
 func TestCanceledCallReturns(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
 	op := []limiter.Op{{Client: "user:canceled", Rule: "r", Params: paramsOf(algorithm.TokenBucket, 10, conformance.Hour), Cost: 1}}
 	take(t, s, op...)
 	srv.Pause()
@@ -202,7 +202,7 @@ func TestBatchWaitBounds(t *testing.T) {
 	for _, d := range []time.Duration{-time.Microsecond, sredis.MaxBatchWait + time.Microsecond, time.Second} {
 		cfg := sredis.DefaultConfig()
 		cfg.Addrs, cfg.BatchWait = []string{srv.Addr()}, d
-		s, err := sredis.New(cfg)
+		s, err := sredis.New(context.Background(), cfg)
 		if err == nil {
 			s.Close()
 			t.Fatalf("New with BatchWait %s: no error", d)
@@ -220,7 +220,7 @@ func TestBatchWaitBounds(t *testing.T) {
 func TestBatchWaitSharesRun(t *testing.T) {
 	srv := redistest.Start(t)
 	const n = 8
-	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false; c.MaxBatch = n }, srv.Addr())
+	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true; c.MaxBatch = n }, srv.Addr())
 	take(t, s, waitOp("user:share-warm")...) // loads the library, opens the connection
 	sredis.SetBatchWait(s, time.Minute)
 	before := commandCalls(t, srv, "fcall")
@@ -254,7 +254,7 @@ func TestBatchWaitSharesRun(t *testing.T) {
 // ends, in a run of its own.
 func TestBatchWaitLoneCall(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false; c.BatchWait = sredis.MaxBatchWait }, srv.Addr())
+	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true; c.BatchWait = sredis.MaxBatchWait }, srv.Addr())
 	take(t, s, waitOp("user:lone-warm")...)
 	for i := range 3 {
 		before := commandCalls(t, srv, "fcall")
@@ -304,7 +304,7 @@ func TestBatchWaitExact(t *testing.T) {
 // nothing.
 func TestBatchWaitCanceled(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
 	take(t, s, waitOp("user:cancel-warm")...)
 	sredis.SetBatchWait(s, 2*time.Second)
 	before := commandCalls(t, srv, "fcall")
@@ -331,7 +331,7 @@ func TestBatchWaitCanceled(t *testing.T) {
 // C joins B's window, and B and C go in one run.
 func TestBatchWaitReturningRun(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
 	take(t, s, waitOp("user:return-warm")...)
 	const wait = time.Second
 	sredis.SetBatchWait(s, wait)
@@ -368,7 +368,7 @@ func TestFlushDelayRefused(t *testing.T) {
 		cfg := sredis.DefaultConfig()
 		cfg.Addrs = []string{"127.0.0.1:1"}
 		cfg.FlushDelay = d
-		s, err := sredis.New(cfg)
+		s, err := sredis.New(context.Background(), cfg)
 		if err == nil {
 			s.Close()
 			t.Fatalf("New with FlushDelay %s: no error", d)
@@ -410,7 +410,7 @@ func TestFlushDelay(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			do(t, srv, "flushall")
 			s := openStore(t, func(c *sredis.Config) {
-				c.FlushDelay, c.MaxBatch, c.DenialCache = tt.delay, 1, false
+				c.FlushDelay, c.MaxBatch, c.NoDenialCache = tt.delay, 1, true
 			}, srv.Addr())
 			op := func(user string) []limiter.Op {
 				return []limiter.Op{{Client: user, Rule: "r", Params: p, Cost: 1}}

@@ -21,7 +21,7 @@ func TestNoScript(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, batch := range []int{1, 64} {
 		t.Run(fmt.Sprintf("max_batch=%d", batch), func(t *testing.T) {
-			s := openStore(t, func(c *sredis.Config) { c.MaxBatch = batch; c.DenialCache = false; c.Evalsha = true }, srv.Addr())
+			s := openStore(t, func(c *sredis.Config) { c.MaxBatch = batch; c.NoDenialCache = true; c.Evalsha = true }, srv.Addr())
 			checkPath(t, s, "EVALSHA")
 			op := limiter.Op{Client: fmt.Sprintf("user:noscript-%d", batch), Rule: "r",
 				Params: paramsOf(algorithm.TokenBucket, 100, conformance.Hour), Cost: 1}
@@ -53,7 +53,7 @@ func TestNoFunction(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, batch := range []int{1, 64} {
 		t.Run(fmt.Sprintf("max_batch=%d", batch), func(t *testing.T) {
-			s := openStore(t, func(c *sredis.Config) { c.MaxBatch = batch; c.DenialCache = false }, srv.Addr())
+			s := openStore(t, func(c *sredis.Config) { c.MaxBatch = batch; c.NoDenialCache = true }, srv.Addr())
 			checkPath(t, s, "FCALL")
 			op := limiter.Op{Client: fmt.Sprintf("user:nofunction-%d", batch), Rule: "r",
 				Params: paramsOf(algorithm.TokenBucket, 100, conformance.Hour), Cost: 1}
@@ -260,7 +260,7 @@ func takeThree(t *testing.T, s *sredis.Store, client string, master *redistest.S
 // testClusterNoScript: a master that never had the scripts (flushed after
 // the store loaded them everywhere) still decides, through EVAL.
 func testClusterNoScript(t *testing.T, c *redistest.Cluster) {
-	s := openStore(t, func(cfg *sredis.Config) { cfg.DenialCache = false; cfg.Evalsha = true }, c.Addrs()...)
+	s := openStore(t, func(cfg *sredis.Config) { cfg.NoDenialCache = true; cfg.Evalsha = true }, c.Addrs()...)
 	checkPath(t, s, "EVALSHA")
 	for master, client := range clientPerMaster(t, c, s, "user:noscript-") {
 		do(t, master, "script", "flush")
@@ -277,7 +277,7 @@ func testClusterNoScript(t *testing.T, c *redistest.Cluster) {
 // the store started would be) still decides: the library is loaded again
 // and the calls are FCALLs, with no EVAL.
 func testClusterNoFunction(t *testing.T, c *redistest.Cluster) {
-	s := openStore(t, func(cfg *sredis.Config) { cfg.DenialCache = false }, c.Addrs()...)
+	s := openStore(t, func(cfg *sredis.Config) { cfg.NoDenialCache = true }, c.Addrs()...)
 	checkPath(t, s, "FCALL")
 	for master, client := range clientPerMaster(t, c, s, "user:nofunction-") {
 		if got := do(t, master, "function", "list"); !strings.Contains(got, "sluice_take_") {
@@ -303,7 +303,7 @@ func TestNoFunctions(t *testing.T) {
 	if out, err := srv.Do("function", "list"); err == nil && !strings.Contains(out, "unknown command") {
 		t.Fatalf("FUNCTION LIST on a server without FUNCTION = %q, want an unknown command", out)
 	}
-	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
 	checkPath(t, s, "EVALSHA")
 	op := limiter.Op{Client: "user:nofunctions", Rule: "r", Params: paramsOf(algorithm.TokenBucket, 3, conformance.Hour), Cost: 1}
 	sha0, _ := scriptCalls(t, srv)

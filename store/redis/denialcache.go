@@ -46,6 +46,7 @@ type DenialCache struct {
 	seed   maphash.Seed
 	shards [64]denialShard
 	hits   atomic.Int64
+	swept  atomic.Int64 // entries looked at by sweeps of full shards
 }
 
 type denialShard struct {
@@ -67,8 +68,10 @@ type denial struct {
 // make it deny a call Redis would allow.
 const clockMargin = 1000
 
-// maxDenialsPerShard bounds memory: past it, expired entries are swept
-// before a new one is added, and if none expired the new one is dropped.
+// maxDenialsPerShard bounds memory: past it, a sample of the entries is
+// swept of expired ones before a new one is added (sweep), and if none of
+// them expired the new one is dropped (Redis then decides that bucket's
+// calls).
 const maxDenialsPerShard = 1 << 14
 
 // NewDenialCache returns an empty cache.
@@ -165,11 +168,7 @@ func (c *DenialCache) remember(ops []limiter.Op, res []algorithm.Result, sent ti
 		sh := c.shard(key)
 		sh.mu.Lock()
 		if len(sh.m) >= maxDenialsPerShard {
-			for k, v := range sh.m {
-				if !sent.Before(v.until) {
-					delete(sh.m, k)
-				}
-			}
+			c.sweep(sh, sent)
 		}
 		if old, ok := sh.m[string(key)]; ok && old.cost <= d.cost && old.params == d.params && !old.until.Before(d.until) {
 			// keep the entry that covers more calls
@@ -178,6 +177,27 @@ func (c *DenialCache) remember(ops []limiter.Op, res []algorithm.Result, sent ti
 		}
 		sh.mu.Unlock()
 	}
+}
+
+// sweepSample is how many entries of a full shard a new denial looks at
+// for expired ones to delete, under the shard's lock: a sample, as Redis
+// samples keys to expire, so that a full shard of live entries costs each
+// new denial a few dozen map reads, not a scan of 16,384.
+const sweepSample = 32
+
+// sweep deletes the expired entries among sweepSample of sh's (Go's map
+// iteration starts at a random place). sh.mu is held.
+func (c *DenialCache) sweep(sh *denialShard, now time.Time) {
+	n := 0
+	for k, v := range sh.m {
+		if !now.Before(v.until) {
+			delete(sh.m, k)
+		}
+		if n++; n >= sweepSample {
+			break
+		}
+	}
+	c.swept.Add(int64(n))
 }
 
 // Hits returns how many calls the cache denied locally.

@@ -23,7 +23,7 @@ func openStore(t testing.TB, edit func(*sredis.Config), addrs ...string) *sredis
 	if edit != nil {
 		edit(&cfg)
 	}
-	s, err := sredis.New(cfg)
+	s, err := sredis.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func openClocked(t testing.TB, edit func(*sredis.Config), addrs ...string) (*ato
 	clock := new(atomic.Int64)
 	clock.Store(conformance.Base + 30*conformance.Minute)
 	return clock, openStore(t, func(c *sredis.Config) {
-		c.Clock, c.DenialCache = clock.Load, false
+		c.Clock, c.NoDenialCache = clock.Load, true
 		if edit != nil {
 			edit(c)
 		}

@@ -24,7 +24,7 @@ import (
 // so no state is lost early, and not much later, so idle buckets go.
 func TestExpiry(t *testing.T) {
 	srv := redistest.Start(t)
-	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
 	for _, k := range algorithm.Kinds {
 		for _, window := range []int64{conformance.Second, conformance.Minute} {
 			t.Run(fmt.Sprintf("%s/window=%dms", k, window/1000), func(t *testing.T) {
@@ -44,6 +44,9 @@ func TestExpiry(t *testing.T) {
 					// The key expires at decision + ceil(ResetAfter) + 1 s;
 					// PTTL is read up to `elapsed` ms after the decision.
 					most := (res[0].ResetAfter+999)/1000 + 1000
+					if pttl == -2 && elapsed >= most {
+						continue // expired before a slow machine read it
+					}
 					if pttl <= 0 || pttl > most || pttl < most-elapsed {
 						t.Fatalf("call %d: PTTL %d ms, want in [%d, %d]: whole again in %d µs, plus 1 s",
 							call, pttl, most-elapsed, most, res[0].ResetAfter)
@@ -88,7 +91,7 @@ const typicalClient, typicalRule = "user:u0001234567", "free-per-user"
 func TestMemoryUsage(t *testing.T) {
 	srv := redistest.Start(t)
 	var clock atomic.Int64
-	s := openStore(t, func(c *sredis.Config) { c.Clock = clock.Load; c.DenialCache = false }, srv.Addr())
+	s := openStore(t, func(c *sredis.Config) { c.Clock = clock.Load; c.NoDenialCache = true }, srv.Addr())
 	type row struct {
 		name   string
 		kind   algorithm.Kind
@@ -148,7 +151,7 @@ func TestMemoryPerMillionClients(t *testing.T) {
 	}
 	const clients = 1_000_000
 	srv := redistest.Start(t)
-	s := openStore(t, func(c *sredis.Config) { c.DenialCache = false }, srv.Addr())
+	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
 	t.Logf("%-15s %12s %12s %14s %s", "algorithm", "keys", "used_memory+", "bytes/client", "MEMORY USAGE of one key")
 	for _, k := range algorithm.Kinds {
 		do(t, srv, "flushall")

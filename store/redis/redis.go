@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -72,7 +73,8 @@ var (
 	ErrReply = fmt.Errorf("redis: unexpected reply: %w", limiter.ErrStoreReply)
 )
 
-// Config configures a Store. Use DefaultConfig and set Addrs.
+// Config configures a Store: set Addrs; every other field's zero value is
+// its default (DefaultConfig spells them out). New checks it (Validate).
 type Config struct {
 	// Addrs are host:port seeds. One address of a standalone server, or any
 	// nodes of a cluster: a cluster is detected automatically.
@@ -86,14 +88,16 @@ type Config struct {
 	DialTimeout time.Duration
 	// KeyPrefix starts every key. Default "rl:".
 	KeyPrefix string
-	// DenialCache enables the exact local denial cache (see DenialCache).
-	// Default true.
-	DenialCache bool
-	// Denials, when set, is the denial cache the store uses (DenialCache
-	// is then ignored): give the same cache to every Store made for one
-	// Redis, so that what Redis said outlives a client that is dropped and
-	// made anew (the failover store reconnects that way). Default nil: a
-	// cache of the store's own when DenialCache is true.
+	// NoDenialCache turns the exact local denial cache off (see
+	// DenialCache): every call then goes to Redis. Default false: the
+	// cache is on, and an abusive caller costs Redis nothing until its
+	// bucket could pass again.
+	NoDenialCache bool
+	// Denials, when set, is the denial cache the store uses
+	// (NoDenialCache is then ignored): give the same cache to every Store
+	// made for one Redis, so that what Redis said outlives a client that
+	// is dropped and made anew (the failover store reconnects that way).
+	// Default nil: a cache of the store's own, unless NoDenialCache.
 	Denials *DenialCache
 	// Now is the clock of the denial cache: when a request was sent, and
 	// whether a cached denial is over. Default time.Now (monotonic). A
@@ -128,6 +132,17 @@ type Config struct {
 	// batching (MaxBatch 1, a cluster) it has no effect. See docs/redis.md,
 	// "Coalescing at moderate load".
 	BatchWait time.Duration
+	// RawIO makes the plain-TCP connections to Redis read and write with
+	// system calls the Go scheduler is not told of, on Linux (TLS
+	// connections are the client's own whatever it says). A write on
+	// loopback can run longer than the runtime's 20 µs monitor tick; told
+	// of, it has its thread's processor handed over and keeps the monitor
+	// waking (see docs/redis.md, "Socket calls"). The trade: a raw call
+	// cannot be preempted or handed over while it is in the kernel, so a
+	// slow one holds its processor as running Go code would. Default
+	// false; sluice's own binaries turn it on. SLUICE_RAW_IO=0 in the
+	// environment turns raw calls off everywhere, this field included.
+	RawIO bool
 	// Evalsha runs take.lua with EVALSHA even where the server has Redis
 	// functions (Redis 7 and later), where it is otherwise loaded once as a
 	// function library and run with FCALL. Servers older than 7, and
@@ -147,54 +162,87 @@ type Config struct {
 // MaxBatchWait is the longest Config.BatchWait.
 const MaxBatchWait = 10 * time.Millisecond
 
-// DefaultConfig returns the defaults, without addresses.
-func DefaultConfig() Config {
-	return Config{DialTimeout: 2 * time.Second, KeyPrefix: "rl:", DenialCache: true,
-		MaxBatch: 64, BatchConcurrency: 4}
+// DefaultConfig returns the defaults, without addresses: what New makes of
+// a Config's zero fields.
+func DefaultConfig() Config { return Config{}.withDefaults() }
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 2 * time.Second
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = "rl:"
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 64
+	}
+	if c.BatchConcurrency == 0 {
+		c.BatchConcurrency = 4
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports the first field of c that cannot work, naming it and
+// what it takes; nil when c can be used (zero fields take their defaults).
+func (c Config) Validate() error {
+	switch {
+	case len(c.Addrs) == 0:
+		return errors.New("redis: Config.Addrs is empty: give a standalone server's host:port, or any nodes of a cluster")
+	case c.DialTimeout < 0:
+		return fmt.Errorf("redis: Config.DialTimeout %s: want 0 (the default, 2s) or more", c.DialTimeout)
+	case c.MaxBatch < 0:
+		return fmt.Errorf("redis: Config.MaxBatch %d: want 0 (the default, 64), 1 (no batching) or more", c.MaxBatch)
+	case c.BatchConcurrency < 0:
+		return fmt.Errorf("redis: Config.BatchConcurrency %d: want 0 (the default, 4) or more", c.BatchConcurrency)
+	case c.FlushDelay < 0 || c.FlushDelay > time.Second:
+		return fmt.Errorf("redis: FlushDelay %s: want 0 (write at once) up to 1s; a few hundred µs at most is useful", c.FlushDelay)
+	case c.BatchWait < 0 || c.BatchWait > MaxBatchWait:
+		return fmt.Errorf("redis: BatchWait %s: want 0 (no window) up to %s", c.BatchWait, MaxBatchWait)
+	}
+	return nil
 }
 
 // Store is the shared counter store. Safe for concurrent use; use New.
 type Store struct {
-	cfg      Config
-	client   rueidis.Client
-	take     *rueidis.Lua
-	refund   *rueidis.Lua
-	announce *rueidis.Lua
-	deny     *DenialCache // nil: no cache
-	bufs     sync.Pool
-	cluster  bool     // a Redis Cluster: one script per client, refunds across shards
-	fcall    bool     // take.lua is a function library on every node: FCALL, not EVALSHA
-	batch    *batcher // standalone, MaxBatch > 1: calls share script runs
-	rbatch   *batcher // the same for reservations (reserve.lua's runs)
+	cfg        Config
+	client     rueidis.Client
+	take       *rueidis.Lua
+	refund     *rueidis.Lua
+	announce   *rueidis.Lua
+	deny       *DenialCache // nil: no cache
+	bufs       sync.Pool
+	cluster    bool                    // a Redis Cluster: one script per client, refunds across shards
+	fcall      bool                    // take.lua is a function library on every node: FCALL, not EVALSHA
+	batch      *batcher                // standalone, MaxBatch > 1: calls share script runs
+	rbatch     *batcher                // the same for reservations (reserve.lua's runs)
+	slots      atomic.Pointer[slotMap] // a cluster's masters by slot (see Shard)
+	slotsAt    atomic.Int64            // Unix ns of the last reading of slots
+	refundErrs atomic.Int64            // cross-shard give-backs that failed
 }
 
 var _ limiter.Store = (*Store)(nil)
 
-// New connects to the Redis server or cluster at cfg.Addrs. It fails, within
-// DialTimeout, with an error naming the addresses and what went wrong.
-func New(cfg Config) (*Store, error) {
-	if len(cfg.Addrs) == 0 {
-		return nil, errors.New("redis: no address")
+// New connects to the Redis server or cluster at cfg.Addrs and loads the
+// scripts on every node. It fails, within DialTimeout or when ctx ends,
+// with an error naming the addresses and what went wrong: cfg refused
+// (Validate), no connection, or a node that refuses SCRIPT LOAD (an ACL
+// without the scripting commands sluice needs).
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = 2 * time.Second
-	}
-	if cfg.KeyPrefix == "" {
-		cfg.KeyPrefix = "rl:"
-	}
-	if cfg.FlushDelay < 0 || cfg.FlushDelay > time.Second {
-		return nil, fmt.Errorf("redis: FlushDelay %s: want 0 (write at once) up to 1s; a few hundred µs at most is useful", cfg.FlushDelay)
-	}
-	if cfg.BatchWait < 0 || cfg.BatchWait > MaxBatchWait {
-		return nil, fmt.Errorf("redis: BatchWait %s: want 0 (no window) up to %s", cfg.BatchWait, MaxBatchWait)
-	}
+	cfg = cfg.withDefaults()
 	opt := rueidis.ClientOption{
 		InitAddress:      slices.Clone(cfg.Addrs), // the client shuffles it in place
 		Username:         cfg.Username,
 		Password:         cfg.Password,
 		TLSConfig:        cfg.TLS,
 		Dialer:           netDialer(cfg.DialTimeout),
-		DialCtxFn:        dial,
+		DialCtxFn:        dialer(cfg.RawIO),
 		DisableCache:     true,
 		ConnWriteTimeout: min(cfg.DialTimeout, time.Second), // also the liveness PING: a silent (half-open) connection is dropped within a second
 		ShuffleInit:      true,
@@ -217,37 +265,38 @@ func New(cfg Config) (*Store, error) {
 		refund:   rueidis.NewLuaScript(refundSource),
 		announce: rueidis.NewLuaScript(announceSource),
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	s.deny = cfg.Denials
-	if s.deny == nil && cfg.DenialCache {
+	if s.deny == nil && !cfg.NoDenialCache {
 		s.deny = NewDenialCache()
 	}
 	s.cluster = c.Mode() == rueidis.ClientModeCluster
-	if cfg.MaxBatch == 0 {
-		cfg.MaxBatch = 64
-	}
-	if cfg.BatchConcurrency <= 0 {
-		cfg.BatchConcurrency = 4
-	}
 	if !s.cluster && cfg.MaxBatch > 1 {
 		s.batch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency, cfg.BatchWait)
 		s.rbatch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency, 0) // reservations: no window
 		s.rbatch.reserve = true
 	}
-	s.cfg = cfg
 	// Load the scripts on every node now, so that the first decisions do
 	// not pay for NOSCRIPT and a compile (EVAL still covers a node that
-	// loses them: a restart, a failover, SCRIPT FLUSH).
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
+	// loses them: a restart, a failover, SCRIPT FLUSH). A node that
+	// refuses them is an error; one that does not answer in time is not (a
+	// loaded server, or a master that is down: its calls fail, and the
+	// breaker sees it; EVAL loads the scripts on first use).
+	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
-	for _, n := range c.Nodes() {
+	for addr, n := range c.Nodes() {
 		for _, src := range []string{takeSource, refundSource, announceSource, reserveSource} {
-			n.Do(ctx, n.B().ScriptLoad().Script(src).Build())
+			err := n.Do(ctx, n.B().ScriptLoad().Script(src).Build()).Error()
+			if rerr, isRedis := rueidis.IsRedisErr(err); isRedis && !notLoadedYet(rerr.Error()) {
+				c.Close()
+				return nil, fmt.Errorf("redis: SCRIPT LOAD on %s: %w: the user must be allowed SCRIPT, EVALSHA and EVAL (and FUNCTION and FCALL on Redis 7)", addr, err)
+			}
 		}
 	}
 	s.fcall = !cfg.Evalsha && s.loadLibrary(ctx)
+	if s.cluster {
+		s.slotsAt.Store(time.Now().UnixNano())
+		s.readSlots()
+	}
 	// Open the probes' connection now (see Probe): connecting it under
 	// load can take longer than a probe may, and is not Redis's slowness.
 	s.Probe(ctx, "sluice-probe") //nolint:errcheck // a probe that fails now is made again when needed
@@ -332,6 +381,11 @@ func (s *Store) LocalDenials() int64 {
 	return s.deny.Hits()
 }
 
+// RefundErrors returns how many cross-shard give-backs failed (see
+// Take): each left a caller charged for a call it was denied, until its
+// bucket refills.
+func (s *Store) RefundErrors() int64 { return s.refundErrs.Load() }
+
 // ErrorKind names the errors only Redis makes, for metrics: "redis" for an
 // error reply, "network" for a client closing or unable to connect; "" for
 // any other error.
@@ -382,16 +436,13 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 				strconv.FormatInt(op.Cost, 10))
 		}
 		if len(keys) > 0 {
-			// Best effort: a refund that fails leaves the caller charged for
-			// a call it did not get, never the other way round. Within the
-			// call's deadline if it can; else in the background, so that the
-			// decision is never held up by it.
-			if err := s.refund.Exec(ctx, s.client, keys, args).Error(); err != nil && ctx.Err() != nil {
-				go func() {
-					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-					defer cancel()
-					s.refund.Exec(rctx, s.client, keys, args)
-				}()
+			// Within the call's deadline, so that the decision is never
+			// held up by it. A refund that fails leaves the caller charged
+			// for a call it did not get, never the other way round: it is
+			// counted, and not tried again, since one whose answer was
+			// lost may have run, and a second would give back twice.
+			if err := s.giveBackRun(ctx, keys, args); err != nil {
+				s.refundErrs.Add(1)
 			}
 		}
 	}
@@ -403,6 +454,15 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 	}
 }
 
+// giveBackRun runs refund.lua over keys, again while a slot's move answers
+// TRYAGAIN (see run), until ctx ends.
+func (s *Store) giveBackRun(ctx context.Context, keys, args []string) error {
+	_, err := again(ctx, 0, func() (string, error) {
+		return "", s.refund.Exec(ctx, s.client, keys, args).Error()
+	})
+	return err
+}
+
 // Probe reports whether the store answers for client's buckets: a read of
 // a key with client's hash tag, so that on a cluster the shard serving the
 // client must answer (a PING could reach any node). It goes over a
@@ -411,21 +471,77 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 // the pipelined decisions, so its time is Redis's and the network's, not
 // this process's queues'. The connection is kept for the next probe.
 // Connecting it may take up to DialTimeout whatever ctx says.
+//
+// On a cluster the probe follows MOVED and ASK as a decision does: a slot
+// that moved, or is moving, to another master is that master's to answer
+// for (the dedicated connection does not follow them by itself).
 func (s *Store) Probe(ctx context.Context, client string) error {
 	key := s.Key(client, "probe")
 	dc, release := s.client.Dedicate()
-	defer release()
-	if err := dc.Do(ctx, dc.B().Exists().Key(key).Build()).Error(); err != nil {
+	err := dc.Do(ctx, dc.B().Exists().Key(key).Build()).Error()
+	release()
+	for range maxRedirects {
+		addr, ask := redirect(err)
+		if addr == "" {
+			break
+		}
+		err = s.probeAt(ctx, addr, key, ask)
+	}
+	if err != nil {
 		return fmt.Errorf("redis: probe: %w", err)
 	}
 	return nil
 }
 
+// maxRedirects bounds the MOVED and ASK replies a probe follows: a slot
+// moves from one master to one other at a time, so two is the most a
+// healthy cluster gives; more is a topology that changes under the probe.
+const maxRedirects = 3
+
+// redirect returns the address of a MOVED or ASK reply err, and whether it
+// is ASK; "" for any other error.
+func redirect(err error) (addr string, ask bool) {
+	rerr, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return "", false
+	}
+	if addr, ok := rerr.IsMoved(); ok {
+		return addr, false
+	}
+	if addr, ok := rerr.IsAsk(); ok {
+		return addr, true
+	}
+	return "", false
+}
+
+// probeAt reads key on the node at addr on a dedicated connection of that
+// node, after ASKING when ask. A node the client does not know yet (a
+// master that just joined) is asked through the client's own connections,
+// which follow the redirect themselves.
+func (s *Store) probeAt(ctx context.Context, addr, key string, ask bool) error {
+	n, ok := s.client.Nodes()[addr]
+	if !ok {
+		return s.client.Do(ctx, s.client.B().Exists().Key(key).Build()).Error()
+	}
+	dc, release := n.Dedicate()
+	defer release()
+	if !ask {
+		return dc.Do(ctx, dc.B().Exists().Key(key).Build()).Error()
+	}
+	rs := dc.DoMulti(ctx, dc.B().Asking().Build(), dc.B().Exists().Key(key).Build())
+	if err := rs[0].Error(); err != nil {
+		return err
+	}
+	return rs[1].Error()
+}
+
 // Announce registers instance id as live for ttl in the sorted set
-// sluice:instances (one key: one shard) and returns how many instances are
-// live, dropping those whose announcement expired.
+// <KeyPrefix>instances (rl:instances by default; one key: one shard) and
+// returns how many instances are live, dropping those whose announcement
+// expired. Deployments sharing a Redis under different prefixes count
+// their own instances.
 func (s *Store) Announce(ctx context.Context, id string, ttl time.Duration) (int, error) {
-	n, err := s.announce.Exec(ctx, s.client, []string{"sluice:instances"},
+	n, err := s.announce.Exec(ctx, s.client, []string{s.cfg.KeyPrefix + "instances"},
 		[]string{id, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
 	if err != nil {
 		return 0, fmt.Errorf("redis: announce: %w", err)

@@ -28,12 +28,12 @@ func newStorePath(t testing.TB, clock *atomic.Int64, evalsha bool, addrs ...stri
 	t.Helper()
 	cfg := sredis.DefaultConfig()
 	cfg.Addrs = addrs
-	cfg.DenialCache = false
+	cfg.NoDenialCache = true
 	cfg.Evalsha = evalsha
 	if clock != nil {
 		cfg.Clock = clock.Load
 	}
-	s, err := sredis.New(cfg)
+	s, err := sredis.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -160,5 +160,5 @@ func parseReserveRun(reply string, calls []*callBuf, keys int) error {
 func (s *Store) execReserve(ctx context.Context, keys []string, params, waits []byte) (string, error) {
 	// Copies: when ctx ends first, the call returns while the command may
 	// still wait to be written, and the buffers are reused.
-	return s.run(ctx, reserveFunction, reserveScript, keys, []string{s.scriptNow(), string(params), string(waits)})
+	return s.run(ctx, reserveFunction, reserveScript, keys, []string{s.scriptNow(), string(params), string(waits)}, 0)
 }

@@ -208,7 +208,7 @@ func TestReserveCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
 	var clock atomic.Int64
 	clock.Store(conformance.Base)
-	s := openStore(t, func(cfg *sredis.Config) { cfg.Clock = clock.Load; cfg.DenialCache = false }, c.Addrs()...)
+	s := openStore(t, func(cfg *sredis.Config) { cfg.Clock = clock.Load; cfg.NoDenialCache = true }, c.Addrs()...)
 	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: conformance.Second, Burst: 1}
 	ops := []limiter.Op{
 		{Client: "user:h", Rule: "a", Params: p, Cost: 1},

@@ -40,6 +40,7 @@ type group struct {
 	now    int64
 	took   bool // the script consumed (no non-shadow op of this group denied)
 	err    error
+	fresh  bool // not run yet (runGroups)
 }
 
 // Take implements limiter.Store. On a standalone server the call is one
@@ -99,7 +100,7 @@ func (s *Store) takeStandalone(ctx context.Context, b *callBuf, ops []limiter.Op
 			return 0, abandoned, err
 		}
 	} else {
-		reply, err := s.exec(ctx, b.keys, b.params)
+		reply, err := s.exec(ctx, b.keys, b.params, 0)
 		if err != nil {
 			return 0, false, fmt.Errorf("redis: take: %w", err)
 		}
@@ -117,31 +118,33 @@ func (s *Store) takeStandalone(ctx context.Context, b *callBuf, ops []limiter.Op
 
 // takeCluster runs one script per client, in parallel, and gives back what
 // was taken when a client's script denied or failed.
+//
+// A client's script of several keys that its slot's move keeps answering
+// TRYAGAIN (some keys moved, or new, while others are not: the target of
+// the move refuses a script of keys it does not all hold until the move
+// ends) is run again one key at a time, as clients on different shards
+// are: each key is on one node or the other, and what was taken is given
+// back when a key denies. The call stays all or nothing, decided by Redis.
 func (s *Store) takeCluster(ctx context.Context, b *callBuf, ops []limiter.Op, res []algorithm.Result) (int64, error) {
 	gs := s.group(b, ops)
+	s.runGroups(ctx, gs, ops, res)
+	var split [limiter.MaxRulesPerCall]group
+	n := 0
 	for gi := range gs {
 		g := &gs[gi]
-		g.keys = g.keys[:0]
-		g.params = g.params[:0]
-		for k, i := range g.ops {
-			op := &ops[i]
-			g.keys = append(g.keys, s.Key(op.Client, op.Rule))
-			g.params = appendParams(g.params, op, k == 0)
+		if len(g.ops) < 2 || !tryAgain(g.err) {
+			split[n] = *g
+			n++
+			continue
+		}
+		for _, i := range g.ops {
+			split[n] = group{client: g.client, ops: []int{i}, fresh: true}
+			n++
 		}
 	}
-
-	if len(gs) == 1 {
-		gs[0].err = s.runTake(ctx, &gs[0], ops, res)
-	} else {
-		var wg sync.WaitGroup
-		for gi := range gs {
-			wg.Add(1)
-			go func(g *group) {
-				defer wg.Done()
-				g.err = s.runTake(ctx, g, ops, res)
-			}(&gs[gi])
-		}
-		wg.Wait()
+	if n > len(gs) {
+		gs = split[:n]
+		s.runGroups(ctx, gs, ops, res)
 	}
 
 	var firstErr error
@@ -169,6 +172,42 @@ func (s *Store) takeCluster(ctx context.Context, b *callBuf, ops []limiter.Op, r
 	return latest, firstErr
 }
 
+// splitAfter is how many times a cluster script of several keys answered
+// TRYAGAIN is tried again (over about 15 ms, see run) before its keys are
+// run one at a time: a slot's keys move in batches that take milliseconds,
+// so most calls find them all on one node again.
+const splitAfter = 4
+
+// runGroups runs take.lua for the groups of gs not yet run (fresh), in
+// parallel.
+func (s *Store) runGroups(ctx context.Context, gs []group, ops []limiter.Op, res []algorithm.Result) {
+	var wg sync.WaitGroup
+	for gi := range gs {
+		g := &gs[gi]
+		if !g.fresh {
+			continue
+		}
+		g.fresh = false
+		g.keys = g.keys[:0]
+		g.params = g.params[:0]
+		for k, i := range g.ops {
+			op := &ops[i]
+			g.keys = append(g.keys, s.Key(op.Client, op.Rule))
+			g.params = appendParams(g.params, op, k == 0)
+		}
+		if len(gs) == 1 {
+			g.err = s.runTake(ctx, g, ops, res)
+			return
+		}
+		wg.Add(1)
+		go func(g *group) {
+			defer wg.Done()
+			g.err = s.runTake(ctx, g, ops, res)
+		}(g)
+	}
+	wg.Wait()
+}
+
 // group splits ops by client, keeping their order.
 func (s *Store) group(b *callBuf, ops []limiter.Op) []group {
 	n := 0
@@ -184,7 +223,7 @@ func (s *Store) group(b *callBuf, ops []limiter.Op) []group {
 			gi = n
 			n++
 			g := &b.groups[gi]
-			g.client, g.ops, g.took, g.err, g.now = ops[i].Client, g.ops[:0], false, nil, 0
+			g.client, g.ops, g.took, g.err, g.now, g.fresh = ops[i].Client, g.ops[:0], false, nil, 0, true
 		}
 		b.groups[gi].ops = append(b.groups[gi].ops, i)
 	}
@@ -193,7 +232,11 @@ func (s *Store) group(b *callBuf, ops []limiter.Op) []group {
 
 // runTake runs take.lua for one group and fills its results.
 func (s *Store) runTake(ctx context.Context, g *group, ops []limiter.Op, res []algorithm.Result) error {
-	reply, err := s.exec(ctx, g.keys, g.params)
+	tries := 0
+	if len(g.keys) > 1 {
+		tries = splitAfter
+	}
+	reply, err := s.exec(ctx, g.keys, g.params, tries)
 	if err != nil {
 		return fmt.Errorf("redis: take for %s: %w", g.client, err)
 	}

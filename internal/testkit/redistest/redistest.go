@@ -178,7 +178,9 @@ func (c *Cluster) Addrs() []string {
 
 // StartCluster starts masters×(1+replicas) nodes and joins them with
 // `redis-cli --cluster create … --cluster-replicas R --cluster-yes`, then
-// waits until every node reports cluster_state:ok.
+// waits until every node reports cluster_state:ok. The nodes serve the
+// slots they hold while another master is failed
+// (cluster-require-full-coverage no, as docs/failure.md advises).
 func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 	t.Helper()
 	lookup(t, "redis-cli")
@@ -189,6 +191,7 @@ func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "1000",
 			"--cluster-replica-validity-factor", "0",
+			"--cluster-require-full-coverage", "no",
 		))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
@@ -337,4 +340,96 @@ func (c *Cluster) Agreed(key string, not *Server) bool {
 		owner = this
 	}
 	return owner != ""
+}
+
+// ID returns the node's cluster id (CLUSTER MYID).
+func (s *Server) ID(t testing.TB) string {
+	t.Helper()
+	out, err := s.Do("cluster", "myid")
+	if err != nil {
+		t.Fatalf("redistest: cluster myid on %s: %v: %s", s.Addr(), err, out)
+	}
+	return out
+}
+
+// Slot returns key's hash slot (CLUSTER KEYSLOT).
+func (c *Cluster) Slot(t testing.TB, key string) int {
+	t.Helper()
+	for _, n := range c.Nodes {
+		if out, err := n.Do("cluster", "keyslot", key); err == nil {
+			slot, err := strconv.Atoi(out)
+			if err == nil {
+				return slot
+			}
+		}
+	}
+	t.Fatalf("redistest: cluster keyslot %q: no node answered", key)
+	return 0
+}
+
+// Masters returns the live nodes that are masters by their own account.
+func (c *Cluster) Masters() []*Server {
+	var out []*Server
+	for _, n := range c.Nodes {
+		if role, err := n.Do("role"); err == nil && strings.HasPrefix(role, "master") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// BeginMigration starts moving slot from one master to another as
+// `redis-cli --cluster reshard` does: IMPORTING on the target, then
+// MIGRATING on the source. Until EndMigration, the source answers ASK for
+// a key it does not have, and the target TRYAGAIN for a command of several
+// keys it does not all have.
+func (c *Cluster) BeginMigration(t testing.TB, slot int, from, to *Server) {
+	t.Helper()
+	s := strconv.Itoa(slot)
+	mustDo(t, to, "cluster", "setslot", s, "importing", from.ID(t))
+	mustDo(t, from, "cluster", "setslot", s, "migrating", to.ID(t))
+}
+
+// MoveKeys moves every key of slot from one master to the other with
+// MIGRATE, in batches of 100, as `redis-cli --cluster reshard` does, and
+// returns how many it moved.
+func (c *Cluster) MoveKeys(t testing.TB, slot int, from, to *Server) int {
+	t.Helper()
+	moved := 0
+	for {
+		out := mustDo(t, from, "cluster", "getkeysinslot", strconv.Itoa(slot), "100")
+		if out == "" {
+			return moved
+		}
+		keys := strings.Split(out, "\n")
+		args := append([]string{"migrate", "127.0.0.1", strconv.Itoa(to.Port), "", "0", "5000", "replace", "keys"}, keys...)
+		mustDo(t, from, args...)
+		moved += len(keys)
+	}
+}
+
+// EndMigration gives slot to the target, as `redis-cli --cluster reshard`
+// ends a slot's move: SETSLOT NODE on the target, the source, then every
+// other master.
+func (c *Cluster) EndMigration(t testing.TB, slot int, from, to *Server) {
+	t.Helper()
+	s, id := strconv.Itoa(slot), to.ID(t)
+	mustDo(t, to, "cluster", "setslot", s, "node", id)
+	mustDo(t, from, "cluster", "setslot", s, "node", id)
+	for _, m := range c.Masters() {
+		if m != from && m != to {
+			mustDo(t, m, "cluster", "setslot", s, "node", id)
+		}
+	}
+}
+
+// mustDo runs a redis-cli command on s and fails the test on an error or
+// an error reply.
+func mustDo(t testing.TB, s *Server, args ...string) string {
+	t.Helper()
+	out, err := s.Do(args...)
+	if err != nil || strings.HasPrefix(out, "ERR") || strings.HasPrefix(out, "(error)") {
+		t.Fatalf("redistest: redis-cli %s on %s: %v: %s", strings.Join(args, " "), s.Addr(), err, out)
+	}
+	return out
 }
