@@ -22,7 +22,7 @@ func stores(t *testing.T) map[string]func(t *testing.T) limiter.Store {
 			srv := redistest.Start(t)
 			cfg := sredis.DefaultConfig()
 			cfg.Addrs = []string{srv.Addr()}
-			st, err := sredis.New(cfg)
+			st, err := sredis.New(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
