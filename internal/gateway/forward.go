@@ -38,16 +38,11 @@ type forwarder struct {
 	respTimeout time.Duration
 	idleTimeout time.Duration
 	maxIdle     int
+	maxHeader   int // the bound of an answer's status line and headers
 
 	mu   sync.Mutex
 	idle []*upConn // LIFO: the most recently used connection is reused first
 }
-
-// staleCheckAfter is how long a connection may sit idle before it is
-// checked, with a non-blocking peek, for the upstream having closed it,
-// for a call that could be retried on a new connection should it turn out
-// closed (retryable). Other calls check every connection: they would fail.
-const staleCheckAfter = time.Second
 
 func newForwarder(g *Gateway, target *url.URL, cfg Config) *forwarder {
 	addr := target.Host
@@ -63,6 +58,7 @@ func newForwarder(g *Gateway, target *url.URL, cfg Config) *forwarder {
 		respTimeout: cfg.ResponseTimeout,
 		idleTimeout: 90 * time.Second,
 		maxIdle:     cfg.MaxIdleConns,
+		maxHeader:   cfg.MaxResponseHeaderBytes,
 	}
 }
 
@@ -81,9 +77,15 @@ func (f *forwarder) takes(r *http.Request) bool {
 	return true
 }
 
-// get returns an idle connection, or nil when there is none. check says
-// to check it is open however briefly it was idle.
-func (f *forwarder) get(now time.Time, check bool) *upConn {
+// get returns an idle connection, or nil when there is none. Every one
+// is checked first with a non-blocking peek: an idle connection is
+// reused only when the upstream has sent nothing on it since its last
+// answer ended (respond checked that nothing was left then). Bytes from
+// an idle upstream, or its end, close it: they are nobody's answer, and
+// taken for the next call's they would hand that caller the previous
+// one's (what Go's Transport calls an unsolicited response, and nginx's
+// keepalive module closes a connection for).
+func (f *forwarder) get(now time.Time) *upConn {
 	for {
 		f.mu.Lock()
 		n := len(f.idle)
@@ -95,8 +97,7 @@ func (f *forwarder) get(now time.Time, check bool) *upConn {
 		f.idle[n-1] = nil
 		f.idle = f.idle[:n-1]
 		f.mu.Unlock()
-		idle := now.Sub(uc.lastUsed)
-		if idle > f.idleTimeout || ((check || idle > staleCheckAfter) && !aliveNow(uc.c)) {
+		if now.Sub(uc.lastUsed) > f.idleTimeout || !aliveNow(uc.c) {
 			uc.c.Close()
 			continue
 		}
@@ -219,7 +220,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 	for attempt := 0; ; attempt++ {
 		reused := false
 		if attempt == 0 {
-			uc = f.get(time.Now(), !retry)
+			uc = f.get(time.Now())
 			reused = uc != nil
 		}
 		if uc == nil {
@@ -326,6 +327,10 @@ func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) 
 	if f.respTimeout > 0 {
 		c.readDeadline(time.Now().Add(f.respTimeout))
 	}
+	// The status lines and headers, interim answers' included, are read
+	// within f.maxHeader bytes (see upReader); the body without bound.
+	uc.inHead, uc.headLeft = true, f.maxHeader
+	defer uc.endHead()
 	if _, err := uc.br.Peek(1); err != nil {
 		if werr != nil {
 			return nil, werr
@@ -591,8 +596,12 @@ func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, 
 	if err == nil {
 		err = res.Body.Close()
 	}
-	// A connection whose deadline the client's going moved is not reused.
-	if watched = stop(); watched && err == nil && !res.Close {
+	// A connection whose deadline the client's going moved is not reused,
+	// nor one whose answer did not end exactly where its framing says:
+	// anything read past its end (a body to HEAD, bytes after the
+	// Content-Length or the last chunk, a body after 204 or 304, a second
+	// answer) is nobody's answer.
+	if watched = stop(); watched && err == nil && !res.Close && uc.br.Buffered() == 0 {
 		f.put(uc, time.Now())
 	} else {
 		uc.c.Close()

@@ -56,6 +56,12 @@ type Config struct {
 	// the upstream. Default 1024: with fewer than the concurrent calls,
 	// every call beyond them opens a new connection.
 	MaxIdleConns int
+	// MaxResponseHeaderBytes bounds an upstream answer's status line and
+	// headers (interim 1xx answers included): past it the call is
+	// answered 502 and the connection closed, rather than the headers
+	// held in memory and relayed whole. Default 64 KiB, the bound of a
+	// request's headers (--max-header-bytes).
+	MaxResponseHeaderBytes int
 	// Identifier says who calls are from and which proxies in front of
 	// the gateway are trusted; the same list decides whether incoming
 	// X-Forwarded-* headers are passed on. Default: the zero Identifier.
@@ -69,7 +75,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults, without an upstream.
 func DefaultConfig() Config {
-	return Config{DialTimeout: 5 * time.Second, ResponseTimeout: 30 * time.Second, MaxIdleConns: 1024}
+	return Config{DialTimeout: 5 * time.Second, ResponseTimeout: 30 * time.Second, MaxIdleConns: 1024, MaxResponseHeaderBytes: 64 << 10}
 }
 
 // Validate reports whether c is usable.
@@ -83,8 +89,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway: upstream %q: no host", c.Upstream.Redacted())
 	case c.Upstream.RawQuery != "" || c.Upstream.Fragment != "":
 		return fmt.Errorf("gateway: upstream %q: must not have a query or fragment", c.Upstream.Redacted())
-	case c.DialTimeout < 0 || c.ResponseTimeout < 0 || c.MaxIdleConns < 0:
-		return errors.New("gateway: timeouts and connection counts must not be negative")
+	case c.DialTimeout < 0 || c.ResponseTimeout < 0 || c.MaxIdleConns < 0 || c.MaxResponseHeaderBytes < 0:
+		return errors.New("gateway: timeouts, connection counts and sizes must not be negative")
 	}
 	return nil
 }
@@ -118,6 +124,9 @@ func New(l *limiter.Limiter, cfg Config) (*Gateway, error) {
 	if cfg.MaxIdleConns == 0 {
 		cfg.MaxIdleConns = d.MaxIdleConns
 	}
+	if cfg.MaxResponseHeaderBytes == 0 {
+		cfg.MaxResponseHeaderBytes = d.MaxResponseHeaderBytes
+	}
 	g := &Gateway{log: cfg.Logger, target: cfg.Upstream}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -126,15 +135,16 @@ func New(l *limiter.Limiter, cfg Config) (*Gateway, error) {
 		g.id = *cfg.Identifier
 	}
 	g.transport = &http.Transport{
-		Proxy:                 nil, // the upstream is reached directly, whatever HTTP_PROXY says
-		DialContext:           (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          cfg.MaxIdleConns,
-		MaxIdleConnsPerHost:   cfg.MaxIdleConns,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   cfg.DialTimeout,
-		ResponseHeaderTimeout: cfg.ResponseTimeout,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true, // pass Accept-Encoding and bodies through untouched
+		Proxy:                  nil, // the upstream is reached directly, whatever HTTP_PROXY says
+		DialContext:            (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:           cfg.MaxIdleConns,
+		MaxIdleConnsPerHost:    cfg.MaxIdleConns,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    cfg.DialTimeout,
+		ResponseHeaderTimeout:  cfg.ResponseTimeout,
+		ExpectContinueTimeout:  time.Second,
+		DisableCompression:     true, // pass Accept-Encoding and bodies through untouched
+		MaxResponseHeaderBytes: int64(cfg.MaxResponseHeaderBytes),
 	}
 	proxy := func(dropQuota bool) *httputil.ReverseProxy {
 		p := &httputil.ReverseProxy{

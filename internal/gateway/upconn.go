@@ -34,6 +34,11 @@ type upConn struct {
 	// connection goes back to the idle ones.
 	h http.Header
 
+	// While an answer's head is read (inHead), the bytes upReader may
+	// still read: errHeadTooLarge past them.
+	inHead   bool
+	headLeft int
+
 	hold    bool   // the next write through bw is kept in pending
 	pending []byte // the request's last bytes, not yet written
 	sent    int    // how much of pending is written
@@ -91,7 +96,31 @@ type errRequestNotSent struct{ err error }
 func (e errRequestNotSent) Error() string { return "gateway: writing the request: " + e.err.Error() }
 func (e errRequestNotSent) Unwrap() error { return e.err }
 
+// errHeadTooLarge is an answer whose status line and headers do not end
+// within the forwarder's bound (Config.MaxResponseHeaderBytes).
+var errHeadTooLarge = errors.New("gateway: the upstream's answer headers are larger than the gateway's bound")
+
+// endHead lifts the bound of the head of an answer: its body is read
+// without one.
+func (uc *upConn) endHead() { uc.inHead = false }
+
 func (r upReader) Read(p []byte) (int, error) {
+	uc := r.uc
+	if !uc.inHead {
+		return r.read(p)
+	}
+	if uc.headLeft <= 0 {
+		return 0, errHeadTooLarge
+	}
+	if len(p) > uc.headLeft {
+		p = p[:uc.headLeft]
+	}
+	n, err := r.read(p)
+	uc.headLeft -= n
+	return n, err
+}
+
+func (r upReader) read(p []byte) (int, error) {
 	uc := r.uc
 	if uc.sent == len(uc.pending) {
 		return uc.c.Read(p)
