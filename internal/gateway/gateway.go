@@ -181,7 +181,14 @@ func New(l *limiter.Limiter, cfg Config) (*Gateway, error) {
 		middleware.WithIdentifier(&g.id),
 		middleware.WithErrorHandler(g.limiterError),
 	}, cfg.Middleware...)
-	g.h = middleware.Middleware(l, opts...)(inner)
+	limited := middleware.Middleware(l, opts...)(inner)
+	g.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !upstreamPath(r.URL) {
+			badTarget(w)
+			return
+		}
+		limited.ServeHTTP(w, r)
+	})
 	return g, nil
 }
 

@@ -1,8 +1,13 @@
 package gateway_test
 
 import (
+	"bufio"
+	"io"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 )
 
 // send sends method target (a raw request target) to the gateway at base
@@ -74,6 +79,86 @@ rules:
 	for _, p := range []string{"/ADMIN/users", "/Admin/%55sers/"} {
 		if got := send(t, gw.URL, "GET", p); got != http.StatusTooManyRequests {
 			t.Errorf("GET %s = %d, want 429 under admin (path_case insensitive)", p, got)
+		}
+	}
+}
+
+// rawCall sends one raw request (line and headers) to the gateway at base
+// and returns the answer's status.
+func rawCall(t *testing.T, base, request string) int {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, request)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%q: %v", request, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestTargetIsWhatTheUpstreamGets: the limiter decides on exactly the
+// path the upstream receives, and no target reaches the upstream outside
+// --upstream's path prefix: an absolute-form target without a path is
+// "/" for both; "." and ".." segments are resolved before either sees
+// them; a target that is not a path, or has dot segments in another
+// spelling an upstream may decode (%2e, "..;", %2F or %5C around dots),
+// is refused with 400 and never reaches the upstream.
+func TestTargetIsWhatTheUpstreamGets(t *testing.T) {
+	up := newUpstream(t, nil)
+	l := newLimiter(t, `
+rules:
+  - {id: root, match: {endpoint: "GET /"}, by: ip, limit: 1, window: 1m}
+  - {id: admin, match: {endpoint: "GET /admin"}, by: ip, limit: 1, window: 1m}
+`)
+	gw := newGateway(t, l, up.URL+"/v1", nil)
+	seen := func() string {
+		up.mu.Lock()
+		defer up.mu.Unlock()
+		if up.last == nil {
+			return ""
+		}
+		return up.last.RequestURI
+	}
+	for _, tt := range []struct {
+		target, wantUp string
+		want           int
+	}{
+		{"http://gw.example", "/v1/", 200},
+		{"http://gw.example/", "/v1/", 429},
+		{"/", "/v1/", 429},
+		{"/../admin", "/v1/admin", 200},
+		{"/admin", "/v1/admin", 429},
+		{"/x/../admin", "/v1/admin", 429},
+		{"/./admin/.", "/v1/admin/", 429},
+	} {
+		up.mu.Lock()
+		up.last = nil
+		up.mu.Unlock()
+		if got := rawCall(t, gw.URL, "GET "+tt.target+" HTTP/1.1\r\nHost: gw.example\r\n\r\n"); got != tt.want {
+			t.Errorf("GET %s = %d, want %d", tt.target, got, tt.want)
+		}
+		if tt.want == 200 {
+			if got := seen(); got != tt.wantUp {
+				t.Errorf("GET %s: the upstream got %q, want %q", tt.target, got, tt.wantUp)
+			}
+		}
+	}
+	for _, target := range []string{"http:admin/x", "/%2e%2e/admin", "/%2E./admin", "/..;/admin", "/x/..%2fadmin",
+		"/x/..%5cadmin", "/.%2e;x/admin"} {
+		// ("OPTIONS *" is answered by net/http's server itself.)
+		before := up.n
+		method := "GET"
+		if got := rawCall(t, gw.URL, method+" "+target+" HTTP/1.1\r\nHost: gw.example\r\n\r\n"); got != http.StatusBadRequest {
+			t.Errorf("%s %s = %d, want 400", method, target, got)
+		}
+		if up.n != before {
+			t.Errorf("%s %s reached the upstream as %q", method, target, seen())
 		}
 	}
 }
