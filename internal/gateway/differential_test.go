@@ -82,7 +82,7 @@ var oddCases = []upstreamCase{
 		write(c, "HTTP/1.1 200 OK\r\nX-Answer: "+r.URL.Path+"\r\nContent-Len")
 		return false
 	}},
-	{name: "answer before the request is read", accept: func(c net.Conn) {
+	{name: "answer before the request is read", early: func(c net.Conn) {
 		write(c, "HTTP/1.1 200 OK\r\nX-Answer: /early\r\nContent-Length: 5\r\n\r\nearly")
 	}, answer: func(c net.Conn, n int, r *http.Request) bool { write(c, answerTo(r)); return true }},
 	{name: "100 Continue, then the answer", answer: func(c net.Conn, n int, r *http.Request) bool {
@@ -186,6 +186,11 @@ var oddCases = []upstreamCase{
 //   - an answer the proxy could not get is a 502 on both sides; the
 //     gateway's carries a JSON error body, ReverseProxy's none, so the
 //     body of a 502 is not compared;
+//   - http.Transport notices bytes an upstream sends on an idle
+//     connection in a goroutine of its own, which may not have run when
+//     the next call takes the connection (the next caller then gets
+//     them); the gateway peeks before each reuse. The reference is given
+//     transportNotices to notice before its next client;
 //   - a body cut short: ReverseProxy has sent the status line and
 //     whatever arrived before it aborts, as the gateway does; the client
 //     sees the status and an error, so the partial body is not compared.
@@ -203,7 +208,10 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 			got := callInTurn(t, gw.URL, methods, idle)
 
 			ref, refIdle := scriptedUpstream(t, uc)
-			want := callInTurn(t, referenceProxy(t, ref), methods, refIdle)
+			want := callInTurn(t, referenceProxy(t, ref), methods, func() {
+				refIdle()
+				time.Sleep(transportNotices)
+			})
 			for i := range methods {
 				g, w := got[i], want[i]
 				if g.status == http.StatusBadGateway && w.status == http.StatusBadGateway {
@@ -219,6 +227,10 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 		})
 	}
 }
+
+// transportNotices is how long the reference proxy's Transport is given
+// to notice bytes on an idle connection.
+const transportNotices = 50 * time.Millisecond
 
 // referenceProxy serves a bare httputil.ReverseProxy to target, whose
 // Transport bounds answers' headers as the gateway does by default, and

@@ -18,12 +18,12 @@ import (
 // upstreamCase is one behaviour of a scripted upstream, raw bytes on a
 // TCP connection: answer writes what the upstream sends for the n-th
 // request of its connection (from 0) and reports whether the connection
-// stays open; accept, when set, runs on a new connection before any
-// request is read.
+// stays open; early, when set, runs on a new connection once the first
+// request has begun to arrive, before it is read.
 type upstreamCase struct {
 	name    string
 	methods []string // the clients' methods, one client each; default four GETs
-	accept  func(c net.Conn)
+	early   func(c net.Conn)
 	answer  func(c net.Conn, n int, r *http.Request) (keep bool)
 }
 
@@ -38,17 +38,18 @@ func scriptedUpstream(t testing.TB, uc upstreamCase) (string, func()) {
 	addr := listentest.ServeTCP(t, func(c net.Conn) {
 		defer c.Close()
 		br := bufio.NewReader(c)
-		early := uc.accept != nil
-		if early {
-			busy.Add(1)
-			uc.accept(c)
-		}
+		early := false
 		for n := 0; ; n++ {
 			if _, err := br.Peek(1); err != nil {
 				if early {
 					busy.Add(-1)
 				}
 				return
+			}
+			if n == 0 && uc.early != nil {
+				busy.Add(1)
+				early = true
+				uc.early(c)
 			}
 			busy.Add(1)
 			r, err := http.ReadRequest(br)
@@ -58,6 +59,9 @@ func scriptedUpstream(t testing.TB, uc upstreamCase) (string, func()) {
 			}
 			io.Copy(io.Discard, r.Body)
 			keep := uc.answer(c, n, r)
+			if !keep {
+				c.Close() // before the upstream counts as idle
+			}
 			busy.Add(-1)
 			if early {
 				busy.Add(-1)
