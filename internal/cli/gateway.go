@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/http1"
 	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
@@ -39,6 +40,7 @@ type gatewayFlags struct {
 	minBodyRate     int64         // --min-body-rate, bytes/s
 	bodyRateGrace   time.Duration // --body-rate-grace
 	shapeMaxWait    time.Duration // --shape-max-wait: 0 rejects at once
+	httpEngine      string        // --http-engine: gateway.EngineFast or gateway.EngineStd
 
 	jwtSecret     string
 	jwtKeys       string
@@ -81,6 +83,7 @@ SLUICE_JWT_HS256_SECRET.`,
 	fl.DurationVar(&f.responseTimeout, "upstream-timeout", 30*time.Second, "how long the upstream may take to send its response headers (then 504); bodies stream without limit")
 	fl.Int64Var(&f.minBodyRate, "min-body-rate", 1024, "bytes a second a request body must arrive at, on average, once --body-rate-grace has passed (then 408 and the connection is closed)")
 	fl.DurationVar(&f.bodyRateGrace, "body-rate-grace", 10*time.Second, "how long a request body may take before --min-body-rate applies")
+	fl.StringVar(&f.httpEngine, "http-engine", gateway.EngineFast, "HTTP/1.1 engine of the proxy port and the upstream calls: fast (the gateway's own server loop and client for plain calls, net/http for the rest) or std (net/http and httputil.ReverseProxy for every call)")
 	fl.DurationVar(&f.shapeMaxWait, "shape-max-wait", 0, "shaping mode, for egress: hold each call until its reserved slot, up to this long, and answer 429 at once beyond it (0: off, calls are rejected at once; at most 1h; every matching rule must be a token_bucket or leaky_bucket)")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "admin API address (and /healthz, /readyz); empty: no admin API; a non-loopback address requires --admin-token")
 	addAdminGuardFlags(fl, &f.adminGuard)
@@ -211,6 +214,9 @@ func (f *gatewayFlags) validate() (*url.URL, *middleware.Identifier, error) {
 	if f.adminListen == "" && f.engine.net.adminTLS.Enabled() {
 		return nil, nil, errors.New("gateway: --admin-tls-cert, --admin-tls-key and --admin-tls-client-ca need --admin-listen, the admin API they would serve")
 	}
+	if f.httpEngine != gateway.EngineFast && f.httpEngine != gateway.EngineStd {
+		return nil, nil, fmt.Errorf("gateway: --http-engine (SLUICE_HTTP_ENGINE) %q: want %s or %s", f.httpEngine, gateway.EngineFast, gateway.EngineStd)
+	}
 	if f.shapeMaxWait < 0 || f.shapeMaxWait > limiter.MaxWait {
 		return nil, nil, fmt.Errorf("gateway: --shape-max-wait must be from 0 (off) to 1h, got %s", f.shapeMaxWait)
 	}
@@ -233,6 +239,7 @@ func (f *gatewayFlags) proxy(eng *engine, target *url.URL, id *middleware.Identi
 		Identifier:      id,
 		Middleware:      mwOpts,
 		Logger:          eng.log,
+		Engine:          f.httpEngine,
 	})
 }
 
@@ -254,10 +261,10 @@ func (f *gatewayFlags) servers(eng *engine, gw *gateway.Gateway) (*serving, erro
 	// for as long as they take, at --min-body-rate at least.
 	proxy := f.engine.net.server(f.listen, handler, true, log)
 	srv.add("gateway", proxy, proxyTLS)
-	if proxyTLS == nil {
+	if proxyTLS == nil && f.httpEngine == gateway.EngineFast {
 		// Plain HTTP: the gateway's own server loop serves the plain
 		// calls and hands every other connection to net/http's.
-		srv.loops[len(srv.loops)-1] = &gateway.Server{Handler: handler, Fallback: proxy, ErrorLog: log}
+		srv.loops[len(srv.loops)-1] = &http1.Server{Handler: handler, Fallback: proxy, ErrorLog: log}
 	}
 	if f.adminListen == "" {
 		return srv, nil

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/http1"
 	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/internal/rulestore"
 )
@@ -25,7 +25,7 @@ type serving struct {
 	// loops[i], when set, serves listeners[i] in place of servers[i],
 	// handing it the connections it does not serve itself (the gateway's
 	// plain-HTTP proxy port).
-	loops []*gateway.Server
+	loops []*http1.Server
 }
 
 // add appends a server.

@@ -4,9 +4,15 @@
 // upstream; an allowed one is proxied with the quota headers added to the
 // upstream's response.
 //
-//	client → middleware (identity → limiter → 429 | quota headers)
-//	       → forwarder (HTTP/1.1, pooled connections) → upstream
-//	         | httputil.ReverseProxy (https, upgrades, Expect, request trailers)
+//	client → target (the path the upstream gets) → middleware (identity →
+//	       limiter → 429 | quota headers)
+//	       → http1.Client (HTTP/1.1, pooled connections) → upstream
+//	         | httputil.ReverseProxy (https, upgrades, Expect, request
+//	           trailers; every call with Engine "std")
+//
+// The HTTP/1.1 engine, a server loop for the proxy port and the upstream
+// client, is package http1; Config.Engine "std" turns it off and serves
+// every call with net/http and httputil.ReverseProxy alone.
 package gateway
 
 import (
@@ -20,10 +26,10 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/headers"
+	"github.com/sluicehq/sluice/internal/http1"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/internal/ratelog"
@@ -71,7 +77,19 @@ type Config struct {
 	// Logger receives upstream and limiter failures (rate-limited to one
 	// line a second each). Default: discard.
 	Logger *slog.Logger
+	// Engine is the HTTP/1.1 engine calls to a plain-HTTP upstream go
+	// through: EngineFast (the default, "") the gateway's own client
+	// (package http1), EngineStd httputil.ReverseProxy over
+	// http.Transport for every call. The proxy port's server follows the
+	// same choice (see Engine).
+	Engine string
 }
+
+// The engines of Config.Engine (--http-engine).
+const (
+	EngineFast = "fast" // package http1's server loop and upstream client, net/http for what they do not take
+	EngineStd  = "std"  // net/http's server and httputil.ReverseProxy for every call
+)
 
 // DefaultConfig returns the defaults, without an upstream.
 func DefaultConfig() Config {
@@ -89,6 +107,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway: upstream %q: no host", c.Upstream.Redacted())
 	case c.Upstream.RawQuery != "" || c.Upstream.Fragment != "":
 		return fmt.Errorf("gateway: upstream %q: must not have a query or fragment", c.Upstream.Redacted())
+	case c.Engine != "" && c.Engine != EngineFast && c.Engine != EngineStd:
+		return fmt.Errorf("gateway: engine %q: must be %s or %s", c.Engine, EngineFast, EngineStd)
 	case c.DialTimeout < 0 || c.ResponseTimeout < 0 || c.MaxIdleConns < 0 || c.MaxResponseHeaderBytes < 0:
 		return errors.New("gateway: timeouts, connection counts and sizes must not be negative")
 	}
@@ -100,7 +120,7 @@ func (c Config) Validate() error {
 type Gateway struct {
 	h         http.Handler
 	transport *http.Transport // the ReverseProxy path: https, upgrades, Expect, request trailers
-	fwd       *forwarder      // plain-HTTP upstreams: every other call
+	client    *http1.Client   // plain-HTTP upstreams, engine fast: every other call
 	log       *slog.Logger
 	id        middleware.Identifier
 	target    *url.URL
@@ -150,7 +170,7 @@ func New(l *limiter.Limiter, cfg Config) (*Gateway, error) {
 		p := &httputil.ReverseProxy{
 			Rewrite:      g.rewrite,
 			Transport:    g.transport,
-			BufferPool:   bufferPool{},
+			BufferPool:   http1.BufferPool{},
 			ErrorHandler: g.upstreamError,
 			ErrorLog:     slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 		}
@@ -163,14 +183,21 @@ func New(l *limiter.Limiter, cfg Config) (*Gateway, error) {
 	// matched, the upstream's own headers of those names are dropped
 	// rather than sent twice.
 	withQuota, withoutQuota := proxy(true), proxy(false)
-	if cfg.Upstream.Scheme == "http" {
-		g.fwd = newForwarder(g, cfg.Upstream, cfg)
+	if cfg.Upstream.Scheme == "http" && cfg.Engine != EngineStd {
+		g.client = http1.NewClient(http1.ClientConfig{
+			Upstream:               cfg.Upstream,
+			DialTimeout:            cfg.DialTimeout,
+			ResponseTimeout:        cfg.ResponseTimeout,
+			MaxIdleConns:           cfg.MaxIdleConns,
+			MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes,
+			Forwarded:              g.forwarding,
+		})
 	}
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, quota := w.Header()[headers.Limit]
 		switch {
-		case g.fwd != nil && g.fwd.takes(r):
-			g.fwd.serve(w, r, quota)
+		case g.client != nil && g.client.Takes(r):
+			g.forward(w, r, quota)
 		case quota:
 			withQuota.ServeHTTP(w, r)
 		default:
@@ -198,8 +225,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.h.ServeH
 // Close closes the idle connections to the upstream.
 func (g *Gateway) Close() {
 	g.transport.CloseIdleConnections()
-	if g.fwd != nil {
-		g.fwd.closeIdle()
+	if g.client != nil {
+		g.client.CloseIdle()
 	}
 }
 
@@ -222,19 +249,30 @@ func dropQuotaHeaders(res *http.Response) error {
 	return nil
 }
 
-// fwdHeaders are the forwarding headers of one call to the upstream (see
-// forwarding). ok is false when the peer's address is unknown: then none
-// is sent.
-type fwdHeaders struct {
-	ok        bool
-	xff       string   // X-Forwarded-For
-	proto     []string // X-Forwarded-Proto
-	host      []string // X-Forwarded-Host
-	forwarded string   // Forwarded, when not ""
-	vals      [4]string
+// forward sends r through the gateway's own client; quota drops the
+// upstream's quota headers (a rule matched: the gateway's stand).
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, quota bool) {
+	var drop func(string) bool
+	if quota {
+		drop = isQuotaHeader
+	}
+	err := g.client.Forward(w, r, drop)
+	if err == nil {
+		return
+	}
+	if cut := (*http1.CutShortError)(nil); errors.As(err, &cut) {
+		// Abort the client's connection rather than end the answer as if
+		// it were whole.
+		if r.Context().Err() == nil {
+			g.logFailure("gateway: copying the upstream's answer failed", "method", r.Method, "path", r.URL.Path, "err", cut.Err)
+		}
+		panic(http.ErrAbortHandler)
+	}
+	g.upstreamError(w, r, err)
 }
 
-// forwarding sets h to the forwarding headers of the call in. The
+// forwarding sets h to the forwarding headers of the call in (none when
+// the peer's address is unknown). The
 // incoming ones are dropped and set again:
 //
 //   - From a trusted proxy, X-Forwarded-For is its chain with the peer
@@ -244,66 +282,33 @@ type fwdHeaders struct {
 //   - From anyone else, X-Forwarded-For starts afresh with the peer, the
 //     proto and host are the gateway's own view, and Forwarded is dropped:
 //     what a client wrote there is not passed on as if a proxy had.
-func (g *Gateway) forwarding(in *http.Request, h *fwdHeaders) {
-	peer, ok := peerOf(in)
+func (g *Gateway) forwarding(in *http.Request, h *http1.Forwarded) {
+	peer, ok := http1.Peer(in, middleware.Peer)
 	if !ok {
 		return
 	}
-	h.ok = true
+	h.Set = true
 	proto := "http"
 	if in.TLS != nil {
 		proto = "https"
 	}
-	h.vals[0], h.vals[1] = proto, in.Host
-	h.proto, h.host = h.vals[0:1:1], h.vals[1:2:2]
-	h.xff = addrText(in.RemoteAddr, peer)
+	h.Vals[0], h.Vals[1] = proto, in.Host
+	h.Proto, h.Host = h.Vals[0:1:1], h.Vals[1:2:2]
+	h.For = addrText(in.RemoteAddr, peer)
 	if g.id.TrustsAddr(peer) {
-		peerText := h.xff
+		peerText := h.For
 		if prior := in.Header[middleware.HeaderXForwardedFor]; len(prior) > 0 {
-			h.xff = strings.Join(prior, ", ") + ", " + peerText
+			h.For = strings.Join(prior, ", ") + ", " + peerText
 		}
 		if p := in.Header["X-Forwarded-Proto"]; len(p) > 0 {
-			h.proto = p
+			h.Proto = p
 		}
 		if p := in.Header["X-Forwarded-Host"]; len(p) > 0 {
-			h.host = p
+			h.Host = p
 		}
 		if prior := in.Header[middleware.HeaderForwarded]; len(prior) > 0 {
-			h.forwarded = strings.Join(prior, ", ") + ", " + forwardedElement(peerText, proto)
+			h.Forwarded = strings.Join(prior, ", ") + ", " + forwardedElement(peerText, proto)
 		}
-	}
-}
-
-// peerOf is middleware.Peer(in), parsed once a connection for the
-// requests the server loop serves: their connection holds it.
-func peerOf(in *http.Request) (netip.Addr, bool) {
-	ctx := in.Context()
-	if c, ok := ctx.Value(connKey{}).(*srvConn); ok && c.reqCtx == ctx && in.RemoteAddr == c.remote {
-		// The request runs on its connection's goroutine, the only one
-		// that touches these fields.
-		if !c.peerParsed {
-			c.peer, c.peerOK = middleware.Peer(in)
-			c.peerParsed = true
-		}
-		return c.peer, c.peerOK
-	}
-	return middleware.Peer(in)
-}
-
-// write writes h as header lines.
-func (h *fwdHeaders) write(hb *headBuf) {
-	if !h.ok {
-		return
-	}
-	hb.field(middleware.HeaderXForwardedFor, h.xff)
-	for _, v := range h.proto {
-		hb.field("X-Forwarded-Proto", v)
-	}
-	for _, v := range h.host {
-		hb.field("X-Forwarded-Host", v)
-	}
-	if h.forwarded != "" {
-		hb.field(middleware.HeaderForwarded, h.forwarded)
 	}
 }
 
@@ -315,24 +320,24 @@ func (h *fwdHeaders) write(hb *headBuf) {
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(g.target)
 	// One allocation for the values set here, each header its own
-	// full-capacity slice of h.vals.
-	h := new(fwdHeaders)
+	// full-capacity slice of h.Vals.
+	h := new(http1.Forwarded)
 	g.forwarding(pr.In, h)
-	if !h.ok {
+	if !h.Set {
 		return
 	}
 	out := pr.Out.Header
-	out["X-Forwarded-Proto"] = h.proto
-	out["X-Forwarded-Host"] = h.host
-	if h.forwarded != "" {
-		out[middleware.HeaderForwarded] = []string{h.forwarded}
+	out["X-Forwarded-Proto"] = h.Proto
+	out["X-Forwarded-Host"] = h.Host
+	if h.Forwarded != "" {
+		out[middleware.HeaderForwarded] = []string{h.Forwarded}
 	}
-	h.vals[2] = h.xff
-	out[middleware.HeaderXForwardedFor] = h.vals[2:3:3]
+	h.Vals[2] = h.For
+	out[middleware.HeaderXForwardedFor] = h.Vals[2:3:3]
 	// ReverseProxy sets an empty User-Agent when the call has none (so
-	// that Go's is not sent), allocating for it; set here, h.vals[3] is "".
+	// that Go's is not sent), allocating for it; set here, h.Vals[3] is "".
 	if _, ok := out["User-Agent"]; !ok {
-		out["User-Agent"] = h.vals[3:4:4]
+		out["User-Agent"] = h.Vals[3:4:4]
 	}
 }
 
@@ -409,11 +414,3 @@ func (g *Gateway) limiterError(w http.ResponseWriter, r *http.Request, err error
 func (g *Gateway) logFailure(msg string, args ...any) {
 	g.failures.Warn(g.log, msg, args...)
 }
-
-// bufferPool lends ReverseProxy its 32 KiB copy buffers.
-type bufferPool struct{}
-
-var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
-func (bufferPool) Put(b []byte) { buffers.Put(&b) }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/http1"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/middleware"
 	"github.com/sluicehq/sluice/rules"
@@ -114,7 +115,7 @@ func serveLoop(t testing.TB, h http.Handler) *httptest.Server {
 		t.Fatal(err)
 	}
 	fallback := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
-	loop := &gateway.Server{Handler: h, Fallback: fallback}
+	loop := &http1.Server{Handler: h, Fallback: fallback}
 	done := make(chan struct{})
 	go func() { loop.Serve(ln); close(done) }()
 	t.Cleanup(func() {

@@ -39,7 +39,7 @@ func upstreamPath(u *url.URL) (ok bool) {
 		u.Path = "/"
 		return true
 	}
-	p := escapedPath(u)
+	p := u.EscapedPath()
 	if p == "" || p[0] != '/' {
 		return false
 	}
@@ -58,7 +58,7 @@ func upstreamPath(u *url.URL) (ok bool) {
 		return false
 	}
 	u.Path, u.RawPath = path, ""
-	if escapedPath(u) != clean {
+	if u.EscapedPath() != clean {
 		u.RawPath = clean
 	}
 	return true

@@ -1,4 +1,4 @@
-package gateway
+package http1
 
 import (
 	"bufio"
@@ -166,7 +166,7 @@ func headerEnd(b []byte) int {
 
 // plainBody is the body of a plain answer (readPlainResponse): the next
 // n bytes of br. Like net/http's, it ends in io.ErrUnexpectedEOF when the
-// connection ends before them. Close does nothing: the forwarder reads a
+// connection ends before them. Close does nothing: the Client reads a
 // body to its end before reusing the connection, and closes the
 // connection otherwise.
 type plainBody struct {

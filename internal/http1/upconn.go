@@ -1,4 +1,4 @@
-package gateway
+package http1
 
 import (
 	"bufio"
@@ -35,7 +35,7 @@ type upConn struct {
 	h http.Header
 
 	// While an answer's head is read (inHead), the bytes upReader may
-	// still read: errHeadTooLarge past them.
+	// still read: ErrHeadTooLarge past them.
 	inHead   bool
 	headLeft int
 
@@ -93,12 +93,12 @@ type upReader struct{ uc *upConn }
 // writeRequest.
 type errRequestNotSent struct{ err error }
 
-func (e errRequestNotSent) Error() string { return "gateway: writing the request: " + e.err.Error() }
+func (e errRequestNotSent) Error() string { return "http1: writing the request: " + e.err.Error() }
 func (e errRequestNotSent) Unwrap() error { return e.err }
 
-// errHeadTooLarge is an answer whose status line and headers do not end
-// within the forwarder's bound (Config.MaxResponseHeaderBytes).
-var errHeadTooLarge = errors.New("gateway: the upstream's answer headers are larger than the gateway's bound")
+// ErrHeadTooLarge is an answer whose status lines and headers do not end
+// within the Client's bound (ClientConfig.MaxResponseHeaderBytes).
+var ErrHeadTooLarge = errors.New("http1: the upstream's answer headers are larger than the bound")
 
 // endHead lifts the bound of the head of an answer: its body is read
 // without one.
@@ -110,7 +110,7 @@ func (r upReader) Read(p []byte) (int, error) {
 		return r.read(p)
 	}
 	if uc.headLeft <= 0 {
-		return 0, errHeadTooLarge
+		return 0, ErrHeadTooLarge
 	}
 	if len(p) > uc.headLeft {
 		p = p[:uc.headLeft]

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package gateway
+package http1
 
 import (
 	"errors"

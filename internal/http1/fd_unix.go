@@ -1,6 +1,6 @@
 //go:build unix
 
-package gateway
+package http1
 
 import (
 	"errors"
@@ -69,7 +69,7 @@ func rawConn(c net.Conn) syscall.RawConn { return rawio.RawConn(c) }
 func watchFile(c net.Conn) (*os.File, error) {
 	rc := rawConn(c)
 	if rc == nil {
-		return nil, errors.New("gateway: no file descriptor")
+		return nil, errors.New("http1: no file descriptor")
 	}
 	var (
 		fd   int

@@ -1,4 +1,4 @@
-package gateway
+package http1
 
 import (
 	"bufio"

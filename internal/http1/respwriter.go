@@ -1,4 +1,4 @@
-package gateway
+package http1
 
 import (
 	"errors"
@@ -44,7 +44,7 @@ func (w *respWriter) WriteHeader(code int) {
 		return
 	}
 	if code < 100 || code > 999 {
-		panic("gateway: invalid WriteHeader code " + strconv.Itoa(code))
+		panic("http1: invalid WriteHeader code " + strconv.Itoa(code))
 	}
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
 		// An interim answer goes out at once; the final one follows.
@@ -108,7 +108,7 @@ func (w *respWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-var errClientGone = errors.New("gateway: writing to the client failed")
+var errClientGone = errors.New("http1: writing to the client failed")
 
 // Flush sends what is written so far; an answer without Content-Length
 // becomes chunked.

@@ -1,4 +1,4 @@
-package gateway
+package http1
 
 import (
 	"bufio"
@@ -14,23 +14,24 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/sluicehq/sluice/middleware"
 )
 
-// forwarder proxies an allowed call to a plain-HTTP upstream over HTTP/1.1
+// Client forwards calls to one plain-HTTP upstream over HTTP/1.1
 // keep-alive connections of its own: it writes the request line and the
-// headers into the connection's buffer, streams the body, reads the answer
-// with http.ReadResponse and copies it to the client. It is what
-// httputil.ReverseProxy and http.Transport do for an ordinary call,
-// without the request copy, the per-connection read and write goroutines
-// and their hand-offs.
+// headers into the connection's buffer, streams the body, reads the
+// answer (readPlainResponse, else http.ReadResponse) and copies it to the
+// caller's ResponseWriter. It is what httputil.ReverseProxy and
+// http.Transport do for an ordinary call, without the request copy, the
+// per-connection read and write goroutines and their hand-offs.
 //
-// Calls it does not take (see takes) go to the ReverseProxy path: upgrades
-// (WebSocket), Expect: 100-continue, request trailers, CONNECT and
-// absolute or opaque request targets. Safe for concurrent use.
-type forwarder struct {
-	g           *Gateway
+// A connection is reused only when its answer ended exactly where its
+// framing says, with nothing read past it, and it is checked before each
+// reuse for anything the upstream sent while it was idle (see get).
+//
+// Calls it does not take (see Takes) are the caller's to send another
+// way (ReverseProxy): upgrades (WebSocket), Expect: 100-continue, request
+// trailers, CONNECT and opaque request targets. Safe for concurrent use.
+type Client struct {
 	addr        string // host:port to dial
 	host        string // the Host header sent: the upstream's
 	prefix      string // the upstream's path prefix, escaped
@@ -38,19 +39,79 @@ type forwarder struct {
 	respTimeout time.Duration
 	idleTimeout time.Duration
 	maxIdle     int
-	maxHeader   int // the bound of an answer's status line and headers
+	maxHeader   int // the bound of an answer's status lines and headers
+	forwarded   func(in *http.Request, h *Forwarded)
 
 	mu   sync.Mutex
 	idle []*upConn // LIFO: the most recently used connection is reused first
 }
 
-func newForwarder(g *Gateway, target *url.URL, cfg Config) *forwarder {
+// ClientConfig configures a Client. Zero values take their defaults.
+type ClientConfig struct {
+	// Upstream is where calls go: an http URL, with a path prefix joined
+	// in front of each call's path. Required.
+	Upstream *url.URL
+	// DialTimeout bounds connecting to the upstream. Default none.
+	DialTimeout time.Duration
+	// ResponseTimeout bounds the wait for an answer's headers once the
+	// request is sent; the body streams without a limit. Default none.
+	ResponseTimeout time.Duration
+	// MaxIdleConns is the number of idle connections kept. Default 1024.
+	MaxIdleConns int
+	// MaxResponseHeaderBytes bounds an answer's status lines and headers,
+	// interim answers' included: past it, Forward fails with
+	// ErrHeadTooLarge. Default 64 KiB.
+	MaxResponseHeaderBytes int
+	// Forwarded, when set, fills the forwarding headers of each call
+	// (they replace the caller's own; see Forwarded).
+	Forwarded func(in *http.Request, h *Forwarded)
+}
+
+// write writes h as header lines.
+func (h *Forwarded) write(hb *headBuf) {
+	if !h.Set {
+		return
+	}
+	hb.field("X-Forwarded-For", h.For)
+	for _, v := range h.Proto {
+		hb.field("X-Forwarded-Proto", v)
+	}
+	for _, v := range h.Host {
+		hb.field("X-Forwarded-Host", v)
+	}
+	if h.Forwarded != "" {
+		hb.field("Forwarded", h.Forwarded)
+	}
+}
+
+// Forwarded are the forwarding headers a Client writes into a request
+// in place of the caller's X-Forwarded-For, X-Forwarded-Proto,
+// X-Forwarded-Host and Forwarded. None is written unless Set.
+type Forwarded struct {
+	Set       bool
+	For       string   // X-Forwarded-For
+	Proto     []string // X-Forwarded-Proto
+	Host      []string // X-Forwarded-Host
+	Forwarded string   // Forwarded, when not ""
+	// Vals is room for the values the filler makes, so that they cost no
+	// allocation of their own.
+	Vals [4]string
+}
+
+// NewClient returns a Client for cfg.Upstream.
+func NewClient(cfg ClientConfig) *Client {
+	target := cfg.Upstream
 	addr := target.Host
 	if target.Port() == "" {
 		addr = net.JoinHostPort(target.Hostname(), "80")
 	}
-	return &forwarder{
-		g:           g,
+	if cfg.MaxIdleConns == 0 {
+		cfg.MaxIdleConns = 1024
+	}
+	if cfg.MaxResponseHeaderBytes == 0 {
+		cfg.MaxResponseHeaderBytes = 64 << 10
+	}
+	return &Client{
 		addr:        addr,
 		host:        target.Host,
 		prefix:      target.EscapedPath(),
@@ -59,11 +120,13 @@ func newForwarder(g *Gateway, target *url.URL, cfg Config) *forwarder {
 		idleTimeout: 90 * time.Second,
 		maxIdle:     cfg.MaxIdleConns,
 		maxHeader:   cfg.MaxResponseHeaderBytes,
+		forwarded:   cfg.Forwarded,
 	}
 }
 
-// takes reports whether f forwards r; the others go to ReverseProxy.
-func (f *forwarder) takes(r *http.Request) bool {
+// Takes reports whether c forwards r; the others are the caller's to
+// send another way.
+func (f *Client) Takes(r *http.Request) bool {
 	if r.Method == http.MethodConnect || r.URL.Opaque != "" || len(r.Trailer) > 0 {
 		return false
 	}
@@ -85,7 +148,7 @@ func (f *forwarder) takes(r *http.Request) bool {
 // taken for the next call's they would hand that caller the previous
 // one's (what Go's Transport calls an unsolicited response, and nginx's
 // keepalive module closes a connection for).
-func (f *forwarder) get(now time.Time) *upConn {
+func (f *Client) get(now time.Time) *upConn {
 	for {
 		f.mu.Lock()
 		n := len(f.idle)
@@ -113,7 +176,7 @@ func aliveNow(c net.Conn) bool {
 }
 
 // put returns uc to the idle connections, or closes it when they are full.
-func (f *forwarder) put(uc *upConn, now time.Time) {
+func (f *Client) put(uc *upConn, now time.Time) {
 	uc.lastUsed = now
 	f.mu.Lock()
 	if len(f.idle) < f.maxIdle {
@@ -125,7 +188,7 @@ func (f *forwarder) put(uc *upConn, now time.Time) {
 	uc.c.Close()
 }
 
-func (f *forwarder) dial(ctx context.Context) (*upConn, error) {
+func (f *Client) dial(ctx context.Context) (*upConn, error) {
 	c, err := f.dialer.DialContext(ctx, "tcp", f.addr)
 	if err != nil {
 		return nil, err
@@ -133,8 +196,8 @@ func (f *forwarder) dial(ctx context.Context) (*upConn, error) {
 	return newUpConn(c), nil
 }
 
-// closeIdle closes the idle connections.
-func (f *forwarder) closeIdle() {
+// CloseIdle closes the idle connections.
+func (f *Client) CloseIdle() {
 	f.mu.Lock()
 	idle := f.idle
 	f.idle = nil
@@ -158,11 +221,11 @@ func isHopHeader(k string) bool {
 
 // skipRequestHeader reports whether the request header k is not copied as
 // it is: hop-by-hop, named by Connection, the forwarding headers (set
-// afresh by rewriteHeaders), and those the request line and framing
+// afresh from ClientConfig.Forwarded), and those the request line and framing
 // decide (Host, Content-Length).
 func skipRequestHeader(k string, conn []string) bool {
 	switch k {
-	case "Host", "Content-Length", middleware.HeaderXForwardedFor, "X-Forwarded-Host", "X-Forwarded-Proto", middleware.HeaderForwarded:
+	case "Host", "Content-Length", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded":
 		return true
 	}
 	return isHopHeader(k) || namedByConnection(k, conn)
@@ -202,14 +265,23 @@ func retryable(r *http.Request) bool {
 
 // errUpstreamClosed is a reused connection the upstream had closed before
 // the call's answer began.
-var errUpstreamClosed = errors.New("gateway: the upstream closed the connection before answering")
+var errUpstreamClosed = errors.New("http1: the upstream closed the connection before answering")
 
-// serve forwards r and copies the answer to w. dropQuota drops the
-// upstream's own quota headers (a rule matched: the gateway's stand).
-func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool) {
+// Forward sends r to the upstream and copies the answer to w, leaving out
+// the answer's hop-by-hop headers and those drop names (nil: none). It
+// returns nil when the answer went out whole. An error before any of the
+// answer was written (the upstream could not be reached, failed or did
+// not answer in time; ErrHeadTooLarge; the client's context's error when
+// it went away) leaves w untouched: the caller answers the call. An
+// answer cut short after its status went out is a *CutShortError: the
+// caller should abort the client's connection (panic with
+// http.ErrAbortHandler) rather than end the answer as if it were whole.
+func (f *Client) Forward(w http.ResponseWriter, r *http.Request, drop func(string) bool) error {
 	ctx := r.Context()
 	c := calls.Get().(*call)
-	f.g.forwarding(r, &c.h)
+	if f.forwarded != nil {
+		f.forwarded(r, &c.h)
+	}
 	var (
 		res *http.Response
 		uc  *upConn
@@ -226,8 +298,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 		if uc == nil {
 			if uc, err = f.dial(ctx); err != nil {
 				stop()
-				f.fail(w, r, err)
-				return
+				return callError(r, err)
 			}
 		}
 		c.use(uc)
@@ -241,14 +312,23 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, dropQuota bool
 			continue
 		}
 		stop()
-		f.fail(w, r, err)
-		return
+		return callError(r, err)
 	}
-	if f.respond(w, r, uc, res, dropQuota, stop) {
+	watched, err := f.respond(w, uc, res, drop, stop)
+	if watched && err == nil {
 		*c = call{}
 		calls.Put(c)
 	}
+	return err
 }
+
+// CutShortError is an answer that failed after its status line went out
+// to the client: reading it from the upstream or writing it to the
+// client.
+type CutShortError struct{ Err error }
+
+func (e *CutShortError) Error() string { return "http1: the answer was cut short: " + e.Err.Error() }
+func (e *CutShortError) Unwrap() error { return e.Err }
 
 // calls are the call states of calls that ended with their answer whole
 // and their client there: nothing refers to them any more (the hook on
@@ -258,7 +338,7 @@ var calls = sync.Pool{New: func() any { return new(call) }}
 
 // call is the state of one forwarded call.
 type call struct {
-	h fwdHeaders
+	h Forwarded
 
 	// The answer, when readPlainResponse reads it.
 	res  http.Response
@@ -300,19 +380,19 @@ func (c *call) readDeadline(t time.Time) {
 	c.mu.Unlock()
 }
 
-// fail answers r for an upstream failure err; when the client has gone,
-// the context's error stands for it.
-func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
+// callError is the error of a call that failed before its answer: when
+// the client has gone, the context's error stands for it.
+func callError(r *http.Request, err error) error {
 	if cerr := r.Context().Err(); cerr != nil {
-		err = cerr
+		return cerr
 	}
-	f.g.upstreamError(w, r, err)
+	return err
 }
 
 // roundTrip writes r on uc and reads the answer's status line and headers;
 // interim 1xx answers but 101 are skipped. The body is left on uc.br. A
 // plain answer (readPlainResponse) is read into c.res.
-func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) {
+func (f *Client) roundTrip(c *call, r *http.Request) (*http.Response, error) {
 	uc := c.uc
 	werr := f.writeRequest(uc, r, &c.h)
 	if werr != nil {
@@ -362,7 +442,7 @@ func (f *forwarder) roundTrip(c *call, r *http.Request) (*http.Response, error) 
 			continue // 100 Continue, 103 Early Hints: the final answer follows
 		}
 		if res.StatusCode == http.StatusSwitchingProtocols {
-			return nil, errors.New("gateway: the upstream switched protocols on a call that asked for no upgrade")
+			return nil, errors.New("http1: the upstream switched protocols on a call that asked for no upgrade")
 		}
 		if werr != nil {
 			// The upstream answered before it took the whole body (a 413,
@@ -427,7 +507,7 @@ func isBodyErr(err error) bool {
 
 // writeRequest writes the request line, the headers and the body of r.
 // An error of the body is a bodyErr.
-func (f *forwarder) writeRequest(uc *upConn, r *http.Request, h *fwdHeaders) error {
+func (f *Client) writeRequest(uc *upConn, r *http.Request, h *Forwarded) error {
 	bw := uc.bw
 	hb := newHeadBuf(bw)
 	hb.str(r.Method)
@@ -522,7 +602,7 @@ func sendsZeroLength(method string) bool {
 
 // writeTarget writes the origin-form request target: the upstream's path
 // prefix joined with the call's path, and the call's query.
-func (f *forwarder) writeTarget(hb *headBuf, u *url.URL) {
+func (f *Client) writeTarget(hb *headBuf, u *url.URL) {
 	path := escapedPath(u)
 	if f.prefix != "" {
 		path = joinPath(f.prefix, path)
@@ -567,11 +647,11 @@ func hasToken(vv []string, token string) bool {
 // closes it when the answer or the copy says it cannot be reused. stop
 // ends the watch on the client's context; respond reports what it
 // returned (true: the client did not go away).
-func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, res *http.Response, dropQuota bool, stop func() bool) (watched bool) {
+func (f *Client) respond(w http.ResponseWriter, uc *upConn, res *http.Response, drop func(string) bool, stop func() bool) (watched bool, err error) {
 	out := w.Header()
 	conn := res.Header["Connection"]
 	for k, vv := range res.Header {
-		if isHopHeader(k) || namedByConnection(k, conn) || (dropQuota && isQuotaHeader(k)) {
+		if isHopHeader(k) || namedByConnection(k, conn) || (drop != nil && drop(k)) {
 			continue
 		}
 		if prev, ok := out[k]; ok {
@@ -591,7 +671,7 @@ func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, 
 	w.WriteHeader(res.StatusCode)
 
 	buf := buffers.Get().(*[]byte)
-	_, err := copyBody(w, res, *buf)
+	_, err = copyBody(w, res, *buf)
 	buffers.Put(buf)
 	if err == nil {
 		err = res.Body.Close()
@@ -607,12 +687,7 @@ func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, 
 		uc.c.Close()
 	}
 	if err != nil {
-		// The answer is cut short: abort the client's connection rather
-		// than end the answer as if it were whole.
-		if r.Context().Err() == nil {
-			f.g.logFailure("gateway: copying the upstream's answer failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		}
-		panic(http.ErrAbortHandler)
+		return watched, &CutShortError{err}
 	}
 	if len(res.Trailer) > 0 {
 		// Trailers go out only in a chunked answer: flush to make it one.
@@ -622,12 +697,12 @@ func (f *forwarder) respond(w http.ResponseWriter, r *http.Request, uc *upConn, 
 		for k, vv := range res.Trailer {
 			out[k] = vv
 		}
-		return
+		return watched, nil
 	}
 	for k, vv := range res.Trailer {
 		out[http.TrailerPrefix+k] = vv
 	}
-	return watched
+	return watched, nil
 }
 
 // copyBody copies res's body to w through buf. An answer of unknown length
@@ -663,3 +738,12 @@ func copyBody(w http.ResponseWriter, res *http.Response, buf []byte) (int64, err
 		}
 	}
 }
+
+// BufferPool lends httputil.ReverseProxy the Client's 32 KiB copy
+// buffers.
+type BufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (BufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (BufferPool) Put(b []byte) { buffers.Put(&b) }

@@ -1,4 +1,4 @@
-package gateway
+package http1
 
 import (
 	"net/http"
@@ -244,7 +244,7 @@ func addValue(h http.Header, key, v string, vals []string) []string {
 }
 
 // plainField reads the header line at the start of block, of the plain
-// form both the server loop and the forwarder take: a name of token bytes,
+// form both the server loop and the Client take: a name of token bytes,
 // a value of printable bytes or tabs. It returns the name canonical (the
 // name itself when it is), the value without its surrounding blanks and
 // what follows the line; end at the blank line that ends the block; not ok

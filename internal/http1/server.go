@@ -1,4 +1,4 @@
-package gateway
+package http1
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rawio"
 )
 
-// Server serves the gateway's proxy port over plain TCP with a small
+// Server serves an HTTP handler over plain TCP with a small
 // HTTP/1.1 server loop of its own for the calls that make up almost all
 // of an API's traffic, and hands every other connection to net/http's
 // server (Fallback) as it is, bytes already read included.
@@ -489,7 +489,7 @@ func (c *srvConn) serveRequest(parsed *http.Request) (keep bool) {
 
 func (s *Server) logPanic(p any) {
 	if s.ErrorLog != nil {
-		s.ErrorLog.Error("gateway: panic serving a request", "panic", p)
+		s.ErrorLog.Error("http1: panic serving a request", "panic", p)
 	}
 }
 
@@ -631,3 +631,20 @@ func (l *connListener) Close() error {
 }
 
 func (l *connListener) Addr() net.Addr { return l.addr }
+
+// Peer is parse(r), the address of r's peer, parsed once a connection for
+// the requests the loop serves (their connection keeps it); for any other
+// request, parse(r) each time.
+func Peer(r *http.Request, parse func(*http.Request) (netip.Addr, bool)) (netip.Addr, bool) {
+	ctx := r.Context()
+	if c, ok := ctx.Value(connKey{}).(*srvConn); ok && c.reqCtx == ctx && r.RemoteAddr == c.remote {
+		// The request runs on its connection's goroutine, the only one
+		// that touches these fields.
+		if !c.peerParsed {
+			c.peer, c.peerOK = parse(r)
+			c.peerParsed = true
+		}
+		return c.peer, c.peerOK
+	}
+	return parse(r)
+}
