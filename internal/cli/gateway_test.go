@@ -77,6 +77,7 @@ func TestGatewayFlagErrors(t *testing.T) {
 		{"batch wait too long", []string{"--upstream", "http://127.0.0.1:1", "--redis-batch-wait", "11ms"}, "--redis-batch-wait 11ms: want 0 (a call goes at once) up to 10ms"},
 		{"negative batch wait", []string{"--upstream", "http://127.0.0.1:1", "--redis-batch-wait", "-1ms"}, "--redis-batch-wait -1ms: want 0"},
 		{"no body rate", []string{"--upstream", "http://127.0.0.1:1", "--min-body-rate", "0"}, "--min-body-rate must be at least 1"},
+		{"unknown engine", []string{"--upstream", "http://127.0.0.1:1", "--http-engine", "nginx"}, `--http-engine (SLUICE_HTTP_ENGINE) "nginx": want fast or std`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

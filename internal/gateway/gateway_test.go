@@ -81,9 +81,23 @@ func (u *upstream) lastHeader() http.Header {
 	return u.last.Header
 }
 
+// testEngine is the Config.Engine of the gateways the tests build:
+// TestStdEngine runs tests again with gateway.EngineStd.
+var testEngine string
+
 func newGateway(t testing.TB, l *limiter.Limiter, target string, mod func(*gateway.Config)) *httptest.Server {
 	t.Helper()
-	return serveLoop(t, buildGateway(t, l, target, mod))
+	gw := buildGateway(t, l, target, mod)
+	if testEngine == gateway.EngineStd {
+		// As the proxy port is served with --http-engine std: net/http's
+		// server alone.
+		srv := httptest.NewUnstartedServer(gw)
+		srv.Config.ReadHeaderTimeout, srv.Config.IdleTimeout = 5*time.Second, time.Minute
+		srv.Start()
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	return serveLoop(t, gw)
 }
 
 // buildGateway is a Gateway over l to target, its Config changed by mod,
@@ -94,7 +108,7 @@ func buildGateway(t testing.TB, l *limiter.Limiter, target string, mod func(*gat
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := gateway.Config{Upstream: u}
+	cfg := gateway.Config{Upstream: u, Engine: testEngine}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -346,5 +360,45 @@ rules:
 		if s := <-got; s.xff != c.wantXFF || s.ua != c.ua {
 			t.Errorf("%s, User-Agent %q: upstream saw X-Forwarded-For %q, User-Agent %q; want %q, %q", c.remote, c.ua, s.xff, s.ua, c.wantXFF, c.ua)
 		}
+	}
+}
+
+// TestStdEngine runs the gateway's tests again with --http-engine std:
+// net/http's server and httputil.ReverseProxy serve and forward every
+// call, and it limits, forwards and fails as the fast engine does. Left
+// out: the tests of the fast engine's own connection handling (how many
+// upstream connections, reuse past a response deadline, leftovers and
+// the differential test, whose reference this engine is).
+func TestStdEngine(t *testing.T) {
+	testEngine = gateway.EngineStd
+	defer func() { testEngine = "" }()
+	for _, tt := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"HeadIsGet", TestHeadIsGet},
+		{"PathsFold", TestPathsFold},
+		{"TargetIsWhatTheUpstreamGets", TestTargetIsWhatTheUpstreamGets},
+		{"ForwardingHeaders", TestForwardingHeaders},
+		{"QuotaHeadersReplaceTheUpstreams", TestQuotaHeadersReplaceTheUpstreams},
+		{"UpstreamFailures", TestUpstreamFailures},
+		{"UpstreamPathPrefix", TestUpstreamPathPrefix},
+		{"GatewayPeerTextAndUserAgent", TestGatewayPeerTextAndUserAgent},
+		{"MatchHeadersAndMethodSets", TestMatchHeadersAndMethodSets},
+		{"RuleChangesReachTheProxy", TestRuleChangesReachTheProxy},
+		{"ForwardRequestBodies", TestForwardRequestBodies},
+		{"ForwardAnswersWithoutBody", TestForwardAnswersWithoutBody},
+		{"ForwardStreams", TestForwardStreams},
+		{"ForwardTeTrailers", TestForwardTeTrailers},
+		{"ForwardTrailers", TestForwardTrailers},
+		{"ForwardBrokenAnswers", TestForwardBrokenAnswers},
+		{"ForwardClientGone", TestForwardClientGone},
+		{"ForwardUpgrade", TestForwardUpgrade},
+		{"ForwardExpectContinue", TestForwardExpectContinue},
+		{"ForwardConcurrentAnswersStayApart", TestForwardConcurrentAnswersStayApart},
+		{"ForwardBoundsAnswerHeaders", TestForwardBoundsAnswerHeaders},
+		{"ShapingHoldsUntilTheSlot", TestShapingHoldsUntilTheSlot},
+	} {
+		t.Run(tt.name, tt.fn)
 	}
 }
