@@ -88,10 +88,11 @@ func TestServerWritesAnswersAsNetHTTP(t *testing.T) {
 func rawAnswer(t *testing.T, addr, raw string) string {
 	t.Helper()
 	c, err := send(t, addr, raw)
-	defer c.Close()
 	if err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
+	defer c.Close()
 	b, err := io.ReadAll(c)
 	if err != nil {
 		t.Fatal(err)

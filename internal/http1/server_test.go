@@ -89,10 +89,11 @@ func send(t *testing.T, addr, raw string) (net.Conn, error) {
 func exchange(t *testing.T, addr, raw string) string {
 	t.Helper()
 	c, err := send(t, addr, raw+"GET /last HTTP/1.1\r\nHost: end\r\nConnection: close\r\n\r\n")
-	defer c.Close()
 	if err != nil {
+		c.Close()
 		return "write: " + err.Error()
 	}
+	defer c.Close()
 	br := bufio.NewReader(c)
 	var out strings.Builder
 	for {

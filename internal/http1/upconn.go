@@ -131,7 +131,7 @@ func (r upReader) read(p []byte) (int, error) {
 	uc.p, uc.rerr, uc.werr = nil, nil, nil
 	if werr != nil {
 		uc.sent = len(uc.pending)
-		return 0, errRequestNotSent{&net.OpError{Op: "write", Net: "tcp", Addr: uc.c.RemoteAddr(), Err: werr}}
+		return 0, errRequestNotSent{rawio.OpError("write", uc.c, werr)}
 	}
 	if err != nil {
 		return 0, err
@@ -147,7 +147,7 @@ func (r upReader) read(p []byte) (int, error) {
 		return uc.c.Read(p)
 	}
 	if rerr != nil && rerr != io.EOF {
-		rerr = &net.OpError{Op: "read", Net: "tcp", Addr: uc.c.RemoteAddr(), Err: rerr}
+		rerr = rawio.OpError("read", uc.c, rerr)
 	}
 	return n, rerr
 }
@@ -156,7 +156,7 @@ func (r upReader) read(p []byte) (int, error) {
 // pending, waits, then reads into uc.p. (A method value made once per
 // connection: a closure would cost allocations on every call.)
 func (uc *upConn) sendThenReadFD(fd uintptr) bool {
-	for uc.sent < len(uc.pending) {
+	if uc.sent < len(uc.pending) {
 		m, err := rawio.Write(fd, uc.pending[uc.sent:])
 		if m > 0 {
 			uc.sent += m
@@ -167,9 +167,8 @@ func (uc *upConn) sendThenReadFD(fd uintptr) bool {
 		case err != nil:
 			uc.werr = err
 			return true
-		}
-		if uc.sent < len(uc.pending) {
-			return true
+		case uc.sent < len(uc.pending):
+			return true // the socket took part: the rest by a write that waits
 		}
 		return false // all out: wait for the answer without reading first
 	}
