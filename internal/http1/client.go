@@ -160,19 +160,12 @@ func (f *Client) get(now time.Time) *upConn {
 		f.idle[n-1] = nil
 		f.idle = f.idle[:n-1]
 		f.mu.Unlock()
-		if now.Sub(uc.lastUsed) > f.idleTimeout || !aliveNow(uc.c) {
+		if now.Sub(uc.lastUsed) > f.idleTimeout || !connAlive(uc.c) {
 			uc.c.Close()
 			continue
 		}
 		return uc
 	}
-}
-
-// aliveNow is connAlive for a pooled connection, whose read deadline may
-// be one of an earlier call, passed.
-func aliveNow(c net.Conn) bool {
-	c.SetReadDeadline(time.Time{})
-	return connAlive(c)
 }
 
 // put returns uc to the idle connections, or closes it when they are full.

@@ -11,9 +11,11 @@ import (
 	"github.com/sluicehq/sluice/internal/rawio"
 )
 
-// connAlive reports whether c, an idle connection, is still open: a
-// non-blocking peek finds nothing to read (EAGAIN). EOF, an error or
-// unexpected bytes from an idle upstream all mean it is not to be used.
+// connAlive reports whether c, an idle connection, is still open with
+// nothing to read: a non-blocking peek at its socket finds nothing
+// (EAGAIN). EOF, an error or bytes from an idle upstream all mean it is
+// not to be used. The peek is made in the socket's Control, not its
+// Read: it neither waits nor minds a read deadline passed.
 func connAlive(c net.Conn) bool {
 	if _, ok := c.(syscall.Conn); !ok {
 		return true
@@ -22,8 +24,19 @@ func connAlive(c net.Conn) bool {
 	if rc == nil {
 		return false
 	}
-	st, err := peek(rc, false)
-	return err == nil && st == peekEmpty
+	alive := false
+	var b [1]byte
+	err := rc.Control(func(fd uintptr) {
+		for {
+			_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			if err == syscall.EINTR {
+				continue
+			}
+			alive = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
+			return
+		}
+	})
+	return err == nil && alive
 }
 
 // peekState is what a peek at a socket found.
