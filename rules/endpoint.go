@@ -97,18 +97,6 @@ func methodProblem(m string) string {
 	return ""
 }
 
-// inMethods reports whether the method set set ("GET|POST") names m.
-func inMethods(set, m string) bool {
-	for set != "" {
-		var one string
-		one, set, _ = strings.Cut(set, "|")
-		if one == m {
-			return true
-		}
-	}
-	return false
-}
-
 func validMethod(m string) bool {
 	if m == "" || len(m) > 16 {
 		return false

@@ -4,12 +4,17 @@
 # It installs what the tests need when it is missing (redis-server,
 # redis-tools and python3 — the gateway's third-party upstream in e2e —
 # from Debian's packages; postgresql, whose server it starts when none
-# answers), then runs go vet, every test with the race detector,
-# and each native fuzz target for a short bounded time.
+# answers; staticcheck, at the version below, with go install), then runs
+# go vet, staticcheck, every test with the race detector, and each native
+# fuzz target for a short bounded time.
 #
-# Environment: FUZZTIME (default 10s per fuzz target), SKIP_FUZZ=1 to skip
-# fuzzing, SLUICE_TEST_POSTGRES (a postgres:// URL of a role that may create
-# databases; default postgres@127.0.0.1:5432), GOFLAGS as usual.
+# QUICK=1 ./scripts/test.sh is the developer's inner loop: go vet and every
+# test of every package, without the race detector, staticcheck or fuzzing
+# (CI runs the whole).
+#
+# Environment: QUICK=1, FUZZTIME (default 10s per fuzz target), SKIP_FUZZ=1
+# to skip fuzzing, SLUICE_TEST_POSTGRES (a postgres:// URL of a role that may
+# create databases; default postgres@127.0.0.1:5432), GOFLAGS as usual.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,20 +65,40 @@ if [ -z "${SLUICE_TEST_POSTGRES:-}" ] && ! pg_ok; then
   pg_ok || { echo "PostgreSQL does not answer at $pg_url; set SLUICE_TEST_POSTGRES to a server the tests may create databases on" >&2; exit 1; }
 fi
 
+quick=""
+[ "${QUICK:-}" = 1 ] && quick=1
+
 log "go vet"
 go vet ./...
+
+# staticcheck, at a version that supports this Go (1.26), installed into
+# $(go env GOPATH)/bin when that version is not there.
+staticcheck_version=v0.8.2
+if [ -z "$quick" ]; then
+  staticcheck="$(go env GOPATH)/bin/staticcheck"
+  if ! "$staticcheck" -version 2>/dev/null | grep -qF "(${staticcheck_version#v})"; then
+    log "installing staticcheck $staticcheck_version"
+    go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+  fi
+  # internal/gateway is left out until its three findings (a loop that
+  # always exits on its first pass, two SA5001 in its tests) are fixed.
+  log "staticcheck"
+  "$staticcheck" $(go list ./... | grep -v '/internal/gateway$')
+fi
 
 # Unit and integration tests in parallel; then, one package at a time, the
 # ones that time real processes (fault detection and recovery bounds, the
 # built binary under load), so that they do not compete with each other
 # for the machine's cores.
 timed='/e2e$|/store/failover$'
-log "go test -race (parallel)"
-go test -race -count=1 -timeout 20m $(go list ./... | grep -Ev "$timed")
-log "go test -race (timed, one package at a time)"
-go test -race -count=1 -timeout 20m -p 1 $(go list ./... | grep -E "$timed")
+race=-race
+[ -n "$quick" ] && race=""
+log "go test $race (parallel)"
+go test $race -count=1 -timeout 20m $(go list ./... | grep -Ev "$timed")
+log "go test $race (timed, one package at a time)"
+go test $race -count=1 -timeout 20m -p 1 $(go list ./... | grep -E "$timed")
 
-if [ "${SKIP_FUZZ:-}" != 1 ]; then
+if [ "${SKIP_FUZZ:-}" != 1 ] && [ -z "$quick" ]; then
   fuzztime="${FUZZTIME:-10s}"
   fuzzdir="$(mktemp -d)"
   trap 'rm -rf "$fuzzdir"' EXIT

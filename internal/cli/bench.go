@@ -247,21 +247,20 @@ func isLoopback(target string) bool {
 
 // benchReport is what `sluice bench` prints; with --json, as is.
 type benchReport struct {
-	DecisionsPerSec float64         `json:"decisions_per_sec"`
-	Requests        int64           `json:"requests"`
-	Allowed         int64           `json:"allowed"`
-	Denied          int64           `json:"denied"`
-	Errors          int64           `json:"errors"`
-	LatencyMS       latencyMS       `json:"latency_ms"`
-	Concurrency     int             `json:"concurrency"`
-	DurationS       float64         `json:"duration_s"` // measured, from the first call to the last answer
-	Rate            float64         `json:"rate"`       // the --rate asked for; 0: as fast as possible
-	Late            int64           `json:"late,omitempty"`
-	Missed          int64           `json:"missed,omitempty"`
-	FirstError      string          `json:"first_error,omitempty"`
-	Target          string          `json:"target"`
-	res             *loadgen.Result // for writeText
-	health          bool            // --grpc-health: the calls are health checks
+	DecisionsPerSec float64   `json:"decisions_per_sec"`
+	Requests        int64     `json:"requests"`
+	Allowed         int64     `json:"allowed"`
+	Denied          int64     `json:"denied"`
+	Errors          int64     `json:"errors"`
+	LatencyMS       latencyMS `json:"latency_ms"`
+	Concurrency     int       `json:"concurrency"`
+	DurationS       float64   `json:"duration_s"` // measured, from the first call to the last answer
+	Rate            float64   `json:"rate"`       // the --rate asked for; 0: as fast as possible
+	Late            int64     `json:"late,omitempty"`
+	Missed          int64     `json:"missed,omitempty"`
+	FirstError      string    `json:"first_error,omitempty"`
+	Target          string    `json:"target"`
+	health          bool      // --grpc-health: the calls are health checks
 }
 
 type latencyMS struct {

@@ -17,9 +17,6 @@ const Interval = time.Second
 // ready to use and reads the wall clock; it is safe for concurrent use and
 // must not be copied after first use.
 type Limiter struct {
-	// Now, when set, is the clock (tests). Default time.Now.
-	Now func() time.Time
-
 	last       atomic.Int64 // Unix ns of the last line written; 0: none yet
 	suppressed atomic.Int64 // lines left out since
 }
@@ -36,18 +33,11 @@ func (s *Limiter) Warn(l *slog.Logger, msg string, args ...any) {
 // allow reports whether a line may be written now, and counts it as
 // suppressed when not.
 func (s *Limiter) allow() bool {
-	now := s.now()
+	now := time.Now().UnixNano()
 	last := s.last.Load()
 	if last != 0 && now-last < int64(Interval) || !s.last.CompareAndSwap(last, now) {
 		s.suppressed.Add(1)
 		return false
 	}
 	return true
-}
-
-func (s *Limiter) now() int64 {
-	if s.Now != nil {
-		return s.Now().UnixNano()
-	}
-	return time.Now().UnixNano()
 }

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/testkit/clocktest"
 )
 
 func lines(buf *bytes.Buffer) []string {
@@ -19,7 +18,12 @@ func lines(buf *bytes.Buffer) []string {
 	return strings.Split(s, "\n")
 }
 
-func TestWarnAtMostOnceAnInterval(t *testing.T) {
+// The tests run in a synctest bubble: its clock moves only when every
+// goroutine in it waits, so time.Sleep moves it by exactly the time asked.
+
+func TestWarnAtMostOnceAnInterval(t *testing.T) { synctest.Test(t, testWarnAtMostOnceAnInterval) }
+
+func testWarnAtMostOnceAnInterval(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
@@ -28,18 +32,17 @@ func TestWarnAtMostOnceAnInterval(t *testing.T) {
 			}
 			return a
 		}}))
-	clk := clocktest.New(time.Unix(1_700_000_000, 0))
-	rl := &Limiter{Now: clk.Now}
+	var rl Limiter
 
 	rl.Warn(log, "store failed", "err", "e1")
 	rl.Warn(log, "store failed", "err", "e2")
 	rl.Warn(log, "store failed", "err", "e3")
-	clk.Advance(Interval - time.Nanosecond)
+	time.Sleep(Interval - time.Nanosecond)
 	rl.Warn(log, "store failed", "err", "e4")
 	if got := lines(&buf); len(got) != 1 || got[0] != `level=WARN msg="store failed" err=e1 suppressed=0` {
 		t.Fatalf("after 4 calls within an interval: lines %q, want only e1 with suppressed=0", got)
 	}
-	clk.Advance(time.Nanosecond)
+	time.Sleep(time.Nanosecond)
 	rl.Warn(log, "store failed", "err", "e5")
 	got := lines(&buf)
 	if len(got) != 2 || got[1] != `level=WARN msg="store failed" err=e5 suppressed=3` {
@@ -49,12 +52,13 @@ func TestWarnAtMostOnceAnInterval(t *testing.T) {
 
 // TestWarnConcurrent: of many goroutines logging at one instant, exactly
 // one line goes out, and the next line counts all the others.
-func TestWarnConcurrent(t *testing.T) {
+func TestWarnConcurrent(t *testing.T) { synctest.Test(t, testWarnConcurrent) }
+
+func testWarnConcurrent(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, nil))
-	clk := clocktest.New(time.Unix(1_700_000_000, 0))
-	rl := &Limiter{Now: clk.Now}
+	var rl Limiter
 	const n = 64
 	var wg sync.WaitGroup
 	for range n {
@@ -70,7 +74,7 @@ func TestWarnConcurrent(t *testing.T) {
 		t.Fatalf("%d goroutines at one instant wrote %d lines, want 1", n, got)
 	}
 	mu.Unlock()
-	clk.Advance(Interval)
+	time.Sleep(Interval)
 	rl.Warn(log, "x")
 	mu.Lock()
 	defer mu.Unlock()

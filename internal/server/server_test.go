@@ -29,7 +29,6 @@ import (
 const start = 1716800000_300000 // Unix µs
 
 func newClock() *clocktest.Clock             { return clocktest.New(time.UnixMicro(start)) }
-func ptr[T any](v T) *T                      { return &v }
 func seconds(d time.Duration) rules.Duration { return rules.Duration(d) }
 
 // newTestServer returns a server over a real limiter and memory store on a

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unsafe"
 
@@ -611,25 +612,29 @@ func TestIdleLogIsNew(t *testing.T) {
 	}
 }
 
-// TestBackgroundSweeper waits (on the real clock, for the goroutine only;
-// the store's clock is already past the expiry) for the sweeper to drop an
-// idle bucket.
+// TestBackgroundSweeper: the sweeper drops an idle bucket within a sweep
+// of its expiry. In a synctest bubble the store's clock and the sweeper's
+// ticker read the bubble's time, which a Sleep moves at once.
 func TestBackgroundSweeper(t *testing.T) {
-	clock := newClock(conformance.Base)
-	s, err := New(Config{Shards: 4, Clock: clock.Now, SweepInterval: 16 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	take(t, s, op("user:a", "r", params(algorithm.FixedWindow, 1, second, 0), 1))
-	clock.Add(minute)
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Len() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("Len = %d after 10s, want 0", s.Len())
+	synctest.Test(t, func(t *testing.T) {
+		const sweep = 16 * time.Millisecond
+		s, err := New(Config{Shards: 4, SweepInterval: sweep})
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		defer s.Close()
+		take(t, s, op("user:a", "r", params(algorithm.FixedWindow, 1, second, 0), 1))
+		if n := s.Len(); n != 1 {
+			t.Fatalf("Len = %d after a take, want 1", n)
+		}
+		// Expiries are kept in whole seconds: the bucket is idle in the
+		// second after its window, and a sweep after that finds it.
+		time.Sleep(2*time.Second + 2*sweep)
+		synctest.Wait()
+		if n := s.Len(); n != 0 {
+			t.Fatalf("Len = %d a sweep after the bucket went idle, want 0", n)
+		}
+	})
 }
 
 // TestPeekWritesNothing: an op of cost 0 (Envoy's hits_addend 0) reads

@@ -94,7 +94,9 @@ func TestLeanFlowControl(t *testing.T) {
 	t.Run("small replies", func(t *testing.T) {
 		c := leanCheck(t, addr, 1, 5*time.Second, mustLoad(t, 100, "user", "d", "GET /x"))
 		c.lean[0].recvWindow = 65535
-		res, err := Run(context.Background(), Config{Concurrency: 8, Duration: 20 * time.Second, Requests: 5000, NewCall: c.NewCall})
+		// The request cap ends the run; Duration only bounds it. 20 s was
+		// too short for 5,000 calls with -race on a loaded 2-core machine.
+		res, err := Run(context.Background(), Config{Concurrency: 8, Duration: 3 * time.Minute, Requests: 5000, NewCall: c.NewCall})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -44,11 +44,10 @@ type Config struct {
 	// NewCall returns the Call worker i (0 ≤ i < Concurrency) uses.
 	// Required.
 	NewCall func(worker int) Call
-	// Now and Sleep are the clock; nil means time.Now and a real timer.
 	// Sleep waits for d or until ctx is done and reports whether d passed;
-	// only the fixed-rate schedule's pacer calls it. Tests inject both to
-	// run a schedule without waiting.
-	Now   func() time.Time
+	// only the fixed-rate schedule's pacer calls it. nil means a real
+	// timer, ending on a timerfd on Linux; tests in a synctest bubble give
+	// time.Sleep, whose wait the bubble's clock passes at once.
 	Sleep func(ctx context.Context, d time.Duration) bool
 }
 
@@ -106,10 +105,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
+	now := time.Now
 	start := now()
 	rn := &runner{cfg: &cfg, now: now, start: start, end: start.Add(cfg.Duration)}
 	if cfg.Rate > 0 {

@@ -9,28 +9,26 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/testkit/clocktest"
 )
 
-// sleeping is a loadgen Sleep that moves clk on by d at once: with the
-// fake calls of taking, the clock moves only when the code under test
-// sleeps or a call takes time, and with one worker a run is deterministic.
-func sleeping(clk *clocktest.Clock) func(context.Context, time.Duration) bool {
-	return func(_ context.Context, d time.Duration) bool {
-		clk.Advance(d)
-		return true
-	}
+// sleeping is a loadgen Sleep for a synctest bubble: the bubble's clock
+// passes d at once. With the calls of taking, the clock moves only when the
+// code under test sleeps or a call takes time, and with one worker a run is
+// deterministic.
+func sleeping(_ context.Context, d time.Duration) bool {
+	time.Sleep(d)
+	return true
 }
 
-// taking returns a Call that takes d of clk's time and allows every other
-// call.
-func taking(clk *clocktest.Clock, d time.Duration) func(int) Call {
+// taking returns a Call that takes d of the bubble's time and allows every
+// other call.
+func taking(d time.Duration) func(int) Call {
 	return func(int) Call {
 		n := 0
 		return func(context.Context) (bool, error) {
-			clk.Advance(d)
+			time.Sleep(d)
 			n++
 			return n%2 == 1, nil
 		}
@@ -66,32 +64,32 @@ func TestRunSchedule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := clocktest.New(time.Unix(1_700_000_000, 0))
-			res, err := Run(context.Background(), Config{
-				Concurrency: 1,
-				Duration:    time.Second,
-				Rate:        tt.rate,
-				Requests:    tt.requests,
-				NewCall:     taking(clk, tt.callTime),
-				Now:         clk.Now,
-				Sleep:       sleeping(clk),
+			synctest.Test(t, func(t *testing.T) {
+				res, err := Run(context.Background(), Config{
+					Concurrency: 1,
+					Duration:    time.Second,
+					Rate:        tt.rate,
+					Requests:    tt.requests,
+					NewCall:     taking(tt.callTime),
+					Sleep:       sleeping,
+				})
+				if err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				if res.Requests != tt.calls || res.Late != tt.late || res.Missed != tt.missed {
+					t.Errorf("Run = %d calls, %d late, %d missed; want %d, %d, %d",
+						res.Requests, res.Late, res.Missed, tt.calls, tt.late, tt.missed)
+				}
+				if got, want := res.Allowed+res.Denied, tt.calls; got != want || res.Errors != 0 {
+					t.Errorf("allowed %d + denied %d = %d with %d errors, want %d with 0", res.Allowed, res.Denied, got, res.Errors, want)
+				}
+				if got, want := res.Latency.Count(), uint64(tt.calls); got != want {
+					t.Errorf("Latency.Count() = %d, want %d", got, want)
+				}
+				if res.Latency.Min() != tt.minLat || res.Latency.Max() != tt.maxLat {
+					t.Errorf("latency in [%v, %v], want [%v, %v]", res.Latency.Min(), res.Latency.Max(), tt.minLat, tt.maxLat)
+				}
 			})
-			if err != nil {
-				t.Fatalf("Run: %v", err)
-			}
-			if res.Requests != tt.calls || res.Late != tt.late || res.Missed != tt.missed {
-				t.Errorf("Run = %d calls, %d late, %d missed; want %d, %d, %d",
-					res.Requests, res.Late, res.Missed, tt.calls, tt.late, tt.missed)
-			}
-			if got, want := res.Allowed+res.Denied, tt.calls; got != want || res.Errors != 0 {
-				t.Errorf("allowed %d + denied %d = %d with %d errors, want %d with 0", res.Allowed, res.Denied, got, res.Errors, want)
-			}
-			if got, want := res.Latency.Count(), uint64(tt.calls); got != want {
-				t.Errorf("Latency.Count() = %d, want %d", got, want)
-			}
-			if res.Latency.Min() != tt.minLat || res.Latency.Max() != tt.maxLat {
-				t.Errorf("latency in [%v, %v], want [%v, %v]", res.Latency.Min(), res.Latency.Max(), tt.minLat, tt.maxLat)
-			}
 		})
 	}
 }

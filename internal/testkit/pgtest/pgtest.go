@@ -331,9 +331,3 @@ func (s *Server) Stop() {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
-// Log returns what the server logged so far.
-func (s *Server) Log() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
-	return strings.TrimSpace(string(b))
-}
