@@ -11,7 +11,6 @@ import (
 	"github.com/sluicehq/sluice/internal/gctune"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/limiter"
-	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -92,11 +91,7 @@ func openEngine(ctx context.Context, f serveFlags, instrument func(*slog.Logger,
 		decided = instrument(log, src, store)
 	}
 	lim := limiter.New(decided, limiter.Config{IPv6Prefix: f.ipv6Prefix})
-	lim.SetRules(src.Current())
-	src.Subscribe(func(ix *rules.Index) {
-		lim.SetRules(ix)
-		log.Info("rules in force", "revision", ix.Revision(), "rules", len(ix.Rules()))
-	})
+	rulestore.Follow(src, lim.SetRules, log)
 	gc := gctune.Floor(uint64(f.gcFloorMiB) << 20)
 	return &engine{log: log, gc: gc, src: src, store: store, storeInfo: storeInfo, lim: lim}, nil
 }

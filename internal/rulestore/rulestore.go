@@ -13,6 +13,7 @@ package rulestore
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/sluicehq/sluice/rules"
@@ -105,4 +106,16 @@ type Status struct {
 	// or the same one at a lower revision. The rules in force stay, writes
 	// fail with ErrUnavailable, and Error says why and what to do.
 	Refused bool `json:"refused,omitempty"`
+}
+
+// Follow keeps src's rules in force through set: it calls set with the
+// rules in force now, then with the new rules after every change (see
+// Subscribe), logging each one. Call it before src runs, so that no change
+// comes between the two.
+func Follow(src Source, set func(*rules.Index), log *slog.Logger) {
+	set(src.Current())
+	src.Subscribe(func(ix *rules.Index) {
+		set(ix)
+		log.Info("rules in force", "revision", ix.Revision(), "rules", len(ix.Rules()))
+	})
 }
