@@ -99,10 +99,10 @@ type Decision struct {
 	// call is allowed as when no rule matched.
 	Unlimited bool
 
-	// Source says where the decision came from: the store, the local denial
+	// Origin says where the decision came from: the store, the local denial
 	// cache, or — degraded, the shared store being unavailable — the local
 	// fallback or a fail-closed denial.
-	Source Source
+	Origin Origin
 }
 
 // RuleID is the id of the most restrictive rule, "" when none matched.
@@ -301,7 +301,7 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 			return err
 		}
 		info.Now = max(info.Now, step.Now)
-		info.Source = max(info.Source, step.Source) // the most degraded
+		info.Origin = max(info.Origin, step.Origin) // the most degraded
 	}
 	for i, sc := range scs {
 		if n[i] == 0 {
@@ -499,7 +499,7 @@ func sameKey(r *rules.Compiled, used []*rules.Compiled, own *rules.Compiled) int
 // shadow allowed it, and d describes the most restrictive of them.
 func fold(d *Decision, sc *scratch, n int, info TakeInfo) {
 	d.Now = time.UnixMicro(info.Now)
-	d.Source = info.Source
+	d.Origin = info.Origin
 	ops, res, used := sc.ops[:n], sc.res[:n], &sc.used
 	best := 0
 	if n == 1 && !ops[0].Shadow { // the usual call: one rule, nothing to rank

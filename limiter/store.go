@@ -22,40 +22,40 @@ type Op struct {
 	FailClosed bool
 }
 
-// Source says where a decision came from.
-type Source uint8
+// Origin says where a decision came from.
+type Origin uint8
 
 const (
-	// SourceStore: the counter store answered (embedded or shared).
-	SourceStore Source = iota
-	// SourceLocalDenialCache: a denial the shared store gave earlier is
+	// OriginStore: the counter store answered (embedded or shared).
+	OriginStore Origin = iota
+	// OriginLocalDenialCache: a denial the shared store gave earlier is
 	// still in force; no round trip was made.
-	SourceLocalDenialCache
-	// SourceLocalFallback: the shared store is unavailable; the call was
+	OriginLocalDenialCache
+	// OriginLocalFallback: the shared store is unavailable; the call was
 	// decided by a coarse in-process limit (rules with failure_mode: open).
-	SourceLocalFallback
-	// SourceUnavailable: the shared store is unavailable and a matching rule
+	OriginLocalFallback
+	// OriginUnavailable: the shared store is unavailable and a matching rule
 	// fails closed: the call is denied.
-	SourceUnavailable
+	OriginUnavailable
 )
 
-var sourceNames = [...]string{"store", "local_denial_cache", "local_fallback", "unavailable"}
+var originNames = [...]string{"store", "local_denial_cache", "local_fallback", "unavailable"}
 
 // String returns the name used in metrics and answers, e.g. "local_fallback".
-func (s Source) String() string {
-	if int(s) < len(sourceNames) {
-		return sourceNames[s]
+func (s Origin) String() string {
+	if int(s) < len(originNames) {
+		return originNames[s]
 	}
 	return "unknown"
 }
 
 // Degraded reports whether the decision was made without the shared store.
-func (s Source) Degraded() bool { return s == SourceLocalFallback || s == SourceUnavailable }
+func (s Origin) Degraded() bool { return s == OriginLocalFallback || s == OriginUnavailable }
 
 // TakeInfo is what a Store reports about a Take besides the per-op results.
 type TakeInfo struct {
 	Now    int64  // the store's clock reading the decisions were made at (Unix µs)
-	Source Source // where the decisions came from
+	Origin Origin // where the decisions came from
 }
 
 // ErrStoreReply is wrapped by a store's error when the store answered but

@@ -41,9 +41,9 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-// numSources is the number of limiter.Source values: store,
+// numSources is the number of limiter.Origin values: store,
 // local_denial_cache, local_fallback, unavailable.
-const numSources = limiter.SourceUnavailable + 1
+const numSources = limiter.OriginUnavailable + 1
 
 // Outcome is what a decision said: the value of the outcome label.
 type Outcome uint8
@@ -137,7 +137,7 @@ type ruleCache struct {
 type ruleCounters struct {
 	rule *rules.Compiled
 	id   string
-	c    [numOutcomes][numSources]atomic.Pointer[counter] // by Outcome, limiter.Source
+	c    [numOutcomes][numSources]atomic.Pointer[counter] // by Outcome, limiter.Origin
 }
 
 type counter struct{ prometheus.Counter }
@@ -259,7 +259,7 @@ func (rc *ruleCounters) init(m *Metrics, r *rules.Compiled, old *ruleCounters) {
 				}
 			}
 			eager := o == OutcomeAllowed || r != nil && (o == OutcomeShadowDenied) == r.Shadow
-			if s == limiter.SourceStore && eager {
+			if s == limiter.OriginStore && eager {
 				rc.c[o][s].Store(&counter{m.decisions.WithLabelValues(rc.id, o.String(), s.String())})
 			}
 		}
@@ -267,7 +267,7 @@ func (rc *ruleCounters) init(m *Metrics, r *rules.Compiled, old *ruleCounters) {
 }
 
 // get returns the counter of (outcome, source), making it on first use.
-func (rc *ruleCounters) get(m *Metrics, o Outcome, s limiter.Source) prometheus.Counter {
+func (rc *ruleCounters) get(m *Metrics, o Outcome, s limiter.Origin) prometheus.Counter {
 	if p := rc.c[o][s].Load(); p != nil {
 		return p.Counter
 	}
@@ -279,9 +279,9 @@ func (rc *ruleCounters) get(m *Metrics, o Outcome, s limiter.Source) prometheus.
 // Decision counts one decision d, under its rule, outcome and source. It
 // does not allocate when d was made under the rules last given to SetRules.
 func (m *Metrics) Decision(d *limiter.Decision) {
-	src := d.Source
+	src := d.Origin
 	if src >= numSources {
-		src = limiter.SourceStore
+		src = limiter.OriginStore
 	}
 	o := OutcomeOf(d)
 	c := m.cache.Load()

@@ -82,9 +82,9 @@ func TestDecisions(t *testing.T) {
 	m.SetRules(ix)
 	m.Decision(&limiter.Decision{Allowed: true, Rule: a})
 	m.Decision(&limiter.Decision{Allowed: true, Rule: a})
-	m.Decision(&limiter.Decision{Allowed: false, Rule: a, Source: limiter.SourceLocalDenialCache})
-	m.Decision(&limiter.Decision{Allowed: false, Rule: b, Source: limiter.SourceUnavailable})
-	m.Decision(&limiter.Decision{Allowed: true, Rule: b, ShadowDenied: "shadow", Source: limiter.SourceLocalFallback})
+	m.Decision(&limiter.Decision{Allowed: false, Rule: a, Origin: limiter.OriginLocalDenialCache})
+	m.Decision(&limiter.Decision{Allowed: false, Rule: b, Origin: limiter.OriginUnavailable})
+	m.Decision(&limiter.Decision{Allowed: true, Rule: b, ShadowDenied: "shadow", Origin: limiter.OriginLocalFallback})
 	m.Decision(&limiter.Decision{Allowed: true})
 	got := strings.Join(series(gather(t, m)["sluice_decisions_total"]), "\n")
 	for _, never := range []string{"outcome=shadow_denied,rule=a,", "outcome=denied,rule=shadow,", "outcome=denied,rule=,"} {
@@ -134,7 +134,7 @@ func TestDecisionDoesNotAllocate(t *testing.T) {
 	for _, d := range []*limiter.Decision{
 		{Allowed: true, Rule: a},
 		{Allowed: false, Rule: a},
-		{Allowed: false, Rule: a, Source: limiter.SourceLocalDenialCache},
+		{Allowed: false, Rule: a, Origin: limiter.OriginLocalDenialCache},
 		{Allowed: true},
 	} {
 		m.Decision(d) // makes the series of a source other than store

@@ -530,7 +530,7 @@ func (s *Server) accessLog(ctx context.Context, req *rlsv3.RateLimitRequest, cal
 				slog.Int64("limit", d.Limit),
 				slog.Int64("remaining", max(d.Remaining, 0)),
 				slog.Duration("retry_after", d.RetryAfter),
-				slog.String("source", d.Source.String()))
+				slog.String("source", d.Origin.String()))
 		}
 		if d.ShadowDenied != "" {
 			attrs = append(attrs, slog.String("shadow_denied", d.ShadowDenied))

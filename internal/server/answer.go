@@ -56,11 +56,11 @@ func appendAnswer(b []byte, d *limiter.Decision, client []byte) []byte {
 		b = append(b, `,"shadow_denied":`...)
 		b = jsonhttp.AppendString(b, d.ShadowDenied)
 	}
-	if d.Source.Degraded() {
+	if d.Origin.Degraded() {
 		// The shared store was not asked: a coarse local limit decided
 		// (local_fallback), or a fail-closed rule denied (unavailable).
 		b = append(b, `,"degraded":true,"source":`...)
-		b = jsonhttp.AppendString(b, d.Source.String())
+		b = jsonhttp.AppendString(b, d.Origin.String())
 	}
 	return append(b, "}\n"...)
 }

@@ -53,7 +53,7 @@ func hungCall(t *testing.T, call func(*limiter.Limiter) (limiter.Decision, error
 	})
 	t.Cleanup(srv.Resume) // before the store closes: its reconnects then end at once
 	l.SetRules(limitertest.Compile(t, callRules))
-	if d, err := call(l); err != nil || d.Source != limiter.SourceStore {
+	if d, err := call(l); err != nil || d.Origin != limiter.OriginStore {
 		t.Fatalf("Redis answering: %+v, %v; want a decision from Redis", d, err)
 	}
 	overdue := fo.Stats().Overdue.Load()
@@ -61,7 +61,7 @@ func hungCall(t *testing.T, call func(*limiter.Limiter) (limiter.Decision, error
 	start := time.Now()
 	d, err := call(l)
 	took := time.Since(start)
-	if err != nil || !d.Source.Degraded() {
+	if err != nil || !d.Origin.Degraded() {
 		t.Fatalf("Redis hung: %+v, %v after %v; want a degraded answer", d, err, took)
 	}
 	return fo, d, took, overdue

@@ -58,7 +58,7 @@ type opsCall struct {
 	user, path   string
 	start, end   time.Time
 	allowed      bool
-	source       limiter.Source
+	source       limiter.Origin
 	err          error
 	shard        string // the caller's shard when the load started
 	instanceDown bool
@@ -162,7 +162,7 @@ func startLoad(t *testing.T, fos []*failover.Store, ls []*limiter.Limiter, users
 				in := rnd.IntN(len(ls))
 				start := time.Now()
 				d, err := ls[in].Check(context.Background(), &limiter.Request{User: u, Method: "GET", Path: path})
-				c := opsCall{user: u, path: path, start: start, end: time.Now(), allowed: d.Allowed, source: d.Source, err: err, shard: ld.shardOf[u]}
+				c := opsCall{user: u, path: path, start: start, end: time.Now(), allowed: d.Allowed, source: d.Origin, err: err, shard: ld.shardOf[u]}
 				ld.mu.Lock()
 				ld.calls = append(ld.calls, c)
 				ld.mu.Unlock()

@@ -39,7 +39,7 @@ func (s *Store) degraded(ctx context.Context, sh *shard, ops []limiter.Op, res [
 			res[i] = algorithm.Result{Reason: algorithm.ReasonStoreUnavailable, RetryAfter: retry, ResetAfter: retry}
 			s.stats.Unavailable.Add(1)
 			sh.local.Add(1)
-			return limiter.TakeInfo{Now: now, Source: limiter.SourceUnavailable}, nil
+			return limiter.TakeInfo{Now: now, Origin: limiter.OriginUnavailable}, nil
 		}
 	}
 	n := s.live.Load()
@@ -60,7 +60,7 @@ func (s *Store) degraded(ctx context.Context, sh *shard, ops []limiter.Op, res [
 	}
 	s.stats.Fallback.Add(1)
 	sh.local.Add(1)
-	info.Source = limiter.SourceLocalFallback
+	info.Origin = limiter.OriginLocalFallback
 	return info, nil
 }
 

@@ -27,7 +27,7 @@ func TestDegradedAnswerReportsRuleLimit(t *testing.T) {
 	}
 	d, err := l.Check(ctx, &limiter.Request{User: "fresh", Method: "GET", Path: "/api/orders"})
 	local := int64((openLimit + instances - 1) / instances)
-	if err != nil || !d.Allowed || d.Source != limiter.SourceLocalFallback || d.Limit != openLimit || d.Remaining != local-1 {
+	if err != nil || !d.Allowed || d.Origin != limiter.OriginLocalFallback || d.Limit != openLimit || d.Remaining != local-1 {
 		t.Errorf("degraded answer: %+v, %v; want allowed by the local fallback, limit %d (the rule's), remaining %d (of ceil(%d/%d))",
 			d, err, openLimit, local-1, openLimit, instances)
 	}

@@ -48,7 +48,7 @@ func TestDenialsOutliveTheClient(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !d.Allowed {
-					if d.Source != limiter.SourceStore || d.RetryAfter < 20*time.Second {
+					if d.Origin != limiter.OriginStore || d.RetryAfter < 20*time.Second {
 						t.Fatalf("denial from Redis: %+v, want source store with a wait of ~30 s", d)
 					}
 					wait = d.RetryAfter
@@ -108,7 +108,7 @@ func TestDenialsOutliveTheClient(t *testing.T) {
 			clock.Set(retryAt.Add(-wait/1000 - time.Millisecond))
 			denied("just before the retry time, Redis back")
 			clock.Set(retryAt.Add(time.Millisecond))
-			if d, err := l.Check(ctx, &greedy); err != nil || !d.Allowed || d.Source != limiter.SourceStore {
+			if d, err := l.Check(ctx, &greedy); err != nil || !d.Allowed || d.Origin != limiter.OriginStore {
 				t.Errorf("at the retry time: %+v, %v; want allowed by Redis", d, err)
 			}
 		})
@@ -133,13 +133,13 @@ func TestProbesCloseTheBreaker(t *testing.T) {
 	defer fo.Close()
 	ctx := context.Background()
 	req := limiter.Request{User: "u", Method: "GET", Path: "/api/orders"}
-	if d, err := l.Check(ctx, &req); err != nil || d.Source != limiter.SourceStore {
+	if d, err := l.Check(ctx, &req); err != nil || d.Origin != limiter.OriginStore {
 		t.Fatalf("before the fault: %+v, %v; want a decision from Redis", d, err)
 	}
 	srv.Pause()
 	// One call: it goes overdue, the probe gets no answer, the breaker
 	// opens and the call is answered locally.
-	if d, err := l.Check(ctx, &req); err != nil || d.Source != limiter.SourceLocalFallback {
+	if d, err := l.Check(ctx, &req); err != nil || d.Origin != limiter.OriginLocalFallback {
 		t.Fatalf("Redis hung: %+v, %v; want the local fallback's answer", d, err)
 	}
 	if st, _ := fo.State(); st != failover.Open {
@@ -165,7 +165,7 @@ func TestProbesCloseTheBreaker(t *testing.T) {
 	if closedAt < 2 {
 		t.Fatalf("breaker closed at tick %d after Redis came back, want at the second successful probe (tick 2 or 3), after staying open through one", closedAt)
 	}
-	if d, err := l.Check(ctx, &req); err != nil || d.Source != limiter.SourceStore {
+	if d, err := l.Check(ctx, &req); err != nil || d.Origin != limiter.OriginStore {
 		t.Fatalf("after recovery: %+v, %v; want a decision from Redis", d, err)
 	}
 }

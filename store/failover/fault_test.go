@@ -48,7 +48,7 @@ var faultRules = &rules.Set{Rules: []rules.Rule{
 type sample struct {
 	at      time.Time
 	latency time.Duration
-	source  limiter.Source
+	source  limiter.Origin
 	allowed bool
 	closed  bool
 	err     error
@@ -118,7 +118,7 @@ func runFault(t *testing.T, fo *failover.Store, l *limiter.Limiter, f fault) str
 	// Warm up until 20 decisions in a row come from the shared store.
 	for ok, start := 0, time.Now(); ok < 20; {
 		d, err := l.Check(ctx, &limiter.Request{User: "warm", Method: "GET", Path: "/api/x"})
-		if err == nil && d.Source == limiter.SourceStore {
+		if err == nil && d.Origin == limiter.OriginStore {
 			ok++
 		} else {
 			ok = 0
@@ -151,7 +151,7 @@ func runFault(t *testing.T, fo *failover.Store, l *limiter.Limiter, f fault) str
 				}
 				start := time.Now()
 				d, err := l.Check(ctx, &req)
-				s := sample{at: start, latency: time.Since(start), source: d.Source, allowed: d.Allowed, closed: closed, err: err}
+				s := sample{at: start, latency: time.Since(start), source: d.Origin, allowed: d.Allowed, closed: closed, err: err}
 				mu.Lock()
 				samples = append(samples, s)
 				mu.Unlock()
@@ -199,8 +199,8 @@ func runFault(t *testing.T, fo *failover.Store, l *limiter.Limiter, f fault) str
 		if d.Allowed {
 			allowed++
 		}
-		if d.Source != limiter.SourceLocalFallback {
-			t.Fatalf("%s: decision source %s while the breaker is open, want local_fallback", f.name, d.Source)
+		if d.Origin != limiter.OriginLocalFallback {
+			t.Fatalf("%s: decision source %s while the breaker is open, want local_fallback", f.name, d.Origin)
 		}
 	}
 	coarse := openLimit / instances
@@ -224,7 +224,7 @@ func runFault(t *testing.T, fo *failover.Store, l *limiter.Limiter, f fault) str
 	for time.Since(restored) < 20*time.Second {
 		cs := time.Now()
 		d, err := l.Check(ctx, &limiter.Request{User: probeUser, Method: "GET", Path: "/api/orders"})
-		if err == nil && d.Source == limiter.SourceStore {
+		if err == nil && d.Origin == limiter.OriginStore {
 			recovered = time.Now()
 			if l := testLogger(); l != nil {
 				l.Debug("probe user on the store", "check_took", time.Since(cs))
@@ -233,7 +233,7 @@ func runFault(t *testing.T, fo *failover.Store, l *limiter.Limiter, f fault) str
 		}
 		if l := testLogger(); l != nil {
 			st, reason := fo.State()
-			l.Debug("probe user not on the store", "source", d.Source.String(), "err", err, "breaker", st.String(), "reason", reason)
+			l.Debug("probe user not on the store", "source", d.Origin.String(), "err", err, "breaker", st.String(), "reason", reason)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -404,7 +404,7 @@ func TestRestartedEmpty(t *testing.T) {
 		d, err := l.Check(ctx, &limiter.Request{User: "u", Method: "GET", Path: "/api/x"})
 		if err != nil {
 			failed++
-		} else if d.Source.Degraded() {
+		} else if d.Origin.Degraded() {
 			degraded++
 		} else if exists(srv)("rl:{user:u}:open") {
 			t.Logf("restarted empty: back on the shared store %v after the restart (%d degraded answers meanwhile)",
@@ -445,7 +445,7 @@ func TestDegradedKeepsDenials(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !d.Allowed {
-			if d.Source != limiter.SourceStore || d.RetryAfter <= 0 {
+			if d.Origin != limiter.OriginStore || d.RetryAfter <= 0 {
 				t.Fatalf("denial from Redis: %+v, want source store with a wait", d)
 			}
 			break
@@ -465,11 +465,11 @@ func TestDegradedKeepsDenials(t *testing.T) {
 		t.Fatal("breaker did not open within 10 s of the kill")
 	}
 	d, err := l.Check(ctx, &req)
-	if err != nil || d.Allowed || d.Source != limiter.SourceLocalDenialCache || d.RetryAfter < 20*time.Second {
+	if err != nil || d.Allowed || d.Origin != limiter.OriginLocalDenialCache || d.RetryAfter < 20*time.Second {
 		t.Errorf("the denied caller with Redis down: %+v, %v; want denied by the local denial cache with a wait", d, err)
 	}
 	d, err = l.Check(ctx, &limiter.Request{User: "another", Method: "GET", Path: "/api/orders"})
-	if err != nil || !d.Allowed || d.Source != limiter.SourceLocalFallback {
+	if err != nil || !d.Allowed || d.Origin != limiter.OriginLocalFallback {
 		t.Errorf("a fresh caller with Redis down: %+v, %v; want allowed by the local fallback", d, err)
 	}
 }

@@ -86,7 +86,7 @@ func TestBusyProcessIsNotARedisFailure(t *testing.T) {
 				if d.Allowed {
 					allowed.Add(1)
 				}
-				if d.Source.Degraded() {
+				if d.Origin.Degraded() {
 					local.Add(1)
 				}
 			}
@@ -116,7 +116,7 @@ func TestCallerDeadlineGetsAnAnswer(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		d, err := l.Check(ctx, &limiter.Request{User: "u", Method: "GET", Path: "/api/orders"})
 		cancel()
-		if err != nil || !d.Allowed || d.Source != limiter.SourceLocalFallback {
+		if err != nil || !d.Allowed || d.Origin != limiter.OriginLocalFallback {
 			t.Fatalf("call %d with a 20 ms deadline, the store's answer 50 ms away: %+v, %v; want allowed by the local fallback", i, d, err)
 		}
 	}

@@ -38,7 +38,7 @@ func TestPausedProcessDecidesOnRedis(t *testing.T) {
 	_, fo, l := startFailover(t, nil)
 	ctx := context.Background()
 	for range 20 {
-		if d, err := l.Check(ctx, &limiter.Request{User: "warm", Method: "GET", Path: "/api/x"}); err != nil || d.Source != limiter.SourceStore {
+		if d, err := l.Check(ctx, &limiter.Request{User: "warm", Method: "GET", Path: "/api/x"}); err != nil || d.Origin != limiter.OriginStore {
 			t.Fatalf("warm-up: %+v, %v; want a decision from Redis", d, err)
 		}
 	}
@@ -55,7 +55,7 @@ func TestPausedProcessDecidesOnRedis(t *testing.T) {
 			for i := 0; !stop.Load() && time.Now().Before(deadline); i++ {
 				d, err := l.Check(ctx, &limiter.Request{User: fmt.Sprintf("p-%d-%d", w, i%50), Method: "GET", Path: "/api/orders"})
 				total.Add(1)
-				if err != nil || d.Source != limiter.SourceStore {
+				if err != nil || d.Origin != limiter.OriginStore {
 					local.Add(1)
 				}
 			}

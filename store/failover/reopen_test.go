@@ -34,8 +34,8 @@ func TestFallbackRemembersAcrossOpenings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Source != limiter.SourceLocalFallback {
-				t.Fatalf("decision from %s while the breaker is open, want local_fallback", d.Source)
+			if d.Origin != limiter.OriginLocalFallback {
+				t.Fatalf("decision from %s while the breaker is open, want local_fallback", d.Origin)
 			}
 			if d.Allowed {
 				allowed++

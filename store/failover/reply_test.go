@@ -22,7 +22,7 @@ func TestUnreadableReplyFailsThatCallOnly(t *testing.T) {
 	_, fo, l := startFailover(t, nil)
 	ctx := context.Background()
 	req := limiter.Request{User: "broken", Method: "GET", Path: "/api/orders"}
-	if d, err := l.Check(ctx, &req); err != nil || d.Source != limiter.SourceStore {
+	if d, err := l.Check(ctx, &req); err != nil || d.Origin != limiter.OriginStore {
 		t.Fatalf("first call: %+v, %v; want decided by Redis", d, err)
 	}
 	// The token bucket's state: kind byte 17, F (µs after 2020-09-13), its
@@ -42,7 +42,7 @@ func TestUnreadableReplyFailsThatCallOnly(t *testing.T) {
 		if err != nil {
 			t.Fatalf("call %d with an unreadable reply: %v; want a decision", i+1, err)
 		}
-		if d.Source != limiter.SourceLocalFallback {
+		if d.Origin != limiter.OriginLocalFallback {
 			t.Fatalf("call %d with an unreadable reply: %+v; want decided by the local fallback", i+1, d)
 		}
 		if st, why := fo.State(); st != failover.Closed {
@@ -50,7 +50,7 @@ func TestUnreadableReplyFailsThatCallOnly(t *testing.T) {
 		}
 	}
 	d, err := l.Check(ctx, &limiter.Request{User: "healthy", Method: "GET", Path: "/api/orders"})
-	if err != nil || d.Source != limiter.SourceStore {
+	if err != nil || d.Origin != limiter.OriginStore {
 		t.Fatalf("another caller: %+v, %v; want decided by Redis", d, err)
 	}
 }

@@ -39,7 +39,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 	}
 	s.stats.Unavailable.Add(1)
 	down.local.Add(1)
-	return limiter.TakeInfo{Now: time.Now().UnixMicro(), Source: limiter.SourceUnavailable}, 0, nil
+	return limiter.TakeInfo{Now: time.Now().UnixMicro(), Origin: limiter.OriginUnavailable}, 0, nil
 }
 
 // reserveShared is takeShared for a reservation: the same wait, the same

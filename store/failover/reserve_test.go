@@ -31,7 +31,7 @@ func TestReserveFailsClosed(t *testing.T) {
 	var waits []time.Duration
 	for start := time.Now(); len(waits) < 3; {
 		d, wait, err := l.Reserve(ctx, &req, time.Second)
-		if err == nil && d.Source == limiter.SourceStore && d.Allowed {
+		if err == nil && d.Origin == limiter.OriginStore && d.Allowed {
 			waits = append(waits, wait)
 		}
 		if time.Since(start) > 10*time.Second {
@@ -48,7 +48,7 @@ func TestReserveFailsClosed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("reservation %d with Redis down: %v, want a denial", i, err)
 		}
-		if d.Allowed || wait != 0 || d.Reason != algorithm.ReasonStoreUnavailable || d.Source != limiter.SourceUnavailable {
+		if d.Allowed || wait != 0 || d.Reason != algorithm.ReasonStoreUnavailable || d.Origin != limiter.OriginUnavailable {
 			t.Fatalf("reservation %d with Redis down = %+v wait %v, want denied, store_unavailable", i, d, wait)
 		}
 	}

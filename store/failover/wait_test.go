@@ -53,7 +53,7 @@ func TestOverdueThenMaxWait(t *testing.T) {
 	start := time.Now()
 	d, err := l.Check(context.Background(), &limiter.Request{User: "u", Method: "GET", Path: "/api/orders"})
 	took := time.Since(start)
-	if err != nil || !d.Allowed || d.Source != limiter.SourceLocalFallback {
+	if err != nil || !d.Allowed || d.Origin != limiter.OriginLocalFallback {
 		t.Fatalf("Check with the store's answer 3 s away = %+v, %v; want allowed by the local fallback", d, err)
 	}
 	if took < 200*time.Millisecond || took > 2*time.Second {

@@ -25,8 +25,8 @@ func TestZeroConfigDefaults(t *testing.T) {
 	op := limiter.Op{Client: "user:zero", Rule: "r", Params: paramsOf(algorithm.TokenBucket, 1, conformance.Hour), Cost: 1}
 	take(t, s, op)
 	take(t, s, op) // denied by Redis, with a wait
-	if _, info := take(t, s, op); info.Source != limiter.SourceLocalDenialCache {
-		t.Errorf("third call of a bucket Redis denied, zero Config: source %s, want the local denial cache", info.Source)
+	if _, info := take(t, s, op); info.Origin != limiter.OriginLocalDenialCache {
+		t.Errorf("third call of a bucket Redis denied, zero Config: source %s, want the local denial cache", info.Origin)
 	}
 }
 

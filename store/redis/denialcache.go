@@ -97,7 +97,7 @@ func appendKey(dst []byte, client, rule string) []byte {
 // filling res as Take would (see failover.LocalDenier).
 func (c *DenialCache) DenyLocally(ops []limiter.Op, res []algorithm.Result, now time.Time) (limiter.TakeInfo, bool) {
 	if serverNow, ok := c.check(ops, res, now); ok {
-		return limiter.TakeInfo{Now: serverNow, Source: limiter.SourceLocalDenialCache}, true
+		return limiter.TakeInfo{Now: serverNow, Origin: limiter.OriginLocalDenialCache}, true
 	}
 	return limiter.TakeInfo{}, false
 }

@@ -60,7 +60,7 @@ func TestDenialCacheNeverDeniesEarly(t *testing.T) {
 						if res[0].Allowed {
 							allowed.Add(1)
 						}
-						if info.Source != limiter.SourceLocalDenialCache {
+						if info.Origin != limiter.OriginLocalDenialCache {
 							continue
 						}
 						local.Add(1)
@@ -140,25 +140,25 @@ func TestDenialCacheRuleEdit(t *testing.T) {
 	steps := []struct {
 		limit   int64
 		allowed bool
-		source  limiter.Source
+		source  limiter.Origin
 	}{
-		{1, true, limiter.SourceStore},
-		{1, false, limiter.SourceStore},            // Redis denies: cached
-		{1, false, limiter.SourceLocalDenialCache}, // same rule: local
-		{100, true, limiter.SourceStore},           // limit raised: to Redis, allowed
-		{100, true, limiter.SourceStore},           // and the bucket keeps the new limit
-		{1, false, limiter.SourceStore},            // lowered again: the old entry is void, Redis denies
-		{1, false, limiter.SourceLocalDenialCache}, // cached under the lowered rule
+		{1, true, limiter.OriginStore},
+		{1, false, limiter.OriginStore},            // Redis denies: cached
+		{1, false, limiter.OriginLocalDenialCache}, // same rule: local
+		{100, true, limiter.OriginStore},           // limit raised: to Redis, allowed
+		{100, true, limiter.OriginStore},           // and the bucket keeps the new limit
+		{1, false, limiter.OriginStore},            // lowered again: the old entry is void, Redis denies
+		{1, false, limiter.OriginLocalDenialCache}, // cached under the lowered rule
 	}
 	for i, st := range steps {
 		o := op
 		o.Params.Limit = st.limit
 		before := s.LocalDenials()
 		res, info := take(t, s, o)
-		if res[0].Allowed != st.allowed || info.Source != st.source {
-			t.Fatalf("step %d (limit %d) = %+v from %v, want allowed %v from %v", i, st.limit, res[0], info.Source, st.allowed, st.source)
+		if res[0].Allowed != st.allowed || info.Origin != st.source {
+			t.Fatalf("step %d (limit %d) = %+v from %v, want allowed %v from %v", i, st.limit, res[0], info.Origin, st.allowed, st.source)
 		}
-		if local := s.LocalDenials() - before; (local == 1) != (st.source == limiter.SourceLocalDenialCache) {
+		if local := s.LocalDenials() - before; (local == 1) != (st.source == limiter.OriginLocalDenialCache) {
 			t.Fatalf("step %d: LocalDenials grew by %d", i, local)
 		}
 	}
@@ -242,8 +242,8 @@ func TestDenialCacheShared(t *testing.T) {
 	first := openStore(t, edit, srv.Addr())
 	take(t, first, op)
 	res, info := take(t, first, op)
-	if res[0].Allowed || info.Source != limiter.SourceStore || res[0].RetryAfter <= 0 {
-		t.Fatalf("second call = %+v from %v, want denied by Redis with a wait", res[0], info.Source)
+	if res[0].Allowed || info.Origin != limiter.OriginStore || res[0].RetryAfter <= 0 {
+		t.Fatalf("second call = %+v from %v, want denied by Redis with a wait", res[0], info.Origin)
 	}
 	wait := time.Duration(res[0].RetryAfter) * time.Microsecond
 	first.Close()
@@ -252,15 +252,15 @@ func TestDenialCacheShared(t *testing.T) {
 	second := openStore(t, edit, srv.Addr())
 	sha0, eval0 := scriptCalls(t, srv)
 	now.Add(int64(wait - wait/1000 - time.Millisecond))
-	if res, info := take(t, second, op); res[0].Allowed || info.Source != limiter.SourceLocalDenialCache {
-		t.Fatalf("new store, just before the wait is over = %+v from %v, want denied by the shared cache", res[0], info.Source)
+	if res, info := take(t, second, op); res[0].Allowed || info.Origin != limiter.OriginLocalDenialCache {
+		t.Fatalf("new store, just before the wait is over = %+v from %v, want denied by the shared cache", res[0], info.Origin)
 	}
 	if sha, eval := scriptCalls(t, srv); sha != sha0 || eval != eval0 {
 		t.Fatalf("the shared cache's denial ran %d scripts, want none", sha-sha0+eval-eval0)
 	}
 	now.Add(int64(wait/1000 + 2*time.Millisecond))
-	if res, info := take(t, second, op); !res[0].Allowed || info.Source != limiter.SourceStore {
-		t.Fatalf("new store, the wait over = %+v from %v, want allowed by Redis (which lost the bucket)", res[0], info.Source)
+	if res, info := take(t, second, op); !res[0].Allowed || info.Origin != limiter.OriginStore {
+		t.Fatalf("new store, the wait over = %+v from %v, want allowed by Redis (which lost the bucket)", res[0], info.Origin)
 	}
 }
 
