@@ -34,13 +34,13 @@ func TestCheckMany(t *testing.T) {
 		limiter.Request{User: "alice"},
 		limiter.Request{User: "bob", IP: "198.51.100.1", Method: "GET", Path: "/ip"},
 		limiter.Request{User: "alice"})
-	if d := ds[0]; !d.Allowed || d.RuleID() != "per-user" || d.Remaining != 3 || d.Client != rules.ByUser || d.Matched != 1 {
+	if d := ds[0]; !d.Allowed || d.RuleID() != "per-user" || d.Remaining != 3 || d.KeyedBy != rules.ByUser || d.Matched != 1 {
 		t.Errorf("alice = %+v, want allowed by per-user, 3 left (her two calls taken together)", d)
 	}
 	if ds[2].Remaining != 3 || ds[2].RuleID() != "per-user" {
 		t.Errorf("alice again = %+v, want the same bucket, 3 left", ds[2])
 	}
-	if d := ds[1]; !d.Allowed || d.RuleID() != "per-ip" || d.Remaining != 2 || d.Client != rules.ByIP || d.Matched != 2 {
+	if d := ds[1]; !d.Allowed || d.RuleID() != "per-ip" || d.Remaining != 2 || d.KeyedBy != rules.ByIP || d.Matched != 2 {
 		t.Errorf("bob = %+v, want per-ip (2 left) as the most restrictive of his 2 rules", d)
 	}
 	if d := check(t, l, limiter.Request{User: "alice"}); d.Remaining != 2 {

@@ -88,9 +88,9 @@ type Decision struct {
 	RetryAfter time.Duration // 0 when allowed or when it can never pass
 	Now        time.Time     // the store's clock at the decision
 
-	Rule   *rules.Compiled // most restrictive rule, nil when none matched
-	Client rules.By        // what its bucket is keyed by: user, api_key or ip, else the rule's by (global, endpoint, …)
-	Plan   string          // the effective plan the call was matched under (rules.Index.Plan)
+	Rule    *rules.Compiled // most restrictive rule, nil when none matched
+	KeyedBy rules.By        // what its bucket is keyed by: user, api_key or ip, else the rule's by (global, endpoint, …)
+	Plan    string          // the effective plan the call was matched under (rules.Index.Plan)
 
 	Matched      int    // rules applied
 	ShadowDenied string // id of a shadow rule that would have denied, if any
@@ -471,7 +471,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 }
 
 // client returns what the bucket of r, the rule of one of the call's ops,
-// is keyed by (Decision.Client): the identity pick chose for a rule keyed
+// is keyed by (Decision.KeyedBy): the identity pick chose for a rule keyed
 // by the caller, else the rule's by.
 func (sc *scratch) client(r *rules.Compiled) rules.By {
 	if r != sc.own && r.KeyedByCaller() {
@@ -508,7 +508,7 @@ func fold(d *Decision, sc *scratch, n int, info TakeInfo) {
 		best = rank(d, ops, res, used)
 	}
 	r := &res[best]
-	d.Rule, d.Client = used[best], sc.client(used[best])
+	d.Rule, d.KeyedBy = used[best], sc.client(used[best])
 	d.Limit = used[best].Limit
 	d.Remaining = r.Remaining
 	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
@@ -621,7 +621,7 @@ func pick(k rules.KeyKind, user, apiKey, ip string) (rules.By, string) {
 }
 
 // AppendClientID appends to dst the client id a decision's rule keyed req
-// by (Decision.Client): the id Check built, "" for an identity req lacks.
+// by (Decision.KeyedBy): the id Check built, "" for an identity req lacks.
 // by "" or ByClient means the first of user, API key, IP present.
 func (l *Limiter) AppendClientID(dst []byte, by rules.By, req *Request) []byte {
 	id := identity.Identity{User: req.User, APIKey: req.APIKey, IP: req.IP}

@@ -56,7 +56,7 @@ func TestSeedScenario(t *testing.T) {
 		}
 	}
 	d := check(t, l, req)
-	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > time.Second || d.RuleID() != "seed" || d.Client != rules.ByUser {
+	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > time.Second || d.RuleID() != "seed" || d.KeyedBy != rules.ByUser {
 		t.Fatalf("11th call = %+v, want denied with retry in (0, 1s] by seed for the user", d)
 	}
 	clock.Add(int64(time.Second / time.Microsecond))
@@ -81,7 +81,7 @@ func TestAllOrNothing(t *testing.T) {
 	// per-ip is empty now: these are denied and must not take from per-user.
 	for i := 0; i < 10; i++ {
 		d := check(t, l, limiter.Request{User: "bob", IP: "198.51.100.1"})
-		if d.Allowed || d.RuleID() != "per-ip" || d.Client != rules.ByIP {
+		if d.Allowed || d.RuleID() != "per-ip" || d.KeyedBy != rules.ByIP {
 			t.Fatalf("call = %+v, want denied by per-ip", d)
 		}
 	}
@@ -453,7 +453,7 @@ func TestOneBucketPerCaller(t *testing.T) {
 		if d.Allowed {
 			t.Errorf("%s = allowed, want denied: the same /64 as 2001:db8::1", ip)
 		}
-		if got := string(l.AppendClientID(nil, d.Client, &req)); got != "ip:2001:db8::/64" {
+		if got := string(l.AppendClientID(nil, d.KeyedBy, &req)); got != "ip:2001:db8::/64" {
 			t.Errorf("AppendClientID(%s) = %q, want ip:2001:db8::/64", ip, got)
 		}
 		if got := (identity.Identity{IP: ip}).ClientID("ip", 0); got != "ip:2001:db8::/64" {
@@ -469,7 +469,7 @@ func TestOddIdentitiesDecide(t *testing.T) {
 	long := strings.Repeat("u", 300)
 	for _, user := range []string{long, "al\x7fice", "al\xffice"} {
 		req := limiter.Request{User: user}
-		if d := check(t, l, req); !d.Allowed || !strings.HasPrefix(string(l.AppendClientID(nil, d.Client, &req)), "user:h:") {
+		if d := check(t, l, req); !d.Allowed || !strings.HasPrefix(string(l.AppendClientID(nil, d.KeyedBy, &req)), "user:h:") {
 			t.Fatalf("first call of %q = %+v, want allowed under a user:h: id", user, d)
 		}
 		if d := check(t, l, req); d.Allowed {

@@ -526,7 +526,7 @@ func (s *Server) accessLog(ctx context.Context, req *rlsv3.RateLimitRequest, cal
 		attrs = append(attrs, slog.String("rule", d.RuleID()), slog.String("plan", d.Plan)) // the effective plan
 		if d.Rule != nil {
 			attrs = append(attrs,
-				slog.String("client", clientOf(d.Client, calls, s.cfg.Limiter.IPv6Prefix)),
+				slog.String("client", clientOf(d.KeyedBy, calls, s.cfg.Limiter.IPv6Prefix)),
 				slog.Int64("limit", d.Limit),
 				slog.Int64("remaining", max(d.Remaining, 0)),
 				slog.Duration("retry_after", d.RetryAfter),

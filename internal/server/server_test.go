@@ -248,15 +248,15 @@ func TestAppendAnswer(t *testing.T) {
 		d    limiter.Decision
 		want string
 	}{
-		{"spec example", limiter.Decision{Reason: algorithm.ReasonLimited, Limit: 100, ResetAfter: 2400 * time.Millisecond, RetryAfter: 600 * time.Millisecond, Rule: r, Client: rules.ByUser},
+		{"spec example", limiter.Decision{Reason: algorithm.ReasonLimited, Limit: 100, ResetAfter: 2400 * time.Millisecond, RetryAfter: 600 * time.Millisecond, Rule: r, KeyedBy: rules.ByUser},
 			`{"allowed":false,"limit":100,"remaining":0,"reset_after_ms":2400,"retry_after_ms":600,"rule":"free-per-user","client":"user:alice","reason":"rate_limited"}`},
-		{"rounds up", limiter.Decision{Reason: algorithm.ReasonLimited, Limit: 100, ResetAfter: 2400*time.Millisecond + time.Microsecond, RetryAfter: time.Microsecond, Rule: r, Client: rules.ByIP},
+		{"rounds up", limiter.Decision{Reason: algorithm.ReasonLimited, Limit: 100, ResetAfter: 2400*time.Millisecond + time.Microsecond, RetryAfter: time.Microsecond, Rule: r, KeyedBy: rules.ByIP},
 			`{"allowed":false,"limit":100,"remaining":0,"reset_after_ms":2401,"retry_after_ms":1,"rule":"free-per-user","client":"ip:2001:db8::/64","reason":"rate_limited"}`},
-		{"allowed", limiter.Decision{Allowed: true, Limit: 100, Remaining: 42, ResetAfter: time.Second, RetryAfter: time.Second, Rule: r, Client: rules.ByUser, ShadowDenied: "beta"},
+		{"allowed", limiter.Decision{Allowed: true, Limit: 100, Remaining: 42, ResetAfter: time.Second, RetryAfter: time.Second, Rule: r, KeyedBy: rules.ByUser, ShadowDenied: "beta"},
 			`{"allowed":true,"limit":100,"remaining":42,"reset_after_ms":1000,"retry_after_ms":0,"rule":"free-per-user","client":"user:alice","shadow_denied":"beta"}`},
 		{"no rule", limiter.Decision{Allowed: true},
 			`{"allowed":true,"limit":0,"remaining":0,"reset_after_ms":0,"retry_after_ms":0,"rule":null,"client":null}`},
-		{"capacity", limiter.Decision{Reason: algorithm.ReasonCostExceedsCapacity, Limit: 100, Remaining: 100, Rule: r, Client: rules.ByUser},
+		{"capacity", limiter.Decision{Reason: algorithm.ReasonCostExceedsCapacity, Limit: 100, Remaining: 100, Rule: r, KeyedBy: rules.ByUser},
 			`{"allowed":false,"limit":100,"remaining":100,"reset_after_ms":0,"retry_after_ms":0,"rule":"free-per-user","client":"user:alice","reason":"cost_exceeds_capacity"}`},
 	}
 	for _, tt := range tests {
@@ -264,7 +264,7 @@ func TestAppendAnswer(t *testing.T) {
 			var client []byte
 			if tt.d.Rule != nil {
 				id := identity.Identity{User: req.User, APIKey: req.APIKey, IP: req.IP}
-				client = id.AppendClientID(nil, string(tt.d.Client), 64)
+				client = id.AppendClientID(nil, string(tt.d.KeyedBy), 64)
 			}
 			got := string(appendAnswer(nil, &tt.d, client))
 			if got != tt.want+"\n" {
