@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/algorithm/conformance"
+	"github.com/sluicehq/sluice/internal/testkit/conformance"
 )
 
 // TestConformance runs the shared tables against the pure functions, keeping

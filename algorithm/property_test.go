@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/algorithm/conformance"
+	"github.com/sluicehq/sluice/internal/testkit/conformance"
 )
 
 // TestRetryAfterIsExact checks every denial's RetryAfter against what the

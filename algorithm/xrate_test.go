@@ -10,7 +10,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/algorithm/conformance"
+	"github.com/sluicehq/sluice/internal/testkit/conformance"
 )
 
 // exactTokens is the token bucket's tokens at now from its state, as an

@@ -12,7 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/algorithm/conformance"
+	"github.com/sluicehq/sluice/internal/testkit/conformance"
 	"github.com/sluicehq/sluice/limiter"
 )
 
