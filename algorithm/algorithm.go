@@ -40,10 +40,16 @@ const (
 	SlidingLog                // exact log of timestamps in (now-window, now]
 )
 
-// Kinds lists every algorithm, in declaration order.
-var Kinds = []Kind{TokenBucket, LeakyBucket, FixedWindow, SlidingWindow, SlidingLog}
-
 var kindNames = [...]string{"token_bucket", "leaky_bucket", "fixed_window", "sliding_window", "sliding_log"}
+
+// Kinds returns every algorithm, in declaration order, in a slice of its
+// own.
+func Kinds() []Kind {
+	return []Kind{TokenBucket, LeakyBucket, FixedWindow, SlidingWindow, SlidingLog}
+}
+
+// Valid reports whether k is one of the algorithms.
+func (k Kind) Valid() bool { return int(k) < len(kindNames) }
 
 // String returns the name used in rules, e.g. "token_bucket".
 func (k Kind) String() string {
@@ -110,7 +116,7 @@ const (
 // instant.
 func (p Params) Check() (field, msg string) {
 	switch {
-	case int(p.Kind) >= len(Kinds):
+	case !p.Kind.Valid():
 		return "algorithm", fmt.Sprintf("unknown algorithm %s", p.Kind)
 	case p.Limit < 1:
 		return "limit", fmt.Sprintf("must be ≥ 1, got %d", p.Limit)

@@ -10,7 +10,7 @@ import (
 // BenchmarkApply measures one decision of each algorithm on a warm bucket,
 // advancing the clock so calls keep alternating between allowed and denied.
 func BenchmarkApply(b *testing.B) {
-	for _, k := range algorithm.Kinds {
+	for _, k := range algorithm.Kinds() {
 		b.Run(k.String(), func(b *testing.B) {
 			p := algorithm.Params{Kind: k, Limit: 100, Window: conformance.Second}
 			var s algorithm.State

@@ -16,7 +16,7 @@ import (
 // moment the call could pass, and not later either.
 func TestRetryAfterIsExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, k := range algorithm.Kinds {
+	for _, k := range algorithm.Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
 			denials := 0
 			for iter := 0; iter < 300; iter++ {

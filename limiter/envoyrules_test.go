@@ -40,7 +40,7 @@ func TestUnlimited(t *testing.T) {
 // takes nothing from the call's other rules; as a shadow rule it only
 // reports.
 func TestLimitZero(t *testing.T) {
-	for _, kind := range algorithm.Kinds {
+	for _, kind := range algorithm.Kinds() {
 		t.Run(kind.String(), func(t *testing.T) {
 			l, clock := newLimiter(t, &rules.Set{Rules: []rules.Rule{
 				rule("blocked", 0, time.Minute, func(r *rules.Rule) {
@@ -146,7 +146,7 @@ func TestLimitZeroRedis(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	var rs []rules.Rule
-	for _, kind := range algorithm.Kinds {
+	for _, kind := range algorithm.Kinds() {
 		rs = append(rs, rule("zero-"+kind.String(), 0, time.Minute, func(r *rules.Rule) {
 			r.By = rules.ByIP
 			r.Match.Endpoint = "* /" + kind.String()
@@ -155,7 +155,7 @@ func TestLimitZeroRedis(t *testing.T) {
 	}
 	rs = append(rs, rule("per-user", 5, time.Minute, func(r *rules.Rule) { r.By = rules.ByUser }))
 	l := limitertest.Over(t, st, &rules.Set{Rules: rs})
-	for _, kind := range algorithm.Kinds {
+	for _, kind := range algorithm.Kinds() {
 		for i := range 3 {
 			d := check(t, l, limiter.Request{User: "u", IP: "192.0.2.1", Method: "GET", Path: "/" + kind.String()})
 			if d.Allowed || d.RuleID() != "zero-"+kind.String() || d.Limit != 0 || d.Remaining != 0 ||

@@ -66,7 +66,7 @@ func (r *Rule) Validate() error {
 	if _, err := ParseBy(r.By); err != nil {
 		return err
 	}
-	if int(r.Algorithm) >= len(algorithm.Kinds) {
+	if !r.Algorithm.Valid() {
 		return fieldErr(fmt.Sprintf("unknown algorithm %s, want one of %s", r.Algorithm, validAlgorithmSet), "algorithm")
 	}
 	if err := r.validateNames(); err != nil {

@@ -310,7 +310,7 @@ func checkOp(op *limiter.Op) error {
 		return fmt.Errorf("limit %d < 1", p.Limit)
 	case p.Window < 1:
 		return fmt.Errorf("window %dµs < 1", p.Window)
-	case int(p.Kind) >= len(algorithm.Kinds):
+	case !p.Kind.Valid():
 		return fmt.Errorf("unknown %v", p.Kind)
 	case p.Kind == algorithm.SlidingLog && p.Limit > algorithm.MaxLogLimit:
 		return fmt.Errorf("sliding_log limit %d > %d", p.Limit, algorithm.MaxLogLimit)

@@ -106,7 +106,7 @@ func TestConformanceAlongside(t *testing.T) {
 func TestAllOrNothing(t *testing.T) {
 	tb := params(algorithm.TokenBucket, 10, minute, 0)
 	one := params(algorithm.TokenBucket, 1, minute, 0)
-	for _, k := range algorithm.Kinds {
+	for _, k := range algorithm.Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
 			clock := newClock(conformance.Base)
 			s := newStore(t, clock)
@@ -217,7 +217,7 @@ func TestAlgorithmChangeResetsBucket(t *testing.T) {
 	clock := newClock(conformance.Base)
 	s := newStore(t, clock)
 	// Spend 3 of 10 under each algorithm in turn; each switch starts anew.
-	kinds := append(append([]algorithm.Kind{}, algorithm.Kinds...), algorithm.TokenBucket, algorithm.SlidingLog, algorithm.LeakyBucket)
+	kinds := append(append([]algorithm.Kind{}, algorithm.Kinds()...), algorithm.TokenBucket, algorithm.SlidingLog, algorithm.LeakyBucket)
 	for i, k := range kinds {
 		p := params(k, 10, minute, 0)
 		if k == algorithm.LeakyBucket {
@@ -641,7 +641,7 @@ func TestBackgroundSweeper(t *testing.T) {
 // its bucket and creates none; beside a denying op it is answered all the
 // same, and the call takes nothing.
 func TestPeekWritesNothing(t *testing.T) {
-	for _, k := range algorithm.Kinds {
+	for _, k := range algorithm.Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
 			s := newStore(t, newClock(conformance.Base))
 			p := params(k, 3, second, 0)

@@ -40,7 +40,7 @@ func TestDifferentialBatched(t *testing.T) {
 			}
 			bs := make([]*bucket, workers)
 			for w := range bs {
-				k := algorithm.Kinds[w%len(algorithm.Kinds)]
+				k := algorithm.Kinds()[w%len(algorithm.Kinds())]
 				p := algorithm.Params{Kind: k, Limit: int64(1 + r.IntN(20)), Window: []int64{conformance.Second, conformance.Minute, conformance.Hour}[r.IntN(3)]}
 				if k == algorithm.TokenBucket || k == algorithm.LeakyBucket {
 					p.Burst = int64(r.IntN(10))
@@ -94,7 +94,7 @@ func TestDifferentialBatched(t *testing.T) {
 // exactly those.
 func TestExactUnderConcurrency(t *testing.T) {
 	srv := redistest.Start(t)
-	for _, k := range algorithm.Kinds {
+	for _, k := range algorithm.Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
 			_, s := openClocked(t, nil, srv.Addr())
 			user := "user:exact-" + k.String()

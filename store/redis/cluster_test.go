@@ -148,7 +148,7 @@ func keyState(t *testing.T, srv *redistest.Server, key string) string {
 // given back exactly: its stored state is what it was, and a call through
 // another ip sees 5 − 3 remaining.
 func testCrossShard(t *testing.T, c *redistest.Cluster) {
-	for _, k := range algorithm.Kinds {
+	for _, k := range algorithm.Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
 			_, s := openClocked(t, nil, c.Addrs()...)
 			userP := paramsOf(k, 5, conformance.Hour)
@@ -341,7 +341,7 @@ func take64(t *testing.T, s *sredis.Store, op limiter.Op, prefix, what string) {
 // bucket's state never changes, whether the call is allowed or denied by
 // the other shard (nothing to give back), and a peek creates no key.
 func testCrossShardPeek(t *testing.T, c *redistest.Cluster) {
-	for _, k := range algorithm.Kinds {
+	for _, k := range algorithm.Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
 			_, s := openClocked(t, nil, c.Addrs()...)
 			userP, ipP := paramsOf(k, 5, conformance.Hour), paramsOf(k, 2, conformance.Hour)

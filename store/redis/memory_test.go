@@ -25,7 +25,7 @@ import (
 func TestExpiry(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
-	for _, k := range algorithm.Kinds {
+	for _, k := range algorithm.Kinds() {
 		for _, window := range []int64{conformance.Second, conformance.Minute} {
 			t.Run(fmt.Sprintf("%s/window=%dms", k, window/1000), func(t *testing.T) {
 				op := limiter.Op{Client: "user:expiry", Rule: fmt.Sprintf("%s-%d", k, window), Params: paramsOf(k, 10, window), Cost: 1}
@@ -65,9 +65,9 @@ func TestExpiry(t *testing.T) {
 			minute++
 		}
 	}
-	if minute != len(algorithm.Kinds) || len(keys) > 2*len(algorithm.Kinds) {
+	if minute != len(algorithm.Kinds()) || len(keys) > 2*len(algorithm.Kinds()) {
 		t.Fatalf("%d keys (%d of one-minute windows), want %d of one-minute windows and at most %d in all: %v",
-			len(keys), minute, len(algorithm.Kinds), 2*len(algorithm.Kinds), keys)
+			len(keys), minute, len(algorithm.Kinds()), 2*len(algorithm.Kinds()), keys)
 	}
 	// PTTL -1 is a key without an expiry; -2 a key that expired between
 	// KEYS and PTTL (a one-second window's, on a slow machine).
@@ -153,7 +153,7 @@ func TestMemoryPerMillionClients(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
 	t.Logf("%-15s %12s %12s %14s %s", "algorithm", "keys", "used_memory+", "bytes/client", "MEMORY USAGE of one key")
-	for _, k := range algorithm.Kinds {
+	for _, k := range algorithm.Kinds() {
 		do(t, srv, "flushall")
 		before, _ := strconv.ParseInt(infoField(t, srv, "memory", "used_memory"), 10, 64)
 		start := time.Now()

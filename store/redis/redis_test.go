@@ -82,7 +82,7 @@ func TestDifferential(t *testing.T) {
 			}
 			compared := 0
 			for seq := 0; seq < sequences; seq++ {
-				k := algorithm.Kinds[seq%len(algorithm.Kinds)]
+				k := algorithm.Kinds()[seq%len(algorithm.Kinds())]
 				p := conformance.RandomParams(r, k)
 				client := fmt.Sprintf("user:diff-%d", seq)
 				var st algorithm.State
@@ -168,7 +168,7 @@ func TestDifferentialExtremes(t *testing.T) {
 				if seq < len(fixed) {
 					p, now = fixed[seq].p, fixed[seq].now
 				} else {
-					p = conformance.ExtremeParams(r, algorithm.Kinds[seq%len(algorithm.Kinds)])
+					p = conformance.ExtremeParams(r, algorithm.Kinds()[seq%len(algorithm.Kinds())])
 					switch r.IntN(3) {
 					case 0:
 						now = 1 + r.Int64N(year)
@@ -273,7 +273,7 @@ func BenchmarkTake(b *testing.B) {
 		var clock atomic.Int64
 		s := newStorePath(b, &clock, path.evalsha, srv.Addr())
 		checkPath(b, s, path.command)
-		for _, k := range algorithm.Kinds {
+		for _, k := range algorithm.Kinds() {
 			b.Run(path.command+"/"+k.String(), func(b *testing.B) {
 				ops := []limiter.Op{{Client: "user:bench", Rule: fmt.Sprint(k), Params: algorithm.Params{Kind: k, Limit: 100, Window: conformance.Second}, Cost: 1}}
 				res := make([]algorithm.Result, 1)

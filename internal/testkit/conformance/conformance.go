@@ -58,7 +58,7 @@ type Bucket func(p algorithm.Params, now, cost int64) (algorithm.Result, error)
 // Run runs every case of every algorithm against newBucket, which must
 // return a fresh, empty bucket each time it is called.
 func Run(t *testing.T, newBucket func(t *testing.T) Bucket) {
-	for _, k := range algorithm.Kinds {
+	for _, k := range algorithm.Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
 			for _, c := range Cases(k) {
 				t.Run(c.Name, func(t *testing.T) { RunCase(t, c, newBucket(t)) })
