@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/quote"
 )
 
 // Outside input (an admin API body, a rules file) is read in two steps:
@@ -174,7 +175,7 @@ func quoteKey(k string) string {
 	}
 	for i := 0; i < len(k); i++ {
 		if c := k[i]; !isAlnum(c) && c != '_' && c != '-' {
-			return quote(k)
+			return quote.Short(k)
 		}
 	}
 	return k
@@ -359,7 +360,7 @@ func decodeLimitField(d decoder, k tkey, r *Rule) error {
 		}
 		kind, perr := algorithm.ParseKind(s)
 		if perr != nil {
-			return d.err(v, fmt.Sprintf("unknown algorithm %s, want one of %s", quote(s), validAlgorithmSet), k.name)
+			return d.err(v, fmt.Sprintf("unknown algorithm %s, want one of %s", quote.Short(s), validAlgorithmSet), k.name)
 		}
 		r.Algorithm = kind
 	case "unlimited":
@@ -514,7 +515,7 @@ func decodeHeaders(d decoder, n *tnode) (map[string]string, error) {
 	hd := d.at("headers")
 	h := make(map[string]string, len(n.keys))
 	for _, k := range n.keys {
-		at := "[" + quote(k.name) + "]"
+		at := "[" + quote.Short(k.name) + "]"
 		if _, dup := h[k.name]; dup {
 			fe := hd.err(k.val, "given twice", k.name)
 			fe.Field, fe.Line = strings.TrimSuffix(hd.prefix, ".")+at, k.line

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/quote"
 )
 
 // Duration is a time.Duration written as text: "500ms", "1s", "1m", "24h",
@@ -88,7 +90,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := ParseDuration(string(b))
 	if err != nil {
-		return errors.New(errDuration.Error() + ", got " + quote(string(b)))
+		return errors.New(errDuration.Error() + ", got " + quote.Short(string(b)))
 	}
 	*d = v
 	return nil

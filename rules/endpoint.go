@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/quote"
 )
 
 // MaxEndpoint is the longest endpoint pattern, in bytes.
@@ -52,20 +54,20 @@ func ParseEndpoint(s string) (Endpoint, error) {
 		return bad("%s; %s", endpointForm, msg)
 	}
 	if strings.HasPrefix(path, " ") {
-		return bad("must have exactly one space, between the method and the path, got %s", quote(s))
+		return bad("must have exactly one space, between the method and the path, got %s", quote.Short(s))
 	}
 	if !strings.HasPrefix(path, "/") {
-		return bad(`%s; the path must start with "/", got %s`, endpointForm, quote(path))
+		return bad(`%s; the path must start with "/", got %s`, endpointForm, quote.Short(path))
 	}
 	if strings.ContainsFunc(path, func(c rune) bool { return unicode.IsSpace(c) || unicode.IsControl(c) }) {
-		return bad("the path must not contain whitespace or control characters, got %s", quote(path))
+		return bad("the path must not contain whitespace or control characters, got %s", quote.Short(path))
 	}
 	e := Endpoint{Method: method, Path: path}
 	if strings.HasSuffix(path, "/*") {
 		e.Path, e.Prefix = path[:len(path)-2], true
 	}
 	if strings.Contains(e.Path, "*") {
-		return bad(`"*" is only allowed as a final "/*" (everything under a path), got %s`, quote(path))
+		return bad(`"*" is only allowed as a final "/*" (everything under a path), got %s`, quote.Short(path))
 	}
 	return e, nil
 }
@@ -87,11 +89,11 @@ func methodProblem(m string) string {
 	for i, one := range parts {
 		switch {
 		case one == "*":
-			return fmt.Sprintf(`"*" is every method and joins no other: write "*" alone or list the methods, got %s`, quote(m))
+			return fmt.Sprintf(`"*" is every method and joins no other: write "*" alone or list the methods, got %s`, quote.Short(m))
 		case !validMethod(one):
-			return fmt.Sprintf("%s, got %s", want, quote(m))
+			return fmt.Sprintf("%s, got %s", want, quote.Short(m))
 		case slices.Contains(parts[:i], one):
-			return fmt.Sprintf("%s names %s twice", quote(m), one)
+			return fmt.Sprintf("%s names %s twice", quote.Short(m), one)
 		}
 	}
 	return ""

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/quote"
 )
 
 // Entry is one entry of an Envoy rate limit descriptor: a key and a value.
@@ -39,7 +41,7 @@ func validEntries(es []Entry) *FieldError {
 		case len(e.Key) > maxKeyName:
 			return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", maxKeyName, len(e.Key)), "match", at, "key")
 		case strings.IndexFunc(e.Key, func(c rune) bool { return c <= ' ' || c >= 0x7f }) >= 0:
-			return fieldErr(fmt.Sprintf("must be printable ASCII without spaces, got %s", quote(e.Key)), "match", at, "key")
+			return fieldErr(fmt.Sprintf("must be printable ASCII without spaces, got %s", quote.Short(e.Key)), "match", at, "key")
 		case len(e.Value) > MaxEntryValue:
 			return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", MaxEntryValue, len(e.Value)), "match", at, "value")
 		case !utf8.ValidString(e.Value) || strings.ContainsFunc(e.Value, unicode.IsControl):

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/quote"
 )
 
 // EnvoyFile is one configuration file of envoyproxy/ratelimit: its name
@@ -132,11 +133,11 @@ func (im *envoyImport) known(n *tnode, what string, known ...string) error {
 			ok = ok || k.name == w
 		}
 		if !ok {
-			return im.fail(k.line, what, fmt.Sprintf("unknown key %s, want one of %s", quote(k.name), strings.Join(known, ", ")))
+			return im.fail(k.line, what, fmt.Sprintf("unknown key %s, want one of %s", quote.Short(k.name), strings.Join(known, ", ")))
 		}
 		for _, p := range n.keys[:i] {
 			if p.name == k.name {
-				return im.fail(k.line, what, fmt.Sprintf("%s given twice", quote(k.name)))
+				return im.fail(k.line, what, fmt.Sprintf("%s given twice", quote.Short(k.name)))
 			}
 		}
 	}
@@ -281,7 +282,7 @@ func (im *envoyImport) limit(n *tnode, chain []Entry, shared []bool, f envoyFlag
 			case name == "":
 				return im.fail(it.line, what, "rate_limit.replaces: name: required, the name of the rate_limit to replace")
 			case name == r.Name:
-				return im.fail(it.line, what, fmt.Sprintf("rate_limit.replaces: %s is this rate_limit's own name; remove it", quote(name)))
+				return im.fail(it.line, what, fmt.Sprintf("rate_limit.replaces: %s is this rate_limit's own name; remove it", quote.Short(name)))
 			}
 			r.Replaces = append(r.Replaces, name)
 		}
@@ -306,7 +307,7 @@ func (im *envoyImport) limit(n *tnode, chain []Entry, shared []bool, f envoyFlag
 	}
 	window, ok := envoyUnits[strings.ToLower(u.text)]
 	if !ok {
-		return im.fail(u.line, what, fmt.Sprintf("rate_limit.unit: want one of second, minute, hour, day, week, month, year, got %s", quote(u.text)))
+		return im.fail(u.line, what, fmt.Sprintf("rate_limit.unit: want one of second, minute, hour, day, week, month, year, got %s", quote.Short(u.text)))
 	}
 	rpu := n.get("requests_per_unit")
 	if rpu == nil || rpu.kind != tnumber {

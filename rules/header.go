@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/quote"
 )
 
 // Limits on match.headers.
@@ -39,7 +41,7 @@ func validHeaders(h map[string]string) *FieldError {
 	for _, name := range sortedKeys(h) {
 		v := h[name]
 		bad := func(format string, args ...any) *FieldError {
-			return &FieldError{Field: "match.headers[" + quote(name) + "]", Message: fmt.Sprintf(format, args...), path: []string{"match", "headers", name}}
+			return &FieldError{Field: "match.headers[" + quote.Short(name) + "]", Message: fmt.Sprintf(format, args...), path: []string{"match", "headers", name}}
 		}
 		switch {
 		case name == "":
@@ -54,7 +56,7 @@ func validHeaders(h map[string]string) *FieldError {
 		}
 		canon := textproto.CanonicalMIMEHeaderKey(name)
 		if prev, dup := seen[canon]; dup {
-			return bad("the same header as %s: header names compare without regard to case; keep one", quote(prev))
+			return bad("the same header as %s: header names compare without regard to case; keep one", quote.Short(prev))
 		}
 		seen[canon] = name
 		switch {
@@ -65,7 +67,7 @@ func validHeaders(h map[string]string) *FieldError {
 		case !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl):
 			return bad("the value must be UTF-8 without control characters")
 		case strings.Contains(strings.TrimSuffix(v, "*"), "*"):
-			return bad(`"*" is only allowed last (every value starting with what comes before it), got %s; want %s`, quote(v), headerValueForm)
+			return bad(`"*" is only allowed last (every value starting with what comes before it), got %s; want %s`, quote.Short(v), headerValueForm)
 		}
 	}
 	return nil

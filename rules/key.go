@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/textproto"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/quote"
 )
 
 // A rule's `by` names what its buckets are keyed by: one part, or several
@@ -62,7 +64,7 @@ func ParseBy(b By) ([]KeyPart, error) {
 	}
 	s := string(b)
 	if strings.Count(s, "+") >= MaxKeyParts {
-		return nil, fieldErr(fmt.Sprintf("at most %d parts joined by \"+\", got %s", MaxKeyParts, quote(s)), "by")
+		return nil, fieldErr(fmt.Sprintf("at most %d parts joined by \"+\", got %s", MaxKeyParts, quote.Short(s)), "by")
 	}
 	var parts []KeyPart
 	for _, f := range strings.Split(s, "+") {
@@ -72,7 +74,7 @@ func ParseBy(b By) ([]KeyPart, error) {
 		}
 		for _, q := range parts {
 			if q == p || q.Caller() && p.Caller() && (q.Kind == KeyClient || p.Kind == KeyClient) {
-				return nil, fieldErr(fmt.Sprintf("%s names %s twice", quote(s), quote(f)), "by")
+				return nil, fieldErr(fmt.Sprintf("%s names %s twice", quote.Short(s), quote.Short(f)), "by")
 			}
 		}
 		parts = append(parts, p)
@@ -80,7 +82,7 @@ func ParseBy(b By) ([]KeyPart, error) {
 	if len(parts) > 1 {
 		for _, p := range parts {
 			if p.Kind == KeyGlobal {
-				return nil, fieldErr(fmt.Sprintf("global is one bucket for every call and joins nothing; use %s without global", quote(strings.ReplaceAll(strings.ReplaceAll(s, "global+", ""), "+global", ""))), "by")
+				return nil, fieldErr(fmt.Sprintf("global is one bucket for every call and joins nothing; use %s without global", quote.Short(strings.ReplaceAll(strings.ReplaceAll(s, "global+", ""), "+global", ""))), "by")
 			}
 		}
 	}
@@ -108,23 +110,23 @@ func parseKeyPart(f string) (KeyPart, string) {
 	kind, name, ok := strings.Cut(f, ":")
 	switch {
 	case !ok || kind != "header" && kind != "entry":
-		return KeyPart{}, fmt.Sprintf("%s, got %s", byForm, quote(f))
+		return KeyPart{}, fmt.Sprintf("%s, got %s", byForm, quote.Short(f))
 	case name == "":
-		return KeyPart{}, fmt.Sprintf("%s needs a name after the colon, e.g. %s", quote(f), quote(kind+":"+map[string]string{"header": "x-tenant", "entry": "generic_key"}[kind]))
+		return KeyPart{}, fmt.Sprintf("%s needs a name after the colon, e.g. %s", quote.Short(f), quote.Short(kind+":"+map[string]string{"header": "x-tenant", "entry": "generic_key"}[kind]))
 	case len(name) > maxKeyName:
-		return KeyPart{}, fmt.Sprintf("%s: the name is %d bytes, want at most %d", quote(f), len(name), maxKeyName)
+		return KeyPart{}, fmt.Sprintf("%s: the name is %d bytes, want at most %d", quote.Short(f), len(name), maxKeyName)
 	}
 	if kind == "header" {
 		for i := 0; i < len(name); i++ {
 			if !tokenChar(name[i]) {
-				return KeyPart{}, fmt.Sprintf("%s: a header name is letters, digits and !#$%%&'*.^_`|~- , got %q", quote(f), name[i])
+				return KeyPart{}, fmt.Sprintf("%s: a header name is letters, digits and !#$%%&'*.^_`|~- , got %q", quote.Short(f), name[i])
 			}
 		}
 		return KeyPart{Kind: KeyHeader, Name: textproto.CanonicalMIMEHeaderKey(name)}, ""
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c <= ' ' || c >= 0x7f {
-			return KeyPart{}, fmt.Sprintf("%s: an entry key is printable ASCII without spaces, got %q", quote(f), c)
+			return KeyPart{}, fmt.Sprintf("%s: an entry key is printable ASCII without spaces, got %q", quote.Short(f), c)
 		}
 	}
 	return KeyPart{Kind: KeyEntry, Name: name}, ""

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/quote"
 )
 
 // A Finding is something a valid rule set probably does not mean: a kind
@@ -25,7 +26,7 @@ func (f Finding) String() string {
 		fmt.Fprintf(&b, "line %d: ", f.Line)
 	}
 	if f.Rule != "" {
-		fmt.Fprintf(&b, "rule %s: ", quote(f.Rule))
+		fmt.Fprintf(&b, "rule %s: ", quote.Short(f.Rule))
 	}
 	b.WriteString(f.Message)
 	return b.String()
@@ -128,7 +129,7 @@ func Lint(b []byte) ([]Finding, error) {
 			for k := range covered {
 				covered[k] = covered[k] || c[k]
 			}
-			keyedBy = append(keyedBy, fmt.Sprintf("%s by %s", quote(r.ID), cmpBy(r.By)))
+			keyedBy = append(keyedBy, fmt.Sprintf("%s by %s", quote.Short(r.ID), cmpBy(r.By)))
 		}
 		for k := range covered {
 			// Callers with no identity are on the default plan only.
@@ -137,7 +138,7 @@ func Lint(b []byte) ([]Finding, error) {
 			}
 			where := "on a plan no rule names"
 			if p != "" {
-				where = "on plan " + quote(p)
+				where = "on plan " + quote.Short(p)
 			}
 			rulesText := "no rule applies to them"
 			if len(keyedBy) > 0 {
@@ -162,7 +163,7 @@ func Lint(b []byte) ([]Finding, error) {
 					continue
 				}
 				if op, _ := ParseBy(o.By); hasPart(op, KeyUser, KeyAPIKey) {
-					others = append(others, quote(o.ID))
+					others = append(others, quote.Short(o.ID))
 				}
 			}
 			if len(others) > 0 {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/internal/quote"
 )
 
 // The first step of reading outside input (see decode.go): JSON or YAML
@@ -52,7 +54,7 @@ func (n *tnode) describe() string {
 		}
 		return n.text
 	case tstring:
-		return quote(n.text)
+		return quote.Short(n.text)
 	case tobject:
 		return "an object"
 	}

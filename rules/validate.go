@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/quote"
 )
 
 // Validate checks every field of r and returns a *FieldError naming the
@@ -157,7 +158,7 @@ func (r *Rule) validateNames() error {
 			return err
 		}
 		if n == r.Name {
-			return fieldErr(fmt.Sprintf("%s is the rule's own name: a rule does not replace itself; remove it", quote(n)), at)
+			return fieldErr(fmt.Sprintf("%s is the rule's own name: a rule does not replace itself; remove it", quote.Short(n)), at)
 		}
 	}
 	return nil
@@ -169,7 +170,7 @@ func validName(n, field string) error {
 	case len(n) > MaxName:
 		return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", MaxName, len(n)), field)
 	case !utf8.ValidString(n) || strings.ContainsFunc(n, unicode.IsControl):
-		return fieldErr(fmt.Sprintf("must be UTF-8 without control characters, got %s", quote(n)), field)
+		return fieldErr(fmt.Sprintf("must be UTF-8 without control characters, got %s", quote.Short(n)), field)
 	}
 	return nil
 }
@@ -243,22 +244,22 @@ func (s *Set) validateFields() error {
 func ValidClientID(id string) error {
 	kind, val, ok := strings.Cut(id, ":")
 	if !ok || (kind != "user" && kind != "api_key" && kind != "ip") {
-		return fieldErr(fmt.Sprintf(`want "user:<id>", "api_key:<key>" or "ip:<address or prefix>", got %s`, quote(id)), "client")
+		return fieldErr(fmt.Sprintf(`want "user:<id>", "api_key:<key>" or "ip:<address or prefix>", got %s`, quote.Short(id)), "client")
 	}
 	switch {
 	case val == "":
-		return fieldErr(fmt.Sprintf("want a value after %q, got %s", kind+":", quote(id)), "client")
+		return fieldErr(fmt.Sprintf("want a value after %q, got %s", kind+":", quote.Short(id)), "client")
 	case len(val) > MaxClientIDValue:
 		return fieldErr(fmt.Sprintf("the value after %q is %d bytes, want at most %d", kind+":", len(val), MaxClientIDValue), "client")
 	case !utf8.ValidString(val):
-		return fieldErr(fmt.Sprintf("%s is not valid UTF-8", quote(id)), "client")
+		return fieldErr(fmt.Sprintf("%s is not valid UTF-8", quote.Short(id)), "client")
 	case strings.ContainsFunc(val, unicode.IsControl):
-		return fieldErr(fmt.Sprintf("%s contains a control character", quote(id)), "client")
+		return fieldErr(fmt.Sprintf("%s contains a control character", quote.Short(id)), "client")
 	}
 	if kind != "ip" {
 		if d, ok := strings.CutPrefix(val, identity.DigestPrefix); ok && !isDigest(d) {
 			return fieldErr(fmt.Sprintf(`%s: a value starting with %q names a digest: want %q and %d lowercase hex digits, the first %d bytes of the SHA-256 of the %s (how sluice keys a value over %d bytes, with control characters, not UTF-8, or itself starting with %q)`,
-				quote(id), identity.DigestPrefix, identity.DigestPrefix, identity.DigestLen, identity.DigestLen/2, strings.ReplaceAll(kind, "_", " "), identity.MaxValue, identity.DigestPrefix), "client")
+				quote.Short(id), identity.DigestPrefix, identity.DigestPrefix, identity.DigestLen, identity.DigestLen/2, strings.ReplaceAll(kind, "_", " "), identity.MaxValue, identity.DigestPrefix), "client")
 		}
 		return nil
 	}
@@ -266,18 +267,18 @@ func ValidClientID(id string) error {
 	if strings.Contains(val, "/") {
 		p, err := netip.ParsePrefix(val)
 		if err != nil {
-			return fieldErr(fmt.Sprintf("%s: want an IP address or prefix such as 203.0.113.7 or 2001:db8::/64", quote(id)), "client")
+			return fieldErr(fmt.Sprintf("%s: want an IP address or prefix such as 203.0.113.7 or 2001:db8::/64", quote.Short(id)), "client")
 		}
 		canon = p.Masked().String()
 	} else {
 		a, err := netip.ParseAddr(val)
 		if err != nil || a.Zone() != "" {
-			return fieldErr(fmt.Sprintf("%s: want an IP address or prefix such as 203.0.113.7 or 2001:db8::/64", quote(id)), "client")
+			return fieldErr(fmt.Sprintf("%s: want an IP address or prefix such as 203.0.113.7 or 2001:db8::/64", quote.Short(id)), "client")
 		}
 		canon = a.String()
 	}
 	if canon != val {
-		return fieldErr(fmt.Sprintf("%s: write it in canonical form, %q", quote(id), "ip:"+canon), "client")
+		return fieldErr(fmt.Sprintf("%s: write it in canonical form, %q", quote.Short(id), "ip:"+canon), "client")
 	}
 	return nil
 }
@@ -333,7 +334,7 @@ func ruleField(i int, id string) string {
 	if id == "" {
 		return fmt.Sprintf("rules[%d]", i)
 	}
-	return fmt.Sprintf("rules[%d] (id %s)", i, quote(id))
+	return fmt.Sprintf("rules[%d] (id %s)", i, quote.Short(id))
 }
 
 func clientErr(id string, fe *FieldError) *FieldError {
@@ -345,7 +346,7 @@ func clientErr(id string, fe *FieldError) *FieldError {
 	}
 }
 
-func clientField(id string) string { return "clients[" + quote(id) + "]" }
+func clientField(id string) string { return "clients[" + quote.Short(id) + "]" }
 
 func validID(id string) error {
 	if id == "" {
@@ -354,7 +355,7 @@ func validID(id string) error {
 	if len(id) > maxIDLen || !isLowerAlnum(id[0]) || strings.IndexFunc(id, func(c rune) bool {
 		return !isLowerAlnum(byte(c)) && c != '.' && c != '_' && c != '-' || c >= utf8.RuneSelf
 	}) >= 0 {
-		return fieldErr(fmt.Sprintf("must be 1 to 64 of a-z 0-9 . _ - starting with a letter or digit, got %s", quote(id)), "id")
+		return fieldErr(fmt.Sprintf("must be 1 to 64 of a-z 0-9 . _ - starting with a letter or digit, got %s", quote.Short(id)), "id")
 	}
 	return nil
 }
@@ -364,7 +365,7 @@ func planProblem(p string) string {
 	if len(p) > maxPlanLen || !isAlnum(p[0]) || strings.IndexFunc(p, func(c rune) bool {
 		return !isAlnum(byte(c)) && c != '.' && c != '_' && c != '-' || c >= utf8.RuneSelf
 	}) >= 0 {
-		return fmt.Sprintf("must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got %s", quote(p))
+		return fmt.Sprintf("must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got %s", quote.Short(p))
 	}
 	return ""
 }
@@ -387,27 +388,6 @@ func validText(field, s string, max int) error {
 
 func isLowerAlnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
 func isAlnum(c byte) bool      { return isLowerAlnum(c) || 'A' <= c && c <= 'Z' }
-
-// Quote quotes s for an error message, eliding the middle of a value
-// longer than 80 bytes (at rune boundaries).
-func Quote(s string) string { return quote(s) }
-
-// quote is Quote.
-func quote(s string) string {
-	const max = 80
-	if len(s) > max {
-		cut := max / 2
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		end := len(s) - max/2
-		for end < len(s) && !utf8.RuneStart(s[end]) {
-			end++
-		}
-		return strconv.Quote(s[:cut]) + "…" + strconv.Quote(s[end:])
-	}
-	return strconv.Quote(s)
-}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

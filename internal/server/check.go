@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/quote"
 	"github.com/sluicehq/sluice/limiter"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // Limits on the fields of a check request. user, api_key, ip and the
@@ -147,7 +147,7 @@ func (r *rawCheck) validate(dst *CheckRequest) error {
 	}
 	user, apiKey, ip, plan, endpoint := s[fUser], s[fAPIKey], s[fIP], s[fPlan], s[fEndpoint]
 	if plan != "" && !validPlan(plan) {
-		return invalid("plan: must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got " + rules.Quote(plan))
+		return invalid("plan: must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got " + quote.Short(plan))
 	}
 	var method, path string
 	if endpoint != "" {
@@ -205,7 +205,7 @@ const endpointForm = `want "METHOD /path", e.g. "GET /api/orders"`
 func parseEndpoint(s string) (method, path string, err error) {
 	method, path, ok := strings.Cut(s, " ")
 	if !ok || method == "" {
-		return "", "", invalid("endpoint: " + endpointForm + ", got " + rules.Quote(s))
+		return "", "", invalid("endpoint: " + endpointForm + ", got " + quote.Short(s))
 	}
 	return method, path, nil
 }
@@ -219,7 +219,7 @@ func parseCost(lit string) (int64, error) {
 		return 0, invalid("cost: must be at least 1, got " + lit)
 	}
 	if len(lit) > len("1000000000") {
-		return 0, invalid("cost: must be at most " + strconv.Itoa(MaxCost) + ", got " + rules.Quote(lit))
+		return 0, invalid("cost: must be at most " + strconv.Itoa(MaxCost) + ", got " + quote.Short(lit))
 	}
 	var n int64
 	for i := 0; i < len(lit); i++ {

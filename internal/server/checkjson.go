@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/internal/quote"
 )
 
 // parser is a strict JSON tokenizer for one flat object of the keys of a
@@ -71,14 +71,14 @@ func (p *parser) object(r *rawCheck) error {
 		}
 		f := fieldOf(key)
 		if f < 0 {
-			return invalid("unknown field " + rules.Quote(key) + "; want user, api_key, ip, plan, endpoint, cost")
+			return invalid("unknown field " + quote.Short(key) + "; want user, api_key, ip, plan, endpoint, cost")
 		}
 		if r.kind[f] != kAbsent {
-			return invalid("duplicate field " + rules.Quote(key))
+			return invalid("duplicate field " + quote.Short(key))
 		}
 		p.ws()
 		if p.i >= len(p.b) || p.b[p.i] != ':' {
-			return p.syntax("want ':' after key " + rules.Quote(key))
+			return p.syntax("want ':' after key " + quote.Short(key))
 		}
 		p.i++
 		p.ws()
@@ -96,7 +96,7 @@ func (p *parser) object(r *rawCheck) error {
 			p.i++
 			return p.end()
 		default:
-			return p.syntax("want ',' or '}' after the value of " + rules.Quote(key))
+			return p.syntax("want ',' or '}' after the value of " + quote.Short(key))
 		}
 	}
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
+	"github.com/sluicehq/sluice/internal/quote"
 	"github.com/sluicehq/sluice/limiter"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // MaxWaitMS is the largest max_wait_ms of a reservation: one hour, as
@@ -71,7 +71,7 @@ func splitMaxWait(body []byte) ([]byte, int64, error) {
 			return nil, 0, invalid("the body must be one JSON object")
 		}
 		if seen[key] {
-			return nil, 0, invalid(rules.Quote(key) + ": repeated")
+			return nil, 0, invalid(quote.Short(key) + ": repeated")
 		}
 		seen[key] = true
 		var raw json.RawMessage
@@ -107,16 +107,16 @@ func parseMaxWait(raw json.RawMessage) (int64, error) {
 		return 0, nil
 	}
 	if len(s) == 0 || len(s) > 7 || (len(s) > 1 && s[0] == '0') {
-		return 0, invalid(want + ", got " + rules.Quote(s))
+		return 0, invalid(want + ", got " + quote.Short(s))
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, invalid(want + ", got " + rules.Quote(s))
+			return 0, invalid(want + ", got " + quote.Short(s))
 		}
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n > MaxWaitMS {
-		return 0, invalid(want + ", got " + rules.Quote(s))
+		return 0, invalid(want + ", got " + quote.Short(s))
 	}
 	return n, nil
 }
