@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/sluicehq/sluice/rules"
 )
 
 // DefaultPlanClaim is the claim a token's plan is read from by default.
@@ -157,7 +159,7 @@ func (v *JWTVerifier) Verify(token string) (user, plan string, err error) {
 	if sub == "" {
 		return "", "", errors.New("middleware: jwt: sub must be a non-empty string")
 	}
-	if p, ok := claims[v.planClaim].(string); ok && validPlan(p) {
+	if p, ok := claims[v.planClaim].(string); ok && rules.ValidPlan(p) {
 		plan = p
 	}
 	return sub, plan, nil
@@ -201,22 +203,6 @@ func (v *JWTVerifier) key(t *jwt.Token) (any, error) {
 		return nil, fmt.Errorf("no %s key with kid %q", t.Method.Alg(), kid)
 	}
 	return set, nil
-}
-
-// validPlan reports whether s is a plan name: 1 to 64 of A-Z a-z 0-9 . _ -
-// starting with a letter or digit.
-func validPlan(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // LoadPublicKeys reads a file of token verification keys: PEM (see

@@ -26,11 +26,11 @@ const (
 	MaxWindow        = 366 * 24 * time.Hour // longest window
 	MaxDescription   = 1024                 // bytes
 	MaxClientIDValue = identity.MaxValue    // bytes after "user:", "api_key:" or "ip:"
+	MaxPlan          = 64                   // bytes of a plan name
 )
 
 const (
 	maxIDLen          = 64
-	maxPlanLen        = 64
 	validAlgorithmSet = "token_bucket, leaky_bucket, fixed_window, sliding_window, sliding_log"
 )
 

@@ -362,12 +362,25 @@ func validID(id string) error {
 
 // planProblem returns what is wrong with a non-empty plan name, or "".
 func planProblem(p string) string {
-	if len(p) > maxPlanLen || !isAlnum(p[0]) || strings.IndexFunc(p, func(c rune) bool {
-		return !isAlnum(byte(c)) && c != '.' && c != '_' && c != '-' || c >= utf8.RuneSelf
-	}) >= 0 {
+	if !ValidPlan(p) {
 		return fmt.Sprintf("must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got %s", quote.Short(p))
 	}
 	return ""
+}
+
+// ValidPlan reports whether p is a plan name: 1 to MaxPlan of A-Z a-z 0-9
+// . _ - starting with a letter or digit. Rules, the decision API and JWT
+// plan claims all take a plan by it.
+func ValidPlan(p string) bool {
+	if p == "" || len(p) > MaxPlan || !isAlnum(p[0]) {
+		return false
+	}
+	for i := 1; i < len(p); i++ {
+		if c := p[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // validText checks free text: valid UTF-8, at most max bytes, no control

@@ -7,14 +7,15 @@ import (
 
 	"github.com/sluicehq/sluice/internal/quote"
 	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
 )
 
 // Limits on the fields of a check request. user, api_key, ip and the
 // endpoint's path have none: whatever a caller sends there is decided (see
 // ParseCheck), within the body's size limit.
 const (
-	MaxPlan = 64         // bytes of plan
-	MaxCost = 1000000000 // largest cost, as rules.MaxLimit
+	MaxPlan = rules.MaxPlan // bytes of plan
+	MaxCost = 1000000000    // largest cost, as rules.MaxLimit
 )
 
 // CheckRequest is the body of POST /ratelimit/check (docs/api.md):
@@ -146,7 +147,7 @@ func (r *rawCheck) validate(dst *CheckRequest) error {
 		}
 	}
 	user, apiKey, ip, plan, endpoint := s[fUser], s[fAPIKey], s[fIP], s[fPlan], s[fEndpoint]
-	if plan != "" && !validPlan(plan) {
+	if plan != "" && !rules.ValidPlan(plan) {
 		return invalid("plan: must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got " + quote.Short(plan))
 	}
 	var method, path string
@@ -180,22 +181,6 @@ func typeErr(f int, k kind) *APIError {
 		want = "a whole number"
 	}
 	return invalid(fieldNames[f] + ": must be " + want + ", got " + kindNames[k])
-}
-
-func validPlan(p string) bool {
-	if len(p) > MaxPlan || !isAlnum(p[0]) {
-		return false
-	}
-	for i := 1; i < len(p); i++ {
-		if c := p[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-func isAlnum(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
 const endpointForm = `want "METHOD /path", e.g. "GET /api/orders"`
