@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
 )
 
 // Header names in their http.CanonicalHeaderKey form, so that entries can be
@@ -73,14 +74,15 @@ func Set(h http.Header, d *limiter.Decision) {
 		end[4] = len(b)
 		n = 5
 	}
+	b = appendPolicy(b, d.Rule)
+	end[n] = len(b)
 	s := string(b)
 	vals := make([]string, n+1)
 	start := 0
-	for i := range n {
+	for i := range n + 1 {
 		vals[i] = s[start:end[i]]
 		start = end[i]
 	}
-	vals[n] = d.Rule.Policy
 	h[Limit] = vals[0:1:1]
 	h[Remaining] = vals[1:2:2]
 	h[Reset] = vals[2:3:3]
@@ -89,6 +91,17 @@ func Set(h http.Header, d *limiter.Decision) {
 		h[RetryAfter] = vals[4:5:5]
 	}
 	h[Policy] = vals[n : n+1 : n+1]
+}
+
+// appendPolicy appends r's RateLimit-Policy item, `"<id>";q=<limit>;w=<window
+// in seconds>`, to b.
+func appendPolicy(b []byte, r *rules.Compiled) []byte {
+	b = append(b, '"')
+	b = append(b, r.ID...) // [a-z0-9._-] or an id of sluice's own: nothing to escape
+	b = append(b, `";q=`...)
+	b = strconv.AppendInt(b, r.Limit, 10)
+	b = append(b, ";w="...)
+	return strconv.AppendInt(b, r.WindowSeconds, 10)
 }
 
 // RetryAfterSeconds is the Retry-After of d: the whole seconds until the

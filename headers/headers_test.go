@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
@@ -18,12 +17,9 @@ func compiled(id string, limit int64, window time.Duration, kind algorithm.Kind,
 	return &rules.Compiled{
 		Rule:          r,
 		Params:        r.Params(),
-		Policy:        `"` + id + `";q=` + itoa(limit) + `;w=` + itoa(int64(window/time.Second)),
 		WindowSeconds: int64(window / time.Second),
 	}
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestCanonicalNames(t *testing.T) {
 	for _, name := range []string{Limit, Remaining, Reset, Policy, RateLimit, RetryAfter, ContentType} {

@@ -2,7 +2,6 @@ package rules
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
@@ -16,8 +15,6 @@ type Compiled struct {
 	Rule       // a copy of the rule
 	Seq    int // position in Set.Rules
 	Params algorithm.Params
-	// Policy is the rule's RateLimit-Policy item, `"<id>";q=<limit>;w=<window>`.
-	Policy string
 	// WindowSeconds is the window in whole seconds, rounded up, at least 1.
 	WindowSeconds int64
 	// Key is the rule's By, parsed: what its buckets are keyed by.
@@ -175,7 +172,6 @@ func build(s *Set) *Index {
 		c.failClosed, c.failSet = c.FailureMode == FailClosed, true
 		ix.replaces = ix.replaces || len(c.Replaces) > 0
 		c.WindowSeconds = max((c.Params.Window+999_999)/1_000_000, 1)
-		c.Policy = strconv.Quote(c.ID) + ";q=" + strconv.FormatInt(c.Limit, 10) + ";w=" + strconv.FormatInt(c.WindowSeconds, 10)
 		ix.rules[i] = c
 		ix.byID[c.ID] = c
 		if !c.IsEnabled() {

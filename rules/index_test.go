@@ -196,18 +196,17 @@ func TestCompiled(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []struct {
-		policy string
 		secs   int64
 		params algorithm.Params
 	}{
-		{`"a";q=100;w=60`, 60, algorithm.Params{Kind: algorithm.TokenBucket, Limit: 100, Window: 60_000_000, Burst: 5}},
-		{`"b";q=3;w=2`, 2, algorithm.Params{Kind: algorithm.FixedWindow, Limit: 3, Window: 1_500_000}},
-		{`"c";q=3;w=1`, 1, algorithm.Params{Kind: algorithm.SlidingLog, Limit: 3, Window: 1_000}},
+		{60, algorithm.Params{Kind: algorithm.TokenBucket, Limit: 100, Window: 60_000_000, Burst: 5}},
+		{2, algorithm.Params{Kind: algorithm.FixedWindow, Limit: 3, Window: 1_500_000}},
+		{1, algorithm.Params{Kind: algorithm.SlidingLog, Limit: 3, Window: 1_000}},
 	}
 	for i, c := range ix.Rules() {
-		if c.Seq != i || c.Policy != want[i].policy || c.WindowSeconds != want[i].secs || c.Params != want[i].params {
-			t.Errorf("rule %d = {Seq %d, Policy %s, WindowSeconds %d, Params %+v}, want {%d, %s, %d, %+v}",
-				i, c.Seq, c.Policy, c.WindowSeconds, c.Params, i, want[i].policy, want[i].secs, want[i].params)
+		if c.Seq != i || c.WindowSeconds != want[i].secs || c.Params != want[i].params {
+			t.Errorf("rule %d = {Seq %d, WindowSeconds %d, Params %+v}, want {%d, %d, %+v}",
+				i, c.Seq, c.WindowSeconds, c.Params, i, want[i].secs, want[i].params)
 		}
 	}
 	if ix.Revision() != 4 {

@@ -242,7 +242,6 @@ func ownLimit(domain string, d *ratelimitv3.RateLimitDescriptor) (*rules.Compile
 		Algorithm: algorithm.FixedWindow, By: "entries"}, Seq: math.MaxInt}
 	c.Params = c.Rule.Params()
 	c.WindowSeconds = int64(w / time.Second)
-	c.Policy = strconv.Quote(c.ID) + ";q=" + strconv.FormatInt(limit, 10) + ";w=" + strconv.FormatInt(c.WindowSeconds, 10)
 	// The bucket: "desc:" and the digest of the domain, the unit and the
 	// entries, each prefixed by its length.
 	var b []byte
