@@ -97,7 +97,7 @@ type Config struct {
 // DefaultMaxBody is the MaxBody used when Config.MaxBody is 0.
 const DefaultMaxBody = 1 << 20
 
-// Error codes of APIError.
+// Error codes of jsonhttp.APIError.
 const (
 	CodeInvalidRequest     = "invalid_request"
 	CodeNotFound           = "not_found"
@@ -110,22 +110,12 @@ const (
 	CodeInternal           = "internal"
 )
 
-// APIError is an error with the HTTP answer it calls for. Handlers return
-// it; it is rendered in one place as {"error": Code, "message": Message}.
-type APIError struct {
-	Status  int    // HTTP status
-	Code    string // one of the Code constants
-	Message string // what is wrong, naming the field when there is one
+func invalid(format string, args ...any) *jsonhttp.APIError {
+	return &jsonhttp.APIError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
 }
 
-func (e *APIError) Error() string { return "admin: " + e.Code + ": " + e.Message }
-
-func invalid(format string, args ...any) *APIError {
-	return &APIError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
-}
-
-func notFound(format string, args ...any) *APIError {
-	return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
+func notFound(format string, args ...any) *jsonhttp.APIError {
+	return &jsonhttp.APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
 }
 
 // server holds the admin API's state. Safe for concurrent use: all state is
@@ -196,7 +186,7 @@ func (s *server) route(pattern string, methods map[string]handler) {
 		h, ok := methods[m]
 		if !ok {
 			w.Header().Set("Allow", allowed)
-			return &APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+			return &jsonhttp.APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
 				Message: fmt.Sprintf("%s %s: method not allowed, want %s", r.Method, r.URL.Path, allowed)}
 		}
 		if m != "GET" {
@@ -218,7 +208,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var ok bool
 		if named, ok = s.tokens.Check(r); !ok {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			s.writeError(w, r, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+			s.writeError(w, r, &jsonhttp.APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
 				Message: "Authorization: want \"Bearer <token>\" with one of the tokens of this server's --admin-token (SLUICE_ADMIN_TOKEN)"})
 			return
 		}
@@ -250,30 +240,30 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // writeAPIError renders ae as {"error": Code, "message": Message}.
-func writeAPIError(w http.ResponseWriter, ae *APIError) {
+func writeAPIError(w http.ResponseWriter, ae *jsonhttp.APIError) {
 	w.Header().Set("Cache-Control", "no-store")
-	jsonhttp.WriteError(w, ae.Status, ae.Code, ae.Message)
+	ae.Write(w)
 }
 
 // apiError maps err to the answer it calls for.
-func (s *server) apiError(err error) *APIError {
-	var ae *APIError
+func (s *server) apiError(err error) *jsonhttp.APIError {
+	var ae *jsonhttp.APIError
 	var mbe *http.MaxBytesError
 	var fe *rules.FieldError
 	switch {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &mbe):
-		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
+		return &jsonhttp.APIError{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
 			Message: fmt.Sprintf("body: larger than %d bytes", mbe.Limit)}
 	case errors.Is(err, rulestore.ErrConflict):
-		return &APIError{Status: http.StatusPreconditionFailed, Code: CodePreconditionFailed,
+		return &jsonhttp.APIError{Status: http.StatusPreconditionFailed, Code: CodePreconditionFailed,
 			Message: "If-Match: " + strings.TrimPrefix(err.Error(), rulestore.ErrConflict.Error()+": ")}
 	case errors.Is(err, rulestore.ErrUnavailable):
 		// First: a store that cannot take writes because of what it holds
 		// (a broken hand edit of the rules file wraps that file's field
 		// error) is not the request's fault.
-		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error()}
+		return &jsonhttp.APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error()}
 	case errors.Is(err, rulestore.ErrInvalid):
 		if errors.As(err, &fe) {
 			return invalid("%s", fe.Error())
@@ -284,14 +274,14 @@ func (s *server) apiError(err error) *APIError {
 	case errors.Is(err, rulestore.ErrNotFound):
 		return notFound("%s", strings.TrimPrefix(err.Error(), "rulestore: "))
 	case errors.Is(err, rulestore.ErrGone):
-		return &APIError{Status: http.StatusGone, Code: CodeGone,
+		return &jsonhttp.APIError{Status: http.StatusGone, Code: CodeGone,
 			Message: strings.TrimPrefix(err.Error(), rulestore.ErrGone.Error()+": ")}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the request was canceled before the change was stored"}
+		return &jsonhttp.APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the request was canceled before the change was stored"}
 	case errors.Is(err, rulestore.ErrClosed):
-		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the rules store is shutting down"}
+		return &jsonhttp.APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the rules store is shutting down"}
 	}
-	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error; see the server log"}
+	return &jsonhttp.APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error; see the server log"}
 }
 
 // writeJSON writes v as the response body.
@@ -342,7 +332,7 @@ func (s *server) ifMatch(r *http.Request) (int64, error) {
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
 	if err != nil || n < 0 || strings.HasPrefix(v, "W/") {
-		return 0, &APIError{Status: http.StatusPreconditionFailed, Code: CodePreconditionFailed,
+		return 0, &jsonhttp.APIError{Status: http.StatusPreconditionFailed, Code: CodePreconditionFailed,
 			Message: fmt.Sprintf(`If-Match: %s is not a revision; the revision is "%d"`, v, s.src.Current().Revision())}
 	}
 	return n, nil

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 )
 
 // A web page in the operator's browser can send requests to the admin API
@@ -74,13 +76,13 @@ func Guard(cfg Config, h http.Handler) http.Handler {
 	})
 }
 
-func forbidden(format string, args ...any) *APIError {
-	return &APIError{Status: http.StatusForbidden, Code: CodeForbidden, Message: fmt.Sprintf(format, args...)}
+func forbidden(format string, args ...any) *jsonhttp.APIError {
+	return &jsonhttp.APIError{Status: http.StatusForbidden, Code: CodeForbidden, Message: fmt.Sprintf(format, args...)}
 }
 
 // check returns the refusal of a request whose Host or Origin is not one
 // the admin API accepts, or nil.
-func (g *guard) check(r *http.Request) *APIError {
+func (g *guard) check(r *http.Request) *jsonhttp.APIError {
 	if !g.hostOK(r.Host) {
 		return forbidden("Host: %q is not a name of this admin API, which answers to its listen address, localhost "+
 			"and IP addresses (a page whose name points here is refused); to reach it by this name, add --admin-allowed-host %s",
@@ -190,7 +192,7 @@ func CheckAllowed(hosts, origins []string) error {
 // POST must send Content-Type: application/json (parameters allowed, a
 // charset only utf-8); any other method only when it sends a body or a
 // Content-Type.
-func checkBody(r *http.Request) *APIError {
+func checkBody(r *http.Request) *jsonhttp.APIError {
 	ct := r.Header.Get("Content-Type")
 	if r.Method != http.MethodPut && r.Method != http.MethodPost && ct == "" && r.ContentLength == 0 {
 		return nil
@@ -201,6 +203,6 @@ func checkBody(r *http.Request) *APIError {
 			return nil
 		}
 	}
-	return &APIError{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMediaType,
+	return &jsonhttp.APIError{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMediaType,
 		Message: fmt.Sprintf("Content-Type: %q is not accepted; send the body as application/json (curl: -H 'Content-Type: application/json')", ct)}
 }

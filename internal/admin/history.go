@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -48,9 +49,9 @@ func actorOf(r *http.Request, named string) (string, error) {
 
 // noHistory is the answer to a history request when the rules store keeps
 // none (the rules file).
-func (s *server) noHistory(what string) *APIError {
+func (s *server) noHistory(what string) *jsonhttp.APIError {
 	st := s.src.Status()
-	return &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
+	return &jsonhttp.APIError{Status: http.StatusNotFound, Code: CodeNotFound,
 		Message: what + " needs the postgres rules store (sluice serve --rules postgres://...); this sluice keeps its rules in the " +
 			st.Kind + " " + st.Location + ", which keeps no history"}
 }

@@ -21,6 +21,20 @@ var contentType = []string{"application/json"}
 // allocating.
 func SetContentType(h http.Header) { h["Content-Type"] = contentType }
 
+// APIError is an error with the answer it calls for: status Status and
+// the body {"error": Code, "message": Message}. The decision and admin
+// APIs' handlers return it, and each API renders it in one place (Write).
+type APIError struct {
+	Status  int    // HTTP status
+	Code    string // the API's code for it, e.g. "invalid_request"
+	Message string // what is wrong, naming the field when there is one
+}
+
+func (e *APIError) Error() string { return e.Code + ": " + e.Message }
+
+// Write answers e with WriteError.
+func (e *APIError) Write(w http.ResponseWriter) { WriteError(w, e.Status, e.Code, e.Message) }
+
 // WriteError answers status with Content-Type: application/json, a
 // Content-Length, and the body {"error":"<code>","message":"<message>"}
 // and a newline. Any code and message are escaped as JSON needs.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/internal/quote"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -51,7 +52,7 @@ func (r *CheckRequest) limiterRequest() limiter.Request {
 // A-Z a-z 0-9 . _ - starting with a letter or digit; endpoint is "METHOD
 // path", a method and a path separated by the first space; cost is a whole
 // number from 1 to 1e9 written without fraction or exponent. The error is
-// an *APIError (400, "invalid_request") whose message names the field.
+// an *jsonhttp.APIError (400, "invalid_request") whose message names the field.
 //
 // The values a caller of the integrating service controls are never
 // refused: user, api_key and ip may be any string (one too long or odd is
@@ -175,7 +176,7 @@ func (r *rawCheck) validate(dst *CheckRequest) error {
 	return nil
 }
 
-func typeErr(f int, k kind) *APIError {
+func typeErr(f int, k kind) *jsonhttp.APIError {
 	want := "a string"
 	if f == fCost {
 		want = "a whole number"
@@ -219,6 +220,6 @@ func parseCost(lit string) (int64, error) {
 	return n, nil
 }
 
-func invalid(msg string) *APIError {
-	return &APIError{Status: 400, Code: CodeInvalidRequest, Message: msg}
+func invalid(msg string) *jsonhttp.APIError {
+	return &jsonhttp.APIError{Status: 400, Code: CodeInvalidRequest, Message: msg}
 }

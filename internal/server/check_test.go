@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 )
 
 func TestParseCheck(t *testing.T) {
@@ -129,9 +131,9 @@ func TestParseCheckErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("ParseCheck(%s) = %+v, want error containing %q", tt.body, got, tt.want)
 			}
-			ae, ok := errors.AsType[*APIError](err)
+			ae, ok := errors.AsType[*jsonhttp.APIError](err)
 			if !ok || ae.Status != 400 || ae.Code != CodeInvalidRequest {
-				t.Fatalf("ParseCheck(%s) error = %#v, want a 400 invalid_request *APIError", tt.body, err)
+				t.Fatalf("ParseCheck(%s) error = %#v, want a 400 invalid_request *jsonhttp.APIError", tt.body, err)
 			}
 			if !strings.Contains(ae.Message, tt.want) {
 				t.Errorf("ParseCheck(%s) message = %q, want it to contain %q", tt.body, ae.Message, tt.want)
@@ -244,9 +246,9 @@ func FuzzParseCheck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := ParseCheck(body)
 		if err != nil {
-			ae, ok := errors.AsType[*APIError](err)
+			ae, ok := errors.AsType[*jsonhttp.APIError](err)
 			if !ok || ae.Status != 400 || ae.Code != CodeInvalidRequest || ae.Message == "" {
-				t.Fatalf("ParseCheck(%q) error = %#v, want a 400 invalid_request *APIError", body, err)
+				t.Fatalf("ParseCheck(%q) error = %#v, want a 400 invalid_request *jsonhttp.APIError", body, err)
 			}
 		} else {
 			if !json.Valid(body) {

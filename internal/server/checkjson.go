@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/internal/quote"
 )
 
@@ -21,7 +22,7 @@ type parser struct {
 	esc []byte
 }
 
-func (p *parser) syntax(what string) *APIError {
+func (p *parser) syntax(what string) *jsonhttp.APIError {
 	if p.i >= len(p.b) {
 		return invalid("malformed JSON: unexpected end of input at offset " + strconv.Itoa(p.i) + ", " + what)
 	}

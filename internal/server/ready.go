@@ -3,6 +3,8 @@ package server
 import (
 	"net/http"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 )
 
 // CodeMethodNotAllowed is the error code of a 405: the path exists, not
@@ -24,7 +26,7 @@ func methodNotAllowed(allow ...string) handlerFunc {
 	allowed := strings.Join(allow, ", ")
 	return func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Allow", allowed)
-		return &APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+		return &jsonhttp.APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
 			Message: r.Method + " " + r.URL.Path + ": method not allowed, want " + allowed}
 	}
 }

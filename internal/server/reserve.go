@@ -37,7 +37,7 @@ type ReserveRequest struct {
 // ParseReserve parses and validates a reserve request body: the fields and
 // rules of ParseCheck, plus max_wait_ms, a whole number of milliseconds from
 // 0 to 3600000 written without sign, fraction or exponent (0 when absent or
-// null). The error is an *APIError (400, "invalid_request") whose message
+// null). The error is an *jsonhttp.APIError (400, "invalid_request") whose message
 // names the field.
 func ParseReserve(body []byte) (ReserveRequest, error) {
 	var out ReserveRequest
@@ -137,12 +137,12 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	d, wait, err := s.l.Reserve(r.Context(), &lr, msDuration(req.MaxWaitMS))
 	switch {
 	case errors.Is(err, limiter.ErrNoBudget):
-		return &APIError{Status: http.StatusNotFound, Code: CodeNoBudget,
+		return &jsonhttp.APIError{Status: http.StatusNotFound, Code: CodeNoBudget,
 			Message: "no rule matches this reservation, so there is no budget to reserve from; add a token_bucket or leaky_bucket rule that matches its plan and endpoint"}
 	case errors.Is(err, limiter.ErrReserveKind):
-		return &APIError{Status: http.StatusConflict, Code: CodeReserveUnsupported, Message: err.Error()}
+		return &jsonhttp.APIError{Status: http.StatusConflict, Code: CodeReserveUnsupported, Message: err.Error()}
 	case errors.Is(err, limiter.ErrReserveUnsupported):
-		return &APIError{Status: http.StatusNotImplemented, Code: CodeReserveUnsupported, Message: err.Error()}
+		return &jsonhttp.APIError{Status: http.StatusNotImplemented, Code: CodeReserveUnsupported, Message: err.Error()}
 	case err != nil:
 		return s.unavailable(r.Context(), err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -132,7 +133,7 @@ func equal(a, b []int64) bool {
 	return true
 }
 
-// FuzzParseReserve: any body ends in a request or an *APIError, never a
+// FuzzParseReserve: any body ends in a request or an *jsonhttp.APIError, never a
 // panic, and an accepted max_wait_ms is within bounds and agrees with
 // ParseCheck on the rest.
 func FuzzParseReserve(f *testing.F) {
@@ -143,8 +144,8 @@ func FuzzParseReserve(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := ParseReserve(body)
 		if err != nil {
-			if _, ok := err.(*APIError); !ok {
-				t.Fatalf("ParseReserve(%q): error %T %v, want an *APIError", body, err, err)
+			if _, ok := err.(*jsonhttp.APIError); !ok {
+				t.Fatalf("ParseReserve(%q): error %T %v, want an *jsonhttp.APIError", body, err, err)
 			}
 			return
 		}

@@ -118,16 +118,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// APIError is an error answered to the client as
-// {"error":"<Code>","message":"<Message>"} with status Status.
-type APIError struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-func (e *APIError) Error() string { return "server: " + e.Code + ": " + e.Message }
-
 // handlerFunc is a handler that returns its error instead of writing it.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
@@ -140,15 +130,15 @@ func (s *Server) handler(fn handlerFunc) http.Handler {
 	})
 }
 
-// writeError is the one place errors become HTTP answers: an *APIError as
+// writeError is the one place errors become HTTP answers: an *jsonhttp.APIError as
 // itself, anything else as a 500 that is logged.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var ae *APIError
+	var ae *jsonhttp.APIError
 	if !errors.As(err, &ae) {
 		s.cfg.Logger.Error("server: internal error", "path", r.URL.Path, "err", err)
-		ae = &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
+		ae = &jsonhttp.APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
 	}
-	jsonhttp.WriteError(w, ae.Status, ae.Code, ae.Message)
+	ae.Write(w)
 }
 
 // buffers is the pooled working memory of one check.
@@ -201,14 +191,14 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) unavailable(ctx context.Context, err error) *APIError {
+func (s *Server) unavailable(ctx context.Context, err error) *jsonhttp.APIError {
 	switch {
 	case ctx.Err() != nil:
 		s.cfg.Logger.Debug("server: check abandoned by the client", "err", err)
 	default:
 		s.failures.Warn(s.cfg.Logger, "server: limiter could not decide", "err", err)
 	}
-	return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+	return &jsonhttp.APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
 		Message: "the rate limiter could not decide: " + err.Error()}
 }
 
@@ -242,13 +232,13 @@ func (s *Server) appendBody(w http.ResponseWriter, r *http.Request, buf []byte) 
 			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 				return buf, s.tooLarge()
 			}
-			return buf, &APIError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "could not read the request body: " + err.Error()}
+			return buf, &jsonhttp.APIError{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "could not read the request body: " + err.Error()}
 		}
 	}
 }
 
-func (s *Server) tooLarge() *APIError {
-	return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
+func (s *Server) tooLarge() *jsonhttp.APIError {
+	return &jsonhttp.APIError{Status: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge,
 		Message: "the request body is larger than " + strconv.FormatInt(s.cfg.MaxBody, 10) + " bytes"}
 }
 
