@@ -71,14 +71,29 @@ func ParseCheck(body []byte) (CheckRequest, error) {
 // parseCheck parses b into dst. The strings of dst alias b and *esc (where
 // escaped strings are decoded): they are valid as long as neither is reused.
 func parseCheck(b []byte, esc *[]byte, dst *CheckRequest) error {
+	return parseBody(b, esc, dst, nil)
+}
+
+// parseBody parses b into dst, as parseCheck, and — when wait is not nil,
+// for a reserve body — max_wait_ms into *wait.
+func parseBody(b []byte, esc *[]byte, dst *CheckRequest, wait *int64) error {
 	var r rawCheck
-	p := parser{b: b, esc: (*esc)[:0]}
+	p := parser{b: b, esc: (*esc)[:0], fields: nCheckFields}
+	if wait != nil {
+		p.fields = nFields
+	}
 	err := p.object(&r)
 	*esc = p.esc
 	if err != nil {
 		return err
 	}
-	return r.validate(dst)
+	if err := r.validate(dst); err != nil {
+		return err
+	}
+	if wait != nil {
+		*wait, err = r.maxWait()
+	}
+	return err
 }
 
 // The keys of a check request, in the order they are validated.
@@ -89,10 +104,16 @@ const (
 	fPlan
 	fEndpoint
 	fCost
-	nFields
+	nCheckFields                // the keys above are a check's
+	fMaxWait     = nCheckFields // a reserve body's too
+	nFields      = fMaxWait + 1
 )
 
-var fieldNames = [nFields]string{"user", "api_key", "ip", "plan", "endpoint", "cost"}
+var fieldNames = [nFields]string{"user", "api_key", "ip", "plan", "endpoint", "cost", "max_wait_ms"}
+
+// fieldLists name the keys a body may have, by how many it may have.
+var fieldLists = [nFields + 1]string{nCheckFields: "user, api_key, ip, plan, endpoint, cost",
+	nFields: "user, api_key, ip, plan, endpoint, cost, max_wait_ms"}
 
 func fieldOf(key string) int {
 	switch key {
@@ -108,6 +129,8 @@ func fieldOf(key string) int {
 		return fEndpoint
 	case "cost":
 		return fCost
+	case "max_wait_ms":
+		return fMaxWait
 	}
 	return -1
 }
@@ -178,7 +201,7 @@ func (r *rawCheck) validate(dst *CheckRequest) error {
 
 func typeErr(f int, k kind) *jsonhttp.APIError {
 	want := "a string"
-	if f == fCost {
+	if f == fCost || f == fMaxWait {
 		want = "a whole number"
 	}
 	return invalid(fieldNames[f] + ": must be " + want + ", got " + kindNames[k])

@@ -13,13 +13,14 @@ import (
 )
 
 // parser is a strict JSON tokenizer for one flat object of the keys of a
-// check request (RFC 8259 syntax; values of unknown keys are never read, as
+// check or reserve request (RFC 8259 syntax; values of unknown keys are never read, as
 // an unknown key is an error). Strings without escapes alias b; escaped ones
 // are decoded into esc.
 type parser struct {
-	b   []byte
-	i   int
-	esc []byte
+	b      []byte
+	i      int
+	esc    []byte
+	fields int // the keys taken: the first fields of fieldNames
 }
 
 func (p *parser) syntax(what string) *jsonhttp.APIError {
@@ -71,8 +72,8 @@ func (p *parser) object(r *rawCheck) error {
 			return err
 		}
 		f := fieldOf(key)
-		if f < 0 {
-			return invalid("unknown field " + quote.Short(key) + "; want user, api_key, ip, plan, endpoint, cost")
+		if f < 0 || f >= p.fields {
+			return invalid("unknown field " + quote.Short(key) + "; want " + fieldLists[p.fields])
 		}
 		if r.kind[f] != kAbsent {
 			return invalid("duplicate field " + quote.Short(key))

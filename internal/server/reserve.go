@@ -2,9 +2,7 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -37,75 +35,33 @@ type ReserveRequest struct {
 // ParseReserve parses and validates a reserve request body: the fields and
 // rules of ParseCheck, plus max_wait_ms, a whole number of milliseconds from
 // 0 to 3600000 written without sign, fraction or exponent (0 when absent or
-// null). The error is an *jsonhttp.APIError (400, "invalid_request") whose message
-// names the field.
+// null). The error is an *jsonhttp.APIError (400, "invalid_request") whose
+// message names the field. The returned strings do not alias body.
 func ParseReserve(body []byte) (ReserveRequest, error) {
-	var out ReserveRequest
-	rest, wait, err := splitMaxWait(body)
-	if err != nil {
-		return out, err
-	}
-	out.MaxWaitMS = wait
-	out.CheckRequest, err = ParseCheck(rest)
-	return out, err
+	var req ReserveRequest
+	var esc []byte
+	err := parseReserve(bytes.Clone(body), &esc, &req)
+	return req, err
 }
 
-// splitMaxWait takes max_wait_ms out of the object in body and returns the
-// object without it (for ParseCheck, which judges the rest as strictly as a
-// check), and its value. A key repeated at the top level is refused, as
-// ParseCheck does.
-func splitMaxWait(body []byte) ([]byte, int64, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if d, ok := tok.(json.Delim); err != nil || !ok || d != '{' {
-		return nil, 0, invalid("the body must be one JSON object")
-	}
-	out := append(make([]byte, 0, len(body)), '{')
-	seen := make(map[string]bool, 8)
-	var wait int64
-	for dec.More() {
-		tok, err := dec.Token()
-		key, ok := tok.(string)
-		if err != nil || !ok {
-			return nil, 0, invalid("the body must be one JSON object")
-		}
-		if seen[key] {
-			return nil, 0, invalid(quote.Short(key) + ": repeated")
-		}
-		seen[key] = true
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, 0, invalid("the body must be one JSON object: " + err.Error())
-		}
-		if key == "max_wait_ms" {
-			if wait, err = parseMaxWait(raw); err != nil {
-				return nil, 0, err
-			}
-			continue
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = jsonhttp.AppendString(out, key)
-		out = append(out, ':')
-		out = append(out, raw...)
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, 0, invalid("the body must be one JSON object")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, 0, invalid("the body must be one JSON object with nothing after it")
-	}
-	return append(out, '}'), wait, nil
+// parseReserve is parseCheck for a reserve body: the same tokenizer, which
+// takes max_wait_ms too.
+func parseReserve(b []byte, esc *[]byte, dst *ReserveRequest) error {
+	return parseBody(b, esc, &dst.CheckRequest, &dst.MaxWaitMS)
 }
 
-func parseMaxWait(raw json.RawMessage) (int64, error) {
+// maxWait is the max_wait_ms the tokenizer read into r: 0 when absent or
+// null.
+func (r *rawCheck) maxWait() (int64, error) {
 	const want = "max_wait_ms: must be a whole number of milliseconds from 0 to 3600000"
-	s := string(raw)
-	if s == "null" {
+	switch r.kind[fMaxWait] {
+	case kAbsent, kNull:
 		return 0, nil
+	case kNumber:
+	default:
+		return 0, invalid(want + ", got " + kindNames[r.kind[fMaxWait]])
 	}
+	s := r.text[fMaxWait]
 	if len(s) == 0 || len(s) > 7 || (len(s) > 1 && s[0] == '0') {
 		return 0, invalid(want + ", got " + quote.Short(s))
 	}
@@ -129,8 +85,8 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	if err := s.readBody(w, r, buf); err != nil {
 		return err
 	}
-	req, err := ParseReserve(buf.body)
-	if err != nil {
+	var req ReserveRequest
+	if err := parseReserve(buf.body, &buf.esc, &req); err != nil {
 		return err
 	}
 	lr := req.limiterRequest()
