@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -247,13 +248,16 @@ func TestParseTokens(t *testing.T) {
 		{" alice:s1 ,\tbob:s2\n", 2, []string{"alice", "bob"}}, // spaces around the commas are not part of a token
 	} { // malformed values: TestBlankTokenIsNoToken
 		got := ParseTokens(tt.in)
-		if len(got.toks) != tt.n || got.Set() != (tt.n > 0) || got.Err() != nil {
-			t.Errorf("ParseTokens(%q): %d tokens, want %d", tt.in, len(got.toks), tt.n)
+		if got.Set() != (tt.n > 0) || got.Err() != nil {
+			t.Errorf("ParseTokens(%q): Set %v, Err %v; want %d tokens", tt.in, got.Set(), got.Err(), tt.n)
 			continue
 		}
+		entries := strings.Split(tt.in, ",")
 		for i, name := range tt.names {
-			if got.toks[i].name != name {
-				t.Errorf("ParseTokens(%q)[%d].name = %q, want %q", tt.in, i, got.toks[i].name, name)
+			r := httptest.NewRequest("GET", "/", nil)
+			r.Header.Set("Authorization", "Bearer "+strings.TrimSpace(entries[i]))
+			if n, ok := got.Check(r); !ok || n != name {
+				t.Errorf("ParseTokens(%q): token %d checks as %q, %v; want %q, true", tt.in, i, n, ok, name)
 			}
 		}
 	}

@@ -1,14 +1,14 @@
 package admin
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/listen"
 )
 
 // Tokens are the bearer tokens the admin API accepts: the value of
@@ -20,13 +20,8 @@ import (
 // another. A token without a colon is unnamed and leaves the actor to that
 // header. The zero value accepts no token (no authentication).
 type Tokens struct {
-	toks []token
+	toks listen.Tokens
 	err  error // the value is malformed: authentication is on and accepts no one
-}
-
-type token struct {
-	hash [sha256.Size]byte
-	name string // "" for an unnamed token
 }
 
 // ParseTokens parses the value of --admin-token. "" is no token (no
@@ -37,9 +32,9 @@ type token struct {
 // malformed. Malformed Tokens fail closed — Set reports true and Check
 // accepts no one — and Err says which entry is wrong: check it at start.
 func ParseTokens(s string) Tokens {
-	var t Tokens
+	var toks []listen.Token
 	if s == "" {
-		return t
+		return Tokens{}
 	}
 	entries := strings.Split(s, ",")
 	for i, e := range entries {
@@ -48,7 +43,7 @@ func ParseTokens(s string) Tokens {
 		if len(entries) > 1 {
 			at = fmt.Sprintf("entry %d of %d ", i+1, len(entries))
 		}
-		var tk token
+		tk := listen.Token{Value: e}
 		var err error
 		name, secret, named := strings.Cut(e, ":")
 		switch {
@@ -63,15 +58,14 @@ func ParseTokens(s string) Tokens {
 		case named && !validName(name):
 			err = fmt.Errorf("%shas no valid name before the colon (1 to %d bytes): want \"name:secret\", or a token without a colon", at, maxActor)
 		case named:
-			tk.name = name
+			tk.Name = name
 		}
 		if err != nil {
 			return Tokens{err: err}
 		}
-		tk.hash = sha256.Sum256([]byte(e))
-		t.toks = append(t.toks, tk)
+		toks = append(toks, tk)
 	}
-	return t
+	return Tokens{toks: listen.TokensOf("--admin-token", toks)}
 }
 
 // Err is why the value ParseTokens parsed is malformed, or nil.
@@ -84,22 +78,12 @@ func validName(name string) bool {
 
 // Set reports whether authentication is on: a token is configured, or the
 // value was malformed (then no one is accepted).
-func (t Tokens) Set() bool { return len(t.toks) > 0 || t.err != nil }
+func (t Tokens) Set() bool { return t.toks.Set() || t.err != nil }
 
 // Check returns whether r carries one of the tokens as
 // "Authorization: Bearer <token>", and that token's name ("" when
 // unnamed). Every token is compared, by hash and in constant time, so that
 // neither which token matched nor any token's length leaks.
 func (t Tokens) Check(r *http.Request) (name string, ok bool) {
-	scheme, tok, found := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !found || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	h := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	for i := range t.toks {
-		if subtle.ConstantTimeCompare(h[:], t.toks[i].hash[:]) == 1 {
-			name, ok = t.toks[i].name, true
-		}
-	}
-	return name, ok
+	return t.toks.Match(r.Header.Get("Authorization"))
 }

@@ -18,8 +18,32 @@ import (
 // one). The zero value accepts anything (no authentication). Safe for
 // concurrent use.
 type Tokens struct {
-	flag   string // the flag they come from, for messages
-	hashes [][sha256.Size]byte
+	flag string // the flag they come from, for messages
+	toks []token
+}
+
+// token is one accepted token, kept as its hash.
+type token struct {
+	hash [sha256.Size]byte
+	name string // the actor it stands for ("" for none; see Token)
+}
+
+// Token is one token of TokensOf: Value, what a client sends after
+// "Bearer ", and Name, the actor it stands for ("" for none).
+type Token struct {
+	Value, Name string
+}
+
+// TokensOf returns Tokens accepting toks, whose values the caller has
+// already checked; flag names them in answers ("--admin-token"). It serves
+// a token syntax of the caller's own, such as the admin API's named
+// tokens.
+func TokensOf(flag string, toks []Token) Tokens {
+	t := Tokens{flag: flag}
+	for _, tk := range toks {
+		t.toks = append(t.toks, token{hash: sha256.Sum256([]byte(tk.Value)), name: tk.Name})
+	}
+	return t
 }
 
 // ParseTokens parses a token flag's value s; flag names it in errors
@@ -40,31 +64,39 @@ func ParseTokens(flag, s string) (Tokens, error) {
 		if strings.ContainsFunc(e, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 			return Tokens{}, fmt.Errorf("listen: %s: entry %d holds a space or control character; a bearer token is one word", flag, i+1)
 		}
-		t.hashes = append(t.hashes, sha256.Sum256([]byte(e)))
+		t.toks = append(t.toks, token{hash: sha256.Sum256([]byte(e))})
 	}
 	return t, nil
 }
 
 // Set reports whether any token is configured (authentication is on).
-func (t Tokens) Set() bool { return len(t.hashes) > 0 }
+func (t Tokens) Set() bool { return len(t.toks) > 0 }
 
 // Valid reports whether the value of an Authorization header (or of gRPC's
-// authorization metadata) is "Bearer <one of the tokens>". Every token is
+// authorization metadata) is "Bearer <one of the tokens>" (see Match).
+func (t Tokens) Valid(authorization string) bool {
+	_, ok := t.Match(authorization)
+	return ok
+}
+
+// Match reports whether the value of an Authorization header is "Bearer
+// <one of the tokens>", and the name of that token. Every token is
 // compared, by hash and in constant time, so that neither which token
 // matched nor any token's length leaks.
-func (t Tokens) Valid(authorization string) bool {
+func (t Tokens) Match(authorization string) (name string, ok bool) {
 	scheme, tok, found := strings.Cut(authorization, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") {
-		return false
+		return "", false
 	}
 	tok = strings.TrimSpace(tok)
 	// Hashed in place: the bytes of tok are only read.
 	h := sha256.Sum256(unsafe.Slice(unsafe.StringData(tok), len(tok)))
-	ok := 0
-	for i := range t.hashes {
-		ok |= subtle.ConstantTimeCompare(h[:], t.hashes[i][:])
+	for i := range t.toks {
+		if subtle.ConstantTimeCompare(h[:], t.toks[i].hash[:]) == 1 {
+			name, ok = t.toks[i].name, true
+		}
 	}
-	return ok == 1
+	return name, ok
 }
 
 // HTTP returns h behind the tokens: a request without
