@@ -129,9 +129,9 @@ func AppendIP(dst []byte, ip string, bits int) []byte {
 		return dst
 	}
 	dst = append(dst, PrefixIP...)
-	if _, ok := ParseIPv4(ip); ok {
+	if _, ok := parseIPv4(ip); ok {
 		// Its key is itself: netip spells an IPv4 address one way, the
-		// only way ParseIPv4 takes.
+		// only way parseIPv4 takes.
 		return append(dst, ip...)
 	}
 	if a, err := ParseIP(ip); err == nil {
@@ -169,13 +169,13 @@ func ParseIP(s string) (netip.Addr, error) {
 	if s == "" {
 		return netip.Addr{}, errNotIP
 	}
-	if a, ok := ParseIPv4(s); ok {
+	if a, ok := parseIPv4(s); ok {
 		return a, nil
 	}
 	return parseIPAny(s)
 }
 
-// parseIPAny is ParseIP through net/netip alone, for what ParseIPv4 does
+// parseIPAny is ParseIP through net/netip alone, for what parseIPv4 does
 // not take.
 func parseIPAny(s string) (netip.Addr, error) {
 	if s[0] != '[' {
@@ -193,10 +193,10 @@ func parseIPAny(s string) (netip.Addr, error) {
 	return netip.Addr{}, errNotIP
 }
 
-// ParseIPv4 parses s when it is an IPv4 address in dotted decimal
+// parseIPv4 parses s when it is an IPv4 address in dotted decimal
 // ("203.0.113.7"): what netip.ParseAddr takes as IPv4, and the same
 // address, at a fraction of the cost. ok is false for anything else.
-func ParseIPv4(s string) (a netip.Addr, ok bool) {
+func parseIPv4(s string) (a netip.Addr, ok bool) {
 	var b [4]byte
 	i := 0
 	for n := range 4 {

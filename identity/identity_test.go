@@ -145,20 +145,20 @@ var ipv4Seeds = []string{
 	"2001:db8::1", "999.1.1.1", "1.2.3.4 ",
 }
 
-// FuzzParseIPv4: ParseIPv4 takes what netip.ParseAddr takes as an IPv4
+// FuzzParseIPv4: parseIPv4 takes what netip.ParseAddr takes as an IPv4
 // address, as the same address, which netip spells as it was written.
 func FuzzParseIPv4(f *testing.F) {
 	for _, s := range ipv4Seeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got, ok := ParseIPv4(s)
+		got, ok := parseIPv4(s)
 		want, err := netip.ParseAddr(s)
 		if wantOK := err == nil && want.Is4(); ok != wantOK || got != want && ok {
-			t.Fatalf("ParseIPv4(%q) = %v, %v; netip.ParseAddr: %v, %v", s, got, ok, want, err)
+			t.Fatalf("parseIPv4(%q) = %v, %v; netip.ParseAddr: %v, %v", s, got, ok, want, err)
 		}
 		if ok && got.String() != s {
-			t.Fatalf("ParseIPv4(%q) = %v, spelled otherwise", s, got)
+			t.Fatalf("parseIPv4(%q) = %v, spelled otherwise", s, got)
 		}
 		var a, b [MaxID]byte
 		fast := string(AppendIP(a[:0], s, 64))

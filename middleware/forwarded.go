@@ -84,10 +84,7 @@ func hostOf(s string) (a netip.Addr, host string, ok bool) {
 	} else {
 		host = s
 	}
-	if a, ok := identity.ParseIPv4(host); ok {
-		return a, host, true
-	}
-	a, err := netip.ParseAddr(host)
+	a, err := identity.ParseIP(host)
 	if err != nil {
 		return netip.Addr{}, "", false
 	}
