@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/urlpath"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -132,7 +133,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, id string
 				return buf[:start], "", false
 			}
 			buf = append(buf, "header:"...)
-			buf = rules.AppendLower(buf, p.Name)
+			buf = urlpath.AppendLower(buf, p.Name)
 			buf = append(buf, '=')
 			buf = appendValue(buf, v)
 		case rules.KeyEntry:
@@ -190,10 +191,10 @@ func appendEndpoint(buf []byte, method, path string, fold bool) []byte {
 		e = append(e, c)
 	}
 	e = append(e, ' ')
-	if rules.IsCleanPath(path) {
+	if urlpath.IsClean(path) {
 		e = append(e, path...)
 	} else {
-		e = rules.AppendCleanPath(e, path)
+		e = urlpath.AppendClean(e, path)
 	}
 	if fold {
 		p := e[len(method)+1:]

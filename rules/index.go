@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
 // Compiled is a rule made ready for the hot path, with what the decision
@@ -286,7 +287,7 @@ func (ix *Index) add(c *Compiled) {
 		path = "" // "/*", "//*", "/./*": every path
 	}
 	if c.Match.PathCase == PathCaseInsensitive {
-		path = string(appendLower(nil, path))
+		path = string(urlpath.AppendLower(nil, path))
 	}
 	c.path = path
 	m := &ix.matcher

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
 // Match appends to dst every enabled rule whose match fits a call on plan
@@ -30,7 +32,7 @@ func (ix *Index) MatchHeader(plan, method, path string, h http.Header, dst []*Co
 	}
 	start := len(dst)
 	c := call{plan: plan, method: method, mbit: methodBit(method), path: path, header: h}
-	if ix.needPath && !IsCleanPath(path) {
+	if ix.needPath && !urlpath.IsClean(path) {
 		dst = ix.matchUnclean(dst, &c)
 	} else {
 		dst = ix.matcher.match(dst, &c)
@@ -44,7 +46,7 @@ func (ix *Index) MatchHeader(plan, method, path string, h http.Header, dst []*Co
 func (ix *Index) matchUnclean(dst []*Compiled, c *call) []*Compiled {
 	var buf [1024]byte
 	clean := *c
-	clean.path = bytesString(AppendCleanPath(buf[:0], c.path))
+	clean.path = bytesString(urlpath.AppendClean(buf[:0], c.path))
 	return ix.matcher.match(dst, &clean)
 }
 
@@ -70,7 +72,7 @@ func (m *matcher) match(dst []*Compiled, c *call) []*Compiled {
 		// first MaxEndpoint+1 bytes finds every rule that fits, and no
 		// exact rule fits a path of that length.
 		var lower [MaxEndpoint + 1]byte
-		dst = m.folded.match(dst, c, bytesString(appendLower(lower[:0], c.path[:min(len(c.path), len(lower))])))
+		dst = m.folded.match(dst, c, bytesString(urlpath.AppendLower(lower[:0], c.path[:min(len(c.path), len(lower))])))
 	}
 	if len(c.header) == 0 { // no header: no rule on one fits
 		return dst

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
 // MaxRulesPerCall is the most enabled rules one call may match: the rules
@@ -125,7 +127,7 @@ func (v *Index) mostMatched(domain, plan string, rules []*Compiled) (int, *overl
 		}
 	}
 	for _, s := range exact {
-		lower := string(appendLower(nil, s))
+		lower := string(urlpath.AppendLower(nil, s))
 		for _, f := range folded {
 			if len(f) > len(s) && f[:len(s)] == lower && f[len(s)] == '/' {
 				if p := s + f[len(s):]; !seenP[p] {

@@ -1,9 +1,10 @@
 package rules
 
 import (
-	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
 // refCleanPath is the reference for CleanPath, written from its doc with
@@ -104,11 +105,11 @@ func FuzzCleanPath(f *testing.F) {
 		if want := refCleanPath(p); got != want {
 			t.Fatalf("CleanPath(%q) = %q, want %q", p, got, want)
 		}
-		if !IsCleanPath(got) && !strings.ContainsAny(got, "?#%;") {
-			t.Fatalf("IsCleanPath(CleanPath(%q) = %q) = false", p, got)
+		if !urlpath.IsClean(got) && !strings.ContainsAny(got, "?#%;") {
+			t.Fatalf("urlpath.IsClean(CleanPath(%q) = %q) = false", p, got)
 		}
-		if IsCleanPath(p) && got != p {
-			t.Fatalf("IsCleanPath(%q) but CleanPath = %q", p, got)
+		if urlpath.IsClean(p) && got != p {
+			t.Fatalf("urlpath.IsClean(%q) but CleanPath = %q", p, got)
 		}
 		if p != "" && (got == "" || got[0] != '/' || len(got) > 1 && got[len(got)-1] == '/') {
 			t.Fatalf("CleanPath(%q) = %q, want a path starting with / and without a trailing /", p, got)
@@ -122,8 +123,8 @@ func BenchmarkCleanPath(b *testing.B) {
 			b.ReportAllocs()
 			var buf [1024]byte
 			for b.Loop() {
-				if !IsCleanPath(p) {
-					_ = AppendCleanPath(buf[:0], p)
+				if !urlpath.IsClean(p) {
+					_ = urlpath.AppendClean(buf[:0], p)
 				}
 			}
 		})
@@ -143,59 +144,4 @@ func TestMethodBit(t *testing.T) {
 			t.Errorf("methodBit(%q) = %#x, want methodOther", m, got)
 		}
 	}
-}
-
-// TestWordsClean: the eight-bytes-at-a-time test of IsCleanPath says
-// clean only of paths the byte-by-byte one says are clean, and says it of
-// every clean path of eight bytes or more without "." (so that it, not the
-// byte loop, decides the usual call), over random paths of the bytes that matter, across every
-// word boundary.
-func TestWordsClean(t *testing.T) {
-	const alphabet = "//////..?#%;az09-\x00\x80\xff"
-	rng := rand.New(rand.NewPCG(1, 2))
-	buf := make([]byte, 0, 40)
-	for range 300_000 {
-		buf = append(buf[:0], '/')
-		for n := rng.IntN(38); n > 0; n-- {
-			buf = append(buf, alphabet[rng.IntN(len(alphabet))])
-		}
-		if buf[len(buf)-1] == '/' {
-			buf = append(buf, 'x')
-		}
-		p := string(buf)
-		words, bytes := wordsClean(p), bytesClean(p)
-		if words && !bytes {
-			t.Fatalf("wordsClean(%q) = true, bytesClean = false", p)
-		}
-		if bytes && len(p) >= 8 && !strings.Contains(p, ".") && !words {
-			t.Fatalf("wordsClean(%q) = false for a clean path without \".\"", p)
-		}
-	}
-}
-
-// TestWordsCleanShort: wordsClean decides every path of four to seven
-// bytes as bytesClean does when it holds no ".", and every shorter one is
-// left to bytesClean.
-func TestWordsCleanShort(t *testing.T) {
-	const alphabet = "/.?#%;a-"
-	var rec func(p []byte)
-	rec = func(p []byte) {
-		if n := len(p); n >= 2 && p[n-1] != '/' {
-			s := string(p)
-			words, bytes := wordsClean(s), bytesClean(s)
-			if words && (!bytes || n < 4) {
-				t.Fatalf("wordsClean(%q) = true, bytesClean = %v", s, bytes)
-			}
-			if n >= 4 && bytes && !strings.Contains(s, ".") && !words {
-				t.Fatalf("wordsClean(%q) = false for a clean path without \".\"", s)
-			}
-		}
-		if len(p) == 8 {
-			return
-		}
-		for i := range len(alphabet) {
-			rec(append(p, alphabet[i]))
-		}
-	}
-	rec([]byte{'/'})
 }
