@@ -92,11 +92,6 @@ type Decision struct {
 	KeyedBy rules.By        // what its bucket is keyed by: user, api_key or ip, else the rule's by (global, endpoint, …)
 	Plan    string          // the effective plan the call was matched under (rules.Index.Plan)
 
-	// clientID[:clientLen] is the client id the bucket is keyed by (see
-	// ClientID), held in place so that a decision allocates nothing.
-	clientID  [identity.MaxID]byte
-	clientLen uint16
-
 	Matched      int    // rules applied
 	ShadowDenied string // id of a shadow rule that would have denied, if any
 	// Unlimited: an unlimited rule applied (rules.Rule.Unlimited). It
@@ -116,17 +111,6 @@ func (d *Decision) RuleID() string {
 		return ""
 	}
 	return d.Rule.ID
-}
-
-// ClientID is the client id the most restrictive rule keyed the call by
-// ("user:alice", "ip:2001:db8::/64"; see package identity): "" when no rule
-// matched or its bucket is keyed by something else than the caller
-// (KeyedBy global, endpoint, …). It allocates; AppendClientID does not.
-func (d *Decision) ClientID() string { return string(d.clientID[:d.clientLen]) }
-
-// AppendClientID appends ClientID to dst.
-func (d *Decision) AppendClientID(dst []byte) []byte {
-	return append(dst, d.clientID[:d.clientLen]...)
 }
 
 // Config tunes a Limiter.
@@ -497,24 +481,6 @@ func (sc *scratch) client(r *rules.Compiled) rules.By {
 	return r.By
 }
 
-// clientID returns the client id of kind by that match built in sc: by
-// ByClient (or "") the first of user, API key and IP present, "" for a
-// kind that is not the caller's.
-func (sc *scratch) clientID(by rules.By) string {
-	switch by {
-	case rules.ByUser:
-		return sc.user
-	case rules.ByAPIKey:
-		return sc.apiKey
-	case rules.ByIP:
-		return sc.ip
-	case rules.ByClient, "":
-		_, id := pick(rules.KeyClient, sc.user, sc.apiKey, sc.ip)
-		return id
-	}
-	return ""
-}
-
 // sameKey returns the index in used, the rules of the ops built so far,
 // of one keyed by what r is keyed by (the same By, and the same path case
 // when the key names the endpoint), more than the caller,
@@ -543,7 +509,6 @@ func fold(d *Decision, sc *scratch, n int, info TakeInfo) {
 	}
 	r := &res[best]
 	d.Rule, d.KeyedBy = used[best], sc.client(used[best])
-	d.clientLen = uint16(copy(d.clientID[:], sc.clientID(d.KeyedBy)))
 	d.Limit = used[best].Limit
 	d.Remaining = r.Remaining
 	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
@@ -653,6 +618,14 @@ func pick(k rules.KeyKind, user, apiKey, ip string) (rules.By, string) {
 		return rules.ByAPIKey, apiKey
 	}
 	return rules.ByIP, ip
+}
+
+// AppendClientID appends to dst the client id a decision's rule keyed req
+// by (Decision.KeyedBy): the id Check built, "" for an identity req lacks.
+// by "" or ByClient means the first of user, API key, IP present.
+func (l *Limiter) AppendClientID(dst []byte, by rules.By, req *Request) []byte {
+	id := identity.Identity{User: req.User, APIKey: req.APIKey, IP: req.IP}
+	return id.AppendClientID(dst, string(by), l.cfg.IPv6Prefix)
 }
 
 func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -441,7 +441,7 @@ func BenchmarkCheckParallel(b *testing.B) {
 // TestOneBucketPerCaller: the public limiter keys a caller as package
 // identity names it, whatever spelling of the same identity it is given:
 // "[2001:db8::1]" and "2001:db8::1" (and an address with a port) are one
-// IPv6 /64, and Decision.ClientID names the bucket Check used.
+// IPv6 /64, and AppendClientID names the bucket Check used.
 func TestOneBucketPerCaller(t *testing.T) {
 	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{rule("ip", 1, time.Hour, func(r *rules.Rule) { r.By = rules.ByIP })}})
 	if d := check(t, l, limiter.Request{IP: "2001:db8::1"}); !d.Allowed {
@@ -453,8 +453,8 @@ func TestOneBucketPerCaller(t *testing.T) {
 		if d.Allowed {
 			t.Errorf("%s = allowed, want denied: the same /64 as 2001:db8::1", ip)
 		}
-		if got := d.ClientID(); got != "ip:2001:db8::/64" {
-			t.Errorf("ClientID of %s = %q, want ip:2001:db8::/64", ip, got)
+		if got := string(l.AppendClientID(nil, d.KeyedBy, &req)); got != "ip:2001:db8::/64" {
+			t.Errorf("AppendClientID(%s) = %q, want ip:2001:db8::/64", ip, got)
 		}
 		if got := (identity.Identity{IP: ip}).ClientID("ip", 0); got != "ip:2001:db8::/64" {
 			t.Errorf("identity.ClientID(%s) = %q, want the limiter's ip:2001:db8::/64", ip, got)
@@ -469,7 +469,7 @@ func TestOddIdentitiesDecide(t *testing.T) {
 	long := strings.Repeat("u", 300)
 	for _, user := range []string{long, "al\x7fice", "al\xffice"} {
 		req := limiter.Request{User: user}
-		if d := check(t, l, req); !d.Allowed || !strings.HasPrefix(d.ClientID(), "user:h:") {
+		if d := check(t, l, req); !d.Allowed || !strings.HasPrefix(string(l.AppendClientID(nil, d.KeyedBy, &req)), "user:h:") {
 			t.Fatalf("first call of %q = %+v, want allowed under a user:h: id", user, d)
 		}
 		if d := check(t, l, req); d.Allowed {
@@ -477,7 +477,8 @@ func TestOddIdentitiesDecide(t *testing.T) {
 		}
 	}
 	// The digest id itself, given as a user, is another bucket.
-	id := (identity.Identity{User: long}).ClientID("user", 0)
+	req := limiter.Request{User: long}
+	id := string(l.AppendClientID(nil, rules.ByUser, &req))
 	if d := check(t, l, limiter.Request{User: strings.TrimPrefix(id, "user:")}); !d.Allowed {
 		t.Errorf("user %q = denied, want a bucket of its own", strings.TrimPrefix(id, "user:"))
 	}
@@ -524,34 +525,5 @@ func TestPeek(t *testing.T) {
 	}
 	if d := check(t, l, limiter.Request{User: "alice"}); d.Allowed {
 		t.Fatalf("a call when exhausted = %+v, want denied", d)
-	}
-}
-
-// TestDecisionClientID: a decision names the client id its rule keyed the
-// call by, as package identity builds it, and none for a rule keyed by
-// something else than the caller or when no rule matched.
-func TestDecisionClientID(t *testing.T) {
-	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{
-		rule("any", 5, time.Hour, func(r *rules.Rule) { r.Match.Endpoint = "GET /client" }),
-		rule("ip", 5, time.Hour, func(r *rules.Rule) { r.By = rules.ByIP; r.Match.Endpoint = "GET /ip" }),
-		rule("all", 5, time.Hour, func(r *rules.Rule) { r.By = rules.ByGlobal; r.Match.Endpoint = "GET /global" }),
-	}})
-	for _, tt := range []struct {
-		req  limiter.Request
-		want string
-	}{
-		{limiter.Request{User: "alice", IP: "2001:db8::1", Method: "GET", Path: "/client"}, "user:alice"},
-		{limiter.Request{APIKey: "k1", IP: "2001:db8::1", Method: "GET", Path: "/client"}, "api_key:k1"},
-		{limiter.Request{User: "alice", IP: "2001:db8::1", Method: "GET", Path: "/ip"}, "ip:2001:db8::/64"},
-		{limiter.Request{User: "alice", Method: "GET", Path: "/global"}, ""},
-		{limiter.Request{User: "alice", Method: "GET", Path: "/none"}, ""},
-	} {
-		d := check(t, l, tt.req)
-		if got := d.ClientID(); got != tt.want {
-			t.Errorf("Check(%+v).ClientID() = %q, want %q", tt.req, got, tt.want)
-		}
-		if got := string(d.AppendClientID([]byte("x"))); got != "x"+tt.want {
-			t.Errorf("AppendClientID = %q, want %q", got, "x"+tt.want)
-		}
 	}
 }

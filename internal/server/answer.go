@@ -20,7 +20,7 @@ import (
 // Times are rounded up to the millisecond, never earlier than the real
 // moment; reason only when denied, shadow_denied only when set; rule and
 // client are null when no rule matched. client is the id of the bucket the
-// rule keyed the call by (limiter.Decision.ClientID).
+// rule keyed the call by (limiter.AppendClientID).
 func appendAnswer(b []byte, d *limiter.Decision, client []byte) []byte {
 	b = append(b, `{"allowed":`...)
 	b = strconv.AppendBool(b, d.Allowed)

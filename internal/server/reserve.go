@@ -120,7 +120,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 	var id [identity.MaxID]byte
 	var client []byte
 	if d.Rule != nil {
-		client = d.AppendClientID(id[:0]) // the id the limiter keyed the bucket by
+		client = s.l.AppendClientID(id[:0], d.KeyedBy, &lr) // the id the limiter keyed the bucket by
 	}
 	out = appendAnswer(out, &d, client)
 	// appendAnswer began its own object: drop its '{'.

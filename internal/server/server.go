@@ -184,7 +184,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	var id [identity.MaxID]byte
 	var client []byte
 	if d.Rule != nil {
-		client = d.AppendClientID(id[:0]) // the id the limiter keyed the bucket by
+		client = s.l.AppendClientID(id[:0], d.KeyedBy, &lr) // the id the limiter keyed the bucket by
 	}
 	buf.out = appendAnswer(buf.out[:0], &d, client)
 	w.Write(buf.out) //nolint:errcheck // the client is gone; nothing to do
