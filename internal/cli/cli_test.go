@@ -73,6 +73,11 @@ func TestVersion(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("version: exit %d: %s", code, errOut)
 	}
+	// --version, as most commands take it, prints the same.
+	code, flagOut, errOut := sluice(t, "", "--version")
+	if code != 0 || flagOut != out {
+		t.Errorf("--version: exit %d, printed\n%s%s\nwant what `sluice version` prints:\n%s", code, flagOut, errOut, out)
+	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "sluice ") || !strings.HasPrefix(lines[1], "commit ") ||
 		!strings.Contains(lines[2], runtime.Version()) {

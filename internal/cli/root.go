@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -49,6 +50,11 @@ func run(ctx context.Context, root *cobra.Command, args []string, stderr io.Writ
 // of every subcommand also reads SLUICE_<FLAG> (see EnvName); a flag given
 // on the command line wins.
 func NewRoot() *cobra.Command {
+	cobra.AddTemplateFunc("sluiceBuildInfo", func() string {
+		var b strings.Builder
+		readBuildInfo().write(&b)
+		return b.String()
+	})
 	root := &cobra.Command{
 		Use:   "sluice",
 		Short: "sluice is a distributed rate limiter for HTTP APIs",
@@ -67,6 +73,9 @@ the environment; an empty variable is ignored.`,
 			return bindEnv(cmd, os.LookupEnv)
 		},
 	}
+	// --version prints what `sluice version` prints.
+	root.Version = version
+	root.SetVersionTemplate(`{{sluiceBuildInfo}}`)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
 	})
