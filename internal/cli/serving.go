@@ -7,11 +7,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/http1"
 	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/internal/rulestore"
+	"github.com/sluicehq/sluice/internal/sdnotify"
 )
 
 // serving is the HTTP servers one command runs side by side: servers[i]
@@ -63,12 +67,24 @@ func (s *serving) run(ctx context.Context, src rulestore.Source, listeners []net
 	if started != nil {
 		started(errc)
 	}
+	s.notify(sdnotify.Ready)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-errc:
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case runErr = <-errc:
+			break wait
+		case <-hup:
+			s.reload(src)
+		}
 	}
+	s.notify(sdnotify.Stopping)
 	s.log.Info("shutting down")
 	sctx, scancel := context.WithTimeout(context.Background(), shutdown)
 	defer scancel()
@@ -87,4 +103,32 @@ func (s *serving) run(ctx context.Context, src rulestore.Source, listeners []net
 		return runErr
 	}
 	return nil
+}
+
+// notify tells the service manager state (systemd's Type=notify: READY=1
+// once every listener serves, STOPPING=1 when the drain starts); a failure
+// is logged, never fatal.
+func (s *serving) notify(state string) {
+	if sent, err := sdnotify.Notify(state); err != nil {
+		s.log.Warn("cannot notify the service manager", "state", state, "err", err)
+	} else if sent {
+		s.log.Debug("notified the service manager", "state", state)
+	}
+}
+
+// reload answers SIGHUP (systemctl reload): a rules file is read again
+// now rather than at its next poll. A rules database needs nothing: its
+// changes arrive by NOTIFY and every --rules-refresh. TLS certificates
+// are reloaded when their files change, signal or not.
+func (s *serving) reload(src rulestore.Source) {
+	p, ok := src.(interface{ Poll() error })
+	if !ok {
+		s.log.Info("SIGHUP: the rules database is followed on its own (NOTIFY, --rules-refresh); nothing to reload")
+		return
+	}
+	if err := p.Poll(); err != nil {
+		s.log.Warn("SIGHUP: the rules file does not load; the rules in force stay", "err", err)
+		return
+	}
+	s.log.Info("SIGHUP: rules file checked", "revision", src.Current().Revision())
 }
