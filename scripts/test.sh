@@ -65,6 +65,24 @@ if [ -z "${SLUICE_TEST_POSTGRES:-}" ] && ! pg_ok; then
   pg_ok || { echo "PostgreSQL does not answer at $pg_url; set SLUICE_TEST_POSTGRES to a server the tests may create databases on" >&2; exit 1; }
 fi
 
+# Deploy checks (deploy/): podman and runc build and run the container
+# image, Prometheus's promtool tests the alert rules, systemd-analyze
+# verifies the unit. Installed from Debian's packages when missing; where
+# they cannot be installed, the tests that need them skip and say so.
+deploy_pkgs=()
+command -v podman >/dev/null 2>&1 || deploy_pkgs+=(podman)
+command -v runc >/dev/null 2>&1 || deploy_pkgs+=(runc)
+command -v promtool >/dev/null 2>&1 || deploy_pkgs+=(prometheus)
+command -v systemd-analyze >/dev/null 2>&1 || deploy_pkgs+=(systemd)
+if ((${#deploy_pkgs[@]})); then
+  log "installing ${deploy_pkgs[*]} (deploy checks)"
+  DEPLOY_SUDO=""
+  [ "$(id -u)" -eq 0 ] || DEPLOY_SUDO="sudo"
+  { $DEPLOY_SUDO apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $DEPLOY_SUDO apt-get install -y -qq --no-install-recommends "${deploy_pkgs[@]}" >/dev/null; } ||
+    log "could not install ${deploy_pkgs[*]}: the deploy tests that need them skip"
+fi
+
 quick=""
 [ "${QUICK:-}" = 1 ] && quick=1
 
