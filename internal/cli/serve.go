@@ -106,6 +106,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		Logger:     log,
 		Ready:      eng.ready,
 		OnDecision: obs.metrics.Decision,
+		OnError:    obs.metrics.HTTPError,
 	})
 	adm := admin.New(src, f.adminGuard.config(f.adminListen, f.adminToken, log))
 

@@ -5,6 +5,7 @@
 //	sluice_decisions_total{rule,outcome,source}      decisions made
 //	sluice_decision_duration_seconds{api}           time to decide a call (histogram)
 //	sluice_rls_requests_total{code}                 Envoy ShouldRateLimit answers
+//	sluice_http_errors_total{code}                  decision API answers other than 200, by HTTP status
 //	sluice_store_duration_seconds{store}            one call to the counter store, a take or a reservation (histogram)
 //	sluice_store_errors_total{store,kind}           failed calls to the counter store (takes and reservations), by kind of error
 //	sluice_store_buckets                            buckets held by the embedded store
@@ -29,6 +30,7 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,6 +115,7 @@ type Metrics struct {
 	rlsCodes   *prometheus.CounterVec
 	rlsOK      prometheus.Counter
 	rlsOver    prometheus.Counter
+	httpErrs   *prometheus.CounterVec
 	revision   prometheus.Gauge
 	storeTime  *prometheus.HistogramVec
 	redisTime  atomic.Pointer[prometheus.Observer] // storeTime{store="redis"}, made by the first SharedCall
@@ -163,6 +166,10 @@ func New() *Metrics {
 		Help: "Envoy ShouldRateLimit requests answered, by code: OK, OVER_LIMIT, or the gRPC status of an error (InvalidArgument, Unavailable, ...).",
 	}, []string{"code"})
 	m.rlsOK, m.rlsOver = m.rlsCodes.WithLabelValues("OK"), m.rlsCodes.WithLabelValues("OVER_LIMIT")
+	m.httpErrs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_http_errors_total",
+		Help: "Answers of the decision API (POST /ratelimit/check, /ratelimit/reserve) other than 200, by HTTP status: 400 malformed request, 404 no budget, 409, 413 body too large, 415, 500 internal, 503 the limiter could not decide.",
+	}, []string{"code"})
 	m.revision = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_rules_revision",
 		Help: "Revision of the rules in force.",
@@ -177,7 +184,7 @@ func New() *Metrics {
 		Help: "Calls to the counter store (takes and reservations) that failed, by store and kind (timeout, canceled, network, redis, reply, too_many_rules, other).",
 	}, []string{"store", "kind"})
 	m.envoy = newEnvoyVecs()
-	m.reg.MustRegister(m.decisions, decideTime, m.rlsCodes, m.revision, m.storeTime, m.storeErrs,
+	m.reg.MustRegister(m.decisions, decideTime, m.rlsCodes, m.httpErrs, m.revision, m.storeTime, m.storeErrs,
 		m.envoy.total, m.envoy.over, m.envoy.near, m.envoy.within, m.envoy.shadow,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -312,6 +319,12 @@ func (m *Metrics) Latency(api API, d time.Duration) {
 	if api < numAPIs {
 		m.decideTime[api].Observe(d.Seconds())
 	}
+}
+
+// HTTPError counts one answer of the decision API other than 200, by
+// its status (the server's own statuses: a bounded set).
+func (m *Metrics) HTTPError(status int) {
+	m.httpErrs.WithLabelValues(strconv.Itoa(status)).Inc()
 }
 
 // RLSAnswer counts one answer of Envoy's ShouldRateLimit with its code:

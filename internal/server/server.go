@@ -56,6 +56,10 @@ type Config struct {
 	// (metrics). It runs on the request's goroutine: it must be cheap and
 	// must not keep d.
 	OnDecision func(d *limiter.Decision)
+
+	// OnError, when set, is told the status of every error answer
+	// (metrics): 400, 404, 409, 413, 415, 500, 503.
+	OnError func(status int)
 }
 
 // DefaultConfig returns the default configuration.
@@ -137,6 +141,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &ae) {
 		s.cfg.Logger.Error("server: internal error", "path", r.URL.Path, "err", err)
 		ae = &jsonhttp.APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
+	}
+	if s.cfg.OnError != nil {
+		s.cfg.OnError(ae.Status)
 	}
 	ae.Write(w)
 }

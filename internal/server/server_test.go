@@ -466,3 +466,16 @@ func (h countHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h countHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestOnError: every error answer is reported to Config.OnError with its
+// status (the error-answers metric), and a decision is not.
+func TestOnError(t *testing.T) {
+	var got []int
+	s, _ := newTestServer(t, seedSet(), Config{OnError: func(status int) { got = append(got, status) }})
+	for _, body := range []string{`{"user": "alice"}`, `{"cost": 0, "user": "alice"}`, `not json`} {
+		post(t, s, body)
+	}
+	if len(got) != 2 || got[0] != 400 || got[1] != 400 {
+		t.Errorf("OnError saw %v, want [400 400] (two malformed requests; the decision is no error)", got)
+	}
+}
