@@ -103,6 +103,17 @@ func finalStageContext(t *testing.T, dir string) {
 		case "/out/passwd":
 			local = "passwd"
 			put(local, append(passwd[1], '\n'), 0o644)
+		case "/out/bin":
+			local = "bin"
+			if err := os.Mkdir(filepath.Join(dir, local), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("/usr/local/bin/sluice", filepath.Join(dir, local, "ratelimit")); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(full), "ln -s /usr/local/bin/sluice /out/bin/ratelimit") {
+				t.Fatal("the build stage does not make /out/bin/ratelimit a link to /usr/local/bin/sluice, as the test does")
+			}
 		case "/out/var/lib/sluice":
 			local = "state"
 			if err := os.Mkdir(filepath.Join(dir, local), 0o755); err != nil {
@@ -175,6 +186,15 @@ func TestContainerImage(t *testing.T) {
 	if v := podman(t, append(append([]string{"run", "--rm"}, runFlags...), image, "--version")...); !strings.HasPrefix(v, "sluice "+testVersion+"\ncommit "+testRevision+"\n") {
 		t.Errorf("sluice --version in the image:\n%s\nwant sluice %s, commit %s", v, testVersion, testRevision)
 	}
+
+	// /bin/ratelimit, envoyproxy/ratelimit's command, is sluice serve.
+	rlData := freeAddr(t)
+	rlName := fmt.Sprintf("sluice-deploytest-rl-%d", time.Now().UnixNano())
+	podman(t, append(append([]string{"run", "-d", "--name", rlName, "--entrypoint", "/bin/ratelimit"}, runFlags...), image,
+		"--listen", rlData, "--admin-listen", freeAddr(t), "--grpc-listen", freeAddr(t))...)
+	t.Cleanup(func() { exec.Command("podman", "rm", "-f", "-v", rlName).Run() })
+	waitOK(t, "http://"+rlData+"/healthz", nil, stringer(func() string { out, _ := exec.Command("podman", "logs", rlName).CombinedOutput(); return string(out) }))
+	exec.Command("podman", "rm", "-f", "-v", rlName).Run()
 
 	data, adminAddr, grpc := freeAddr(t), freeAddr(t), freeAddr(t)
 	name := fmt.Sprintf("sluice-deploytest-%d", time.Now().UnixNano())

@@ -90,3 +90,17 @@ func TestVersion(t *testing.T) {
 		t.Errorf("readBuildInfo() = %+v, want the stamped v1.2.3 and abc123", b)
 	}
 }
+
+func TestCommandLine(t *testing.T) {
+	for _, c := range []struct{ argv, want []string }{
+		{[]string{"/usr/local/bin/sluice", "serve", "--listen", ":1"}, []string{"serve", "--listen", ":1"}},
+		{[]string{"sluice"}, []string{}},
+		{[]string{"/bin/ratelimit"}, []string{"serve"}},
+		{[]string{"ratelimit", "--grpc-listen", ":8081"}, []string{"serve", "--grpc-listen", ":8081"}},
+		{[]string{"/opt/ratelimit-tools/sluice", "version"}, []string{"version"}},
+	} {
+		if got := commandLine(c.argv); strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("commandLine(%q) = %q, want %q", c.argv, got, c.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,8 +19,21 @@ import (
 
 // Execute runs the sluice command with os.Args and returns the process exit
 // code: 0 on success, 1 on any error (printed to stderr).
+//
+// Run under the name ratelimit (the image's /bin/ratelimit, a link to
+// sluice), it is `sluice serve`: an envoyproxy/ratelimit deployment whose
+// command is /bin/ratelimit runs sluice when only its image is replaced.
 func Execute() int {
-	return run(context.Background(), NewRoot(), os.Args[1:], os.Stderr)
+	return run(context.Background(), NewRoot(), commandLine(os.Args), os.Stderr)
+}
+
+// commandLine returns the arguments sluice runs with, given the process's
+// argv: argv[1:], after "serve" when argv[0] is named ratelimit.
+func commandLine(argv []string) []string {
+	if len(argv) > 0 && filepath.Base(argv[0]) == "ratelimit" {
+		return append([]string{"serve"}, argv[1:]...)
+	}
+	return argv[1:]
 }
 
 // run executes root with args and renders an error, returning the exit code.
