@@ -146,6 +146,9 @@ func (im *envoyImport) fail(line int, what, msg string) error {
 	if what != "" {
 		msg = what + ": " + msg
 	}
+	if line == 0 {
+		return fmt.Errorf("%s: %s", im.file, msg)
+	}
 	return fmt.Errorf("%s: line %d: %s", im.file, line, msg)
 }
 

@@ -123,7 +123,7 @@ func TestImportEnvoyRefuses(t *testing.T) {
 		{"replaces itself", limit("      name: me\n      replaces:\n        - name: me\n"), `f.yaml: line 9: k: rate_limit.replaces: "me" is this rate_limit's own name; remove it`},
 		{"quota_mode not a bool", limit("    quota_mode: \"true\"\n"), `f.yaml: line 7: k: quota_mode: want true or false, got "true"`},
 		{"metadata not a mapping", limit("    metadata: x\n"), `f.yaml: line 7: k: metadata: want a mapping, got "x"`},
-		{"empty file", "", "f.yaml: line 0: the file is empty; envoyproxy/ratelimit refuses a file without a domain"},
+		{"empty file", "", "f.yaml: the file is empty; envoyproxy/ratelimit refuses a file without a domain"},
 		{"comments only", "# nothing\n", "the file is empty"},
 		{"empty domain", "domain: \"\"\n", "f.yaml: line 1: domain: required, a non-empty string"},
 		{"fraction", strings.Replace(limit(""), "5", "5.5", 1), "f.yaml: line 6: k: rate_limit: requests_per_unit: want a whole number, a string or true/false, got 5.5"},
