@@ -38,6 +38,10 @@ type EnvoyOptions struct {
 	// their descriptors to it (a descriptor a file repeats at the top
 	// level is still refused). Default false: a domain is one file.
 	MergeDomains bool
+	// Shadow is its SHADOW_MODE: every rule is shadow (it never denies).
+	Shadow bool
+	// Quota is its QUOTA_MODE: every rule is quota.
+	Quota bool
 }
 
 // ImportEnvoy is LoadEnvoy with the default options and no notes.
@@ -531,8 +535,8 @@ func (im *envoyImport) add(line int, chain []Entry, shared []bool, f envoyFlags,
 	r.Description = "envoyproxy/ratelimit " + im.file + ": " + what
 	r.Match = Match{Domain: im.domain, Entries: chain}
 	r.By = ByGlobal
-	r.Shadow = f.shadow
-	r.Quota = f.quota
+	r.Shadow = f.shadow || im.opt.Shadow
+	r.Quota = f.quota || im.opt.Quota
 	for _, x := range []struct {
 		on   bool
 		text string
