@@ -82,6 +82,10 @@ func openEngine(ctx context.Context, f serveFlags, instrument func(*slog.Logger,
 		cfg := *d
 		cfg.PollInterval, cfg.Logger = f.rulesPoll, log
 		src, err = rulestore.OpenEnvoyDir(cfg)
+	} else if x := f.envoy.xds; x != nil {
+		cfg := *x
+		cfg.Logger = log
+		src, err = rulestore.OpenEnvoyXDS(ctx, cfg)
 	} else {
 		src, err = openRules(ctx, f.rules, f.rulesPoll, f.rulesStore, log)
 	}

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -99,23 +101,23 @@ var envoyVars = []envoyVar{
 	{"GRPC_CLIENT_TLS_SAN", "", envoyRefused, "sluice checks that a client certificate is signed by the CA, not its subject alternative name"},
 	{"LOG_LEVEL", "WARN", envoyHonoured, "--log-level (trace is debug; warning is warn; fatal and panic are error); default warn, as there"},
 	{"LOG_FORMAT", "text", envoyHonoured, "--log-format: json, else text"},
-	{"CONFIG_TYPE", "FILE", envoyHonoured, "FILE: the runtime directory; GRPC_XDS_SOTW: refused, sluice does not read RateLimitConfig resources from an xDS server yet (use FILE, or sluice rules import)"},
-	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_NODE_ID", "default", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_NODE_METADATA", "", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "3s", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_SERVER_USE_TLS", "false", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "10s", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "60s", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0.5", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"XDS_CLIENT_BACKOFF_JITTER", "true", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
-	{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", envoyNotNeeded, "only with GRPC_XDS_SOTW"},
+	{"CONFIG_TYPE", "FILE", envoyHonoured, "FILE: the runtime directory; GRPC_XDS_SOTW: the RateLimitConfig resources of an xDS server (Envoy Gateway's), followed as they change"},
+	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", envoyHonoured, "GRPC_XDS_SOTW: true starts with no rules; false waits for a configuration that loads"},
+	{"CONFIG_GRPC_XDS_NODE_ID", "default", envoyHonoured, "GRPC_XDS_SOTW: the node id sent to the xDS server"},
+	{"CONFIG_GRPC_XDS_NODE_METADATA", "", envoyHonoured, "GRPC_XDS_SOTW: the node's metadata, key=value pairs separated by commas"},
+	{"CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", envoyHonoured, "GRPC_XDS_SOTW: the xDS server's host:port"},
+	{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "3s", envoyHonoured, "GRPC_XDS_SOTW: the wait before connecting again after the stream broke"},
+	{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "", envoyHonoured, "GRPC_XDS_SOTW: gRPC metadata sent on the stream, key:value pairs separated by commas"},
+	{"CONFIG_GRPC_XDS_SERVER_USE_TLS", "false", envoyHonoured, "GRPC_XDS_SOTW: TLS to the xDS server"},
+	{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "", envoyHonoured, "with CONFIG_GRPC_XDS_SERVER_USE_TLS: the client certificate (mutual TLS)"},
+	{"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "", envoyHonoured, "with CONFIG_GRPC_XDS_SERVER_USE_TLS: its key"},
+	{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "", envoyHonoured, "with CONFIG_GRPC_XDS_SERVER_USE_TLS: the CA the server's certificate is checked against (else the system's)"},
+	{"CONFIG_GRPC_XDS_SERVER_TLS_SAN", "", envoyHonoured, "with CONFIG_GRPC_XDS_SERVER_USE_TLS: the name the server's certificate must carry"},
+	{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "10s", envoyNotNeeded, "sluice connects again every CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL"},
+	{"XDS_CLIENT_BACKOFF_MAX_INTERVAL", "60s", envoyNotNeeded, "as XDS_CLIENT_BACKOFF_INITIAL_INTERVAL"},
+	{"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0.5", envoyNotNeeded, "as XDS_CLIENT_BACKOFF_INITIAL_INTERVAL"},
+	{"XDS_CLIENT_BACKOFF_JITTER", "true", envoyNotNeeded, "as XDS_CLIENT_BACKOFF_INITIAL_INTERVAL"},
+	{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", envoyHonoured, "GRPC_XDS_SOTW: the largest response accepted"},
 	{"USE_DOG_STATSD", "false", envoyRefused, "sluice exports Prometheus metrics (GET /metrics), no statsd"},
 	{"USE_DOG_STATSD_MOGRIFIERS", "", envoyNotNeeded, "statsd only"},
 	{"USE_STATSD", "true", envoyNotNeeded, "sluice sends no statsd; its metrics are Prometheus's (GET /metrics): true is accepted, as the default, and sends nothing"},
@@ -202,6 +204,7 @@ var envoyVars = []envoyVar{
 // envoySettings are what the environment sets that has no flag.
 type envoySettings struct {
 	dir          *rulestore.EnvoyDirConfig // the runtime directory; nil: --rules
+	xds          *rulestore.EnvoyXDSConfig // CONFIG_TYPE=GRPC_XDS_SOTW; nil: not
 	healthConfig bool                      // HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED
 	healthRedis  bool                      // REDIS_HEALTH_CHECK_ACTIVE_CONNECTION
 	metricsAddr  string                    // PROMETHEUS_ADDR with USE_PROMETHEUS=true ("": none)
@@ -328,29 +331,37 @@ func readEnvoyEnv(fl *pflag.FlagSet, f *serveFlags, lookup func(string) (string,
 	}
 
 	// Configuration.
+	merge, _ := on("MERGE_DOMAIN_CONFIG")
+	shadow, _ := on("SHADOW_MODE")
+	quota, _ := on("QUOTA_MODE")
+	opt := rules.EnvoyOptions{MergeDomains: merge, Shadow: shadow, Quota: quota}
+	xds := false
 	switch ct := strings.ToUpper(get("CONFIG_TYPE")); ct {
 	case "FILE":
 	case "GRPC_XDS_SOTW":
-		return errors.New("environment CONFIG_TYPE=GRPC_XDS_SOTW: not supported by sluice yet: it does not read RateLimitConfig resources from an xDS server; " +
-			"serve the configuration as files (CONFIG_TYPE=FILE), or convert it with sluice rules import")
+		if fl.Changed("rules") {
+			return fmt.Errorf("environment CONFIG_TYPE=GRPC_XDS_SOTW and --rules %s both name the rules: give one", f.rules)
+		}
+		x, err := readXDSEnv(env, get)
+		if err != nil {
+			return err
+		}
+		x.Options = opt
+		f.envoy.xds, xds = x, true
 	default:
 		return fmt.Errorf("environment CONFIG_TYPE=%q: want FILE or GRPC_XDS_SOTW, as envoyproxy/ratelimit", ct)
 	}
-	if sub := env["RUNTIME_SUBDIRECTORY"]; sub != "" {
+	if sub := env["RUNTIME_SUBDIRECTORY"]; sub != "" && !xds {
 		if fl.Changed("rules") {
 			return fmt.Errorf("environment RUNTIME_SUBDIRECTORY=%q and --rules %s both name the rules: give one", sub, f.rules)
 		}
 		ignoreDot, _ := on("RUNTIME_IGNOREDOTFILES")
 		watchRoot, _ := on("RUNTIME_WATCH_ROOT")
-		merge, _ := on("MERGE_DOMAIN_CONFIG")
-		shadow, _ := on("SHADOW_MODE")
-		quota, _ := on("QUOTA_MODE")
 		f.envoy.dir = &rulestore.EnvoyDirConfig{
 			Root: get("RUNTIME_ROOT"), Subdirectory: sub, AppDirectory: get("RUNTIME_APPDIRECTORY"),
-			AppDirectoryOnly: !watchRoot, IgnoreDotFiles: ignoreDot,
-			Options: rules.EnvoyOptions{MergeDomains: merge, Shadow: shadow, Quota: quota},
+			AppDirectoryOnly: !watchRoot, IgnoreDotFiles: ignoreDot, Options: opt,
 		}
-	} else {
+	} else if !xds {
 		for _, name := range []string{"MERGE_DOMAIN_CONFIG", "SHADOW_MODE", "QUOTA_MODE"} {
 			if b, _ := on(name); b {
 				return fmt.Errorf("environment %s=true applies to envoyproxy/ratelimit's configuration: set RUNTIME_SUBDIRECTORY (and RUNTIME_ROOT) to serve it", name)
@@ -424,6 +435,65 @@ func readEnvoyEnv(fl *pflag.FlagSet, f *serveFlags, lookup func(string) (string,
 	}
 	f.envoy.keyPrefix = env["CACHE_KEY_PREFIX"]
 	return nil
+}
+
+// readXDSEnv reads the settings of CONFIG_TYPE=GRPC_XDS_SOTW.
+func readXDSEnv(env map[string]string, get func(string) string) (*rulestore.EnvoyXDSConfig, error) {
+	x := &rulestore.EnvoyXDSConfig{ServerURL: get("CONFIG_GRPC_XDS_SERVER_URL"), NodeID: get("CONFIG_GRPC_XDS_NODE_ID")}
+	var err error
+	if x.ForceStart, err = envoyBool("FORCE_START_WITHOUT_INITIAL_CONFIG", get("FORCE_START_WITHOUT_INITIAL_CONFIG")); err != nil {
+		return nil, err
+	}
+	if s := get("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL"); s != "" {
+		if x.RetryInterval, err = time.ParseDuration(s); err != nil || x.RetryInterval <= 0 {
+			return nil, fmt.Errorf("environment CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL=%q: want a duration such as 3s", s)
+		}
+	}
+	if s := env["XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"]; s != "" {
+		if x.MaxMsgSize, err = strconv.Atoi(s); err != nil || x.MaxMsgSize < 0 {
+			return nil, fmt.Errorf("environment XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES=%q: want a number of bytes", s)
+		}
+	}
+	// NODE_METADATA is key=value pairs; ADDITIONAL_HEADERS key:value pairs
+	// (envconfig's map form), as envoyproxy/ratelimit reads them.
+	pairs := func(name, sep string) (map[string]string, error) {
+		m := make(map[string]string)
+		for _, kv := range strings.Split(env[name], ",") {
+			if kv == "" {
+				continue
+			}
+			k, v, ok := strings.Cut(kv, sep)
+			if !ok {
+				if name == "CONFIG_GRPC_XDS_NODE_METADATA" {
+					continue // ignored there
+				}
+				return nil, fmt.Errorf("environment %s: %q: want key%svalue pairs separated by commas", name, kv, sep)
+			}
+			m[k] = v
+		}
+		return m, nil
+	}
+	if x.NodeMetadata, err = pairs("CONFIG_GRPC_XDS_NODE_METADATA", "="); err != nil {
+		return nil, err
+	}
+	if x.Headers, err = pairs("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", ":"); err != nil {
+		return nil, err
+	}
+	if useTLS, err := envoyBool("CONFIG_GRPC_XDS_SERVER_USE_TLS", get("CONFIG_GRPC_XDS_SERVER_USE_TLS")); err != nil {
+		return nil, err
+	} else if useTLS {
+		cfg, err := clientTLS(env["CONFIG_GRPC_XDS_SERVER_TLS_CACERT"], env["CONFIG_GRPC_XDS_CLIENT_TLS_CERT"], env["CONFIG_GRPC_XDS_CLIENT_TLS_KEY"],
+			"environment CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "environment CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "environment CONFIG_GRPC_XDS_CLIENT_TLS_KEY")
+		if err != nil {
+			return nil, err
+		}
+		if cfg == nil {
+			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		cfg.ServerName = env["CONFIG_GRPC_XDS_SERVER_TLS_SAN"]
+		x.TLS = cfg
+	}
+	return x, nil
 }
 
 // envoyDeployment reports whether env is an envoyproxy/ratelimit

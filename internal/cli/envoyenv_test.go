@@ -182,7 +182,8 @@ func TestServeEnvoyEnvRefused(t *testing.T) {
 		{map[string]string{"RESPONSE_DYNAMIC_METADATA": "true"}, "RESPONSE_DYNAMIC_METADATA"},
 		{map[string]string{"GRPC_UDS": "/tmp/rl.sock"}, "GRPC_UDS"},
 		{map[string]string{"SHADOW_MODE": "yes"}, `environment SHADOW_MODE="yes": want true or false`},
-		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, "CONFIG_TYPE=GRPC_XDS_SOTW"},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS"}, `environment CONFIG_TYPE="GRPC_XDS": want FILE or GRPC_XDS_SOTW`},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "x"}, "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"},
 		{map[string]string{"RUNTIME_ROOT": "/nonexistent", "RUNTIME_SUBDIRECTORY": "rl"}, "runtime directory /nonexistent/rl/config"},
 	}
 	for _, tt := range tests {
@@ -190,7 +191,7 @@ func TestServeEnvoyEnvRefused(t *testing.T) {
 			setenv(t, tt.env)
 			code, _, errOut := sluice(t, "", "serve", "--listen", listentest.FreeAddr(t), "--grpc-listen", "", "--admin-listen", listentest.FreeAddr(t),
 				"--rules", filepath.Join(t.TempDir(), "r.yaml"))
-			if tt.env["RUNTIME_SUBDIRECTORY"] != "" {
+			if tt.env["RUNTIME_SUBDIRECTORY"] != "" || tt.env["CONFIG_TYPE"] != "" {
 				code, _, errOut = sluice(t, "", "serve", "--listen", listentest.FreeAddr(t), "--grpc-listen", "", "--admin-listen", listentest.FreeAddr(t))
 			}
 			if code == 0 || !strings.Contains(errOut, tt.want) {
@@ -215,4 +216,67 @@ func TestEnvoyVarsDocumented(t *testing.T) {
 			t.Errorf("docs/envoy.md lacks the row\n%s", row)
 		}
 	}
+}
+
+// TestServeEnvoyXDS: `sluice serve` with the environment Envoy Gateway
+// gives envoyproxy/ratelimit (CONFIG_TYPE=GRPC_XDS_SOTW, its node id,
+// FORCE_START_WITHOUT_INITIAL_CONFIG) takes RateLimitConfig resources
+// shaped as Envoy Gateway generates them from a go-control-plane xDS
+// server, and decides through the Envoy API by them: after a change, and
+// across a restart of the xDS server, during which the last good
+// configuration stays in force.
+func TestServeEnvoyXDS(t *testing.T) {
+	xds := newXDS(t, "127.0.0.1:0")
+	xds.set(t, "envoy-ratelimit", 1, egLimit("default/eg/https", 2))
+	grpcPort := strconv.Itoa(listentest.FreePort(t))
+	setenv(t, map[string]string{
+		"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": xds.addr, "CONFIG_GRPC_XDS_NODE_ID": "envoy-ratelimit",
+		"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "50ms", "FORCE_START_WITHOUT_INITIAL_CONFIG": "true",
+		"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_IGNOREDOTFILES": "true", "RUNTIME_WATCH_ROOT": "false",
+		"USE_STATSD": "false", "LOG_LEVEL": "info", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": grpcPort,
+	})
+	data := listentest.FreeAddr(t)
+	s := start(t, "serve", "--listen", data, "--admin-listen", listentest.FreeAddr(t))
+	s.waitUp(t, http.DefaultClient, "http://"+data+"/healthcheck")
+	cc, err := grpc.NewClient("passthrough:///127.0.0.1:"+grpcPort, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	rls := rlsv3.NewRateLimitServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Envoy Gateway's descriptor for the route's rule, per client IP.
+	ask := func(ip string) *rlsv3.RateLimitResponse {
+		t.Helper()
+		resp, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "default/eg/https", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: egRoute, Value: egRoute}, {Key: "rule-0-match-0", Value: "rule-0-match-0"}, {Key: "remote_address", Value: ip}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	waitFor(t, "the first configuration", func() bool { return ask("192.0.2.9").Statuses[0].GetCurrentLimit().GetRequestsPerUnit() == 2 })
+	ask("192.0.2.1")
+	ask("192.0.2.1")
+	if got := ask("192.0.2.1").OverallCode; got != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("third call of 192.0.2.1 = %v, want OVER_LIMIT", got)
+	}
+	if got := ask("192.0.2.2").OverallCode; got != rlsv3.RateLimitResponse_OK {
+		t.Errorf("first call of 192.0.2.2 = %v, want OK: one bucket per client IP", got)
+	}
+
+	xds.set(t, "envoy-ratelimit", 2, egLimit("default/eg/https", 5))
+	waitFor(t, "the change", func() bool { return ask("192.0.2.3").Statuses[0].GetCurrentLimit().GetRequestsPerUnit() == 5 })
+
+	addr := xds.addr
+	xds.g.Stop()
+	time.Sleep(200 * time.Millisecond) // a few failed reconnections
+	if got := ask("192.0.2.4").Statuses[0].GetCurrentLimit().GetRequestsPerUnit(); got != 5 {
+		t.Errorf("limit with the xDS server down = %d, want 5, the last good", got)
+	}
+	xds2 := newXDS(t, addr)
+	xds2.set(t, "envoy-ratelimit", 1, egLimit("default/eg/https", 8))
+	waitFor(t, "the restarted server's configuration", func() bool { return ask("192.0.2.5").Statuses[0].GetCurrentLimit().GetRequestsPerUnit() == 8 })
 }
