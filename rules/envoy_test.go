@@ -367,3 +367,21 @@ func TestLoadEnvoyMergeDomains(t *testing.T) {
 		t.Errorf("merged duplicate = %v, want the composite key refused", err)
 	}
 }
+
+// TestLoadEnvoyGlobalModes: SHADOW_MODE and QUOTA_MODE make every rule
+// shadow or quota, unlimited ones included, and the set still validates.
+func TestLoadEnvoyGlobalModes(t *testing.T) {
+	conf := []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: b\n    rate_limit: {unlimited: true}\n")
+	s, _, err := LoadEnvoy([]EnvoyFile{{"d.yaml", conf}}, EnvoyOptions{Shadow: true, Quota: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range s.Rules {
+		if !r.Shadow || !r.Quota {
+			t.Errorf("rule %s: shadow %v, quota %v; want both", r.ID, r.Shadow, r.Quota)
+		}
+	}
+	if _, err := Compile(s); err != nil {
+		t.Fatal(err)
+	}
+}
