@@ -88,7 +88,7 @@ var envoyVars = []envoyVar{
 	{"HOST", "0.0.0.0", envoyHonoured, "with PORT: --listen (the HTTP port: /json, /healthcheck, and sluice's /ratelimit/check, /metrics)"},
 	{"PORT", "8080", envoyHonoured, "with HOST: --listen"},
 	{"DEBUG_HOST", "0.0.0.0", envoyHonoured, "with DEBUG_PORT: --admin-listen, sluice's admin API (off loopback it needs --admin-token); default 127.0.0.1, not 0.0.0.0: the admin API changes rules"},
-	{"DEBUG_PORT", "6070", envoyHonoured, "with DEBUG_HOST: --admin-listen"},
+	{"DEBUG_PORT", "6070", envoyHonoured, "with DEBUG_HOST: --admin-listen, 127.0.0.1:6070 in an envoyproxy/ratelimit deployment (one that sets RUNTIME_SUBDIRECTORY, CONFIG_TYPE or REDIS_URL)"},
 	{"GRPC_UDS", "", envoyRefused, "sluice listens on TCP only: use GRPC_HOST and GRPC_PORT"},
 	{"GRPC_HOST", "0.0.0.0", envoyHonoured, "with GRPC_PORT: --grpc-listen"},
 	{"GRPC_PORT", "8081", envoyHonoured, "with GRPC_HOST: --grpc-listen"},
@@ -281,7 +281,7 @@ func readEnvoyEnv(fl *pflag.FlagSet, f *serveFlags, lookup func(string) (string,
 			return err
 		}
 	}
-	if env["DEBUG_HOST"] != "" || env["DEBUG_PORT"] != "" {
+	if env["DEBUG_HOST"] != "" || env["DEBUG_PORT"] != "" || envoyDeployment(env) {
 		host := env["DEBUG_HOST"]
 		if host == "" {
 			host = "127.0.0.1"
@@ -362,6 +362,10 @@ func readEnvoyEnv(fl *pflag.FlagSet, f *serveFlags, lookup func(string) (string,
 			AppDirectoryOnly: !watchRoot, IgnoreDotFiles: ignoreDot, Options: opt,
 		}
 	} else if !xds {
+		if envoyDeployment(env) && !fl.Changed("rules") {
+			return errors.New("environment: RUNTIME_SUBDIRECTORY is empty, and envoyproxy/ratelimit then loads no configuration at all: " +
+				"set RUNTIME_ROOT and RUNTIME_SUBDIRECTORY to its runtime directory, CONFIG_TYPE=GRPC_XDS_SOTW for an xDS server, or --rules (SLUICE_RULES) for sluice's own rules")
+		}
 		for _, name := range []string{"MERGE_DOMAIN_CONFIG", "SHADOW_MODE", "QUOTA_MODE"} {
 			if b, _ := on(name); b {
 				return fmt.Errorf("environment %s=true applies to envoyproxy/ratelimit's configuration: set RUNTIME_SUBDIRECTORY (and RUNTIME_ROOT) to serve it", name)

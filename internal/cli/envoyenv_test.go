@@ -177,8 +177,9 @@ func TestServeEnvoyEnvRefused(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"BACKEND_TYPE": "memcache"}, `environment BACKEND_TYPE="memcache": not supported by sluice: redis only`},
-		{map[string]string{"REDIS_URL": "10.0.0.1:26379", "REDIS_SOCKET_TYPE": "tcp", "REDIS_TYPE": "sentinel"}, "REDIS_TYPE=SENTINEL: not supported by sluice"},
-		{map[string]string{"REDIS_URL": "/var/run/nutcracker/ratelimit.sock"}, "it dials Redis over TCP"},
+		{map[string]string{"REDIS_URL": "10.0.0.1:26379", "REDIS_SOCKET_TYPE": "tcp", "REDIS_TYPE": "sentinel", "RUNTIME_SUBDIRECTORY": "rl"}, "REDIS_TYPE=SENTINEL: not supported by sluice"},
+		{map[string]string{"REDIS_URL": "/var/run/nutcracker/ratelimit.sock", "RUNTIME_SUBDIRECTORY": "rl"}, "it dials Redis over TCP"},
+		{map[string]string{"REDIS_URL": "redis:6379", "REDIS_SOCKET_TYPE": "tcp"}, "RUNTIME_SUBDIRECTORY is empty, and envoyproxy/ratelimit then loads no configuration at all"},
 		{map[string]string{"RESPONSE_DYNAMIC_METADATA": "true"}, "RESPONSE_DYNAMIC_METADATA"},
 		{map[string]string{"GRPC_UDS": "/tmp/rl.sock"}, "GRPC_UDS"},
 		{map[string]string{"SHADOW_MODE": "yes"}, `environment SHADOW_MODE="yes": want true or false`},
@@ -189,11 +190,11 @@ func TestServeEnvoyEnvRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
 			setenv(t, tt.env)
-			code, _, errOut := sluice(t, "", "serve", "--listen", listentest.FreeAddr(t), "--grpc-listen", "", "--admin-listen", listentest.FreeAddr(t),
-				"--rules", filepath.Join(t.TempDir(), "r.yaml"))
-			if tt.env["RUNTIME_SUBDIRECTORY"] != "" || tt.env["CONFIG_TYPE"] != "" {
-				code, _, errOut = sluice(t, "", "serve", "--listen", listentest.FreeAddr(t), "--grpc-listen", "", "--admin-listen", listentest.FreeAddr(t))
+			args := []string{"serve", "--listen", listentest.FreeAddr(t), "--grpc-listen", "", "--admin-listen", listentest.FreeAddr(t)}
+			if tt.env["RUNTIME_SUBDIRECTORY"] == "" && tt.env["CONFIG_TYPE"] == "" && tt.env["REDIS_URL"] == "" {
+				args = append(args, "--rules", filepath.Join(t.TempDir(), "r.yaml"))
 			}
+			code, _, errOut := sluice(t, "", args...)
 			if code == 0 || !strings.Contains(errOut, tt.want) {
 				t.Errorf("serve with %v: exit %d, %q; want an error containing %q", tt.env, code, errOut, tt.want)
 			}
