@@ -138,14 +138,14 @@ var envoyVars = []envoyVar{
 	{"RUNTIME_WATCH_ROOT", "true", envoyHonoured, "false: only the files under RUNTIME_APPDIRECTORY; true: also RUNTIME_APPDIRECTORY.* beside it, as there. sluice follows a change either way"},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "300", envoyNotNeeded, "sluice's keys expire when their bucket is full again, each on its own"},
 	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", envoyNotNeeded, "sluice always keeps a local cache of denials, and a raised limit is never masked by it"},
-	{"NEAR_LIMIT_RATIO", "0.8", envoyNotNeeded, "statsd's near_limit count only"},
+	{"NEAR_LIMIT_RATIO", "0.8", envoyHonoured, "the share of a limit past which the Envoy API's statistics count hits as near the limit"},
 	{"CACHE_KEY_PREFIX", "", envoyHonoured, "starts every Redis key (before sluice's rl:)"},
 	{"BACKEND_TYPE", "redis", envoyRefused, "redis only: sluice has no memcache store"},
 	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false", envoyNotNeeded, "sluice never counts a denied call, whatever its value"},
 	{"LIMIT_RESPONSE_HEADERS_ENABLED", "false", envoyHonoured, "--envoy-ratelimit-headers"},
-	{"LIMIT_LIMIT_HEADER", "RateLimit-Limit", envoyRefused, "the header names are fixed for now: RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset"},
-	{"LIMIT_REMAINING_HEADER", "RateLimit-Remaining", envoyRefused, "as LIMIT_LIMIT_HEADER"},
-	{"LIMIT_RESET_HEADER", "RateLimit-Reset", envoyRefused, "as LIMIT_LIMIT_HEADER"},
+	{"LIMIT_LIMIT_HEADER", "RateLimit-Limit", envoyHonoured, "the name of the limit header LIMIT_RESPONSE_HEADERS_ENABLED adds"},
+	{"LIMIT_REMAINING_HEADER", "RateLimit-Remaining", envoyHonoured, "the name of the remaining header"},
+	{"LIMIT_RESET_HEADER", "RateLimit-Reset", envoyHonoured, "the name of the reset header"},
 	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "false", envoyHonoured, "/healthcheck fails while no domain is configured"},
 	{"REDIS_SOCKET_TYPE", "unix", envoyHonoured, "tcp; unix is refused (sluice dials TCP); unset, REDIS_URL decides"},
 	{"REDIS_TYPE", "SINGLE", envoyHonoured, "SINGLE or CLUSTER (any case): REDIS_URL's addresses to --redis, a cluster found by itself; SENTINEL is refused: sluice does not follow a sentinel"},
@@ -210,6 +210,10 @@ type envoySettings struct {
 	metricsAddr  string                    // PROMETHEUS_ADDR with USE_PROMETHEUS=true ("": none)
 	metricsPath  string                    // PROMETHEUS_PATH
 	keyPrefix    string                    // CACHE_KEY_PREFIX
+	// headers are LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
+	// LIMIT_RESET_HEADER ("": rls's defaults, the same).
+	headers        [3]string
+	nearLimitRatio float64 // NEAR_LIMIT_RATIO (0: rls's default, the same)
 }
 
 // envoyBool reads a boolean as envoyproxy/ratelimit's envconfig does
@@ -438,6 +442,20 @@ func readEnvoyEnv(fl *pflag.FlagSet, f *serveFlags, lookup func(string) (string,
 		}
 	}
 	f.envoy.keyPrefix = env["CACHE_KEY_PREFIX"]
+	for i, name := range []string{"LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER"} {
+		h := env[name]
+		if h != "" && (strings.IndexFunc(h, func(c rune) bool { return c <= ' ' || c >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", c) }) >= 0) {
+			return fmt.Errorf("environment %s=%q: want a header name (letters, digits and !#$%%&'*+-.^_`|~)", name, h)
+		}
+		f.envoy.headers[i] = h
+	}
+	if s := env["NEAR_LIMIT_RATIO"]; s != "" {
+		r, err := strconv.ParseFloat(s, 32)
+		if err != nil || r <= 0 || r > 1 {
+			return fmt.Errorf("environment NEAR_LIMIT_RATIO=%q: want a number above 0 and at most 1, e.g. 0.8", s)
+		}
+		f.envoy.nearLimitRatio = r
+	}
 	return nil
 }
 

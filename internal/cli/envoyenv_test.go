@@ -82,6 +82,7 @@ func TestServeEnvoyRuntimeDirectory(t *testing.T) {
 		"RUNTIME_ROOT": root, "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_IGNOREDOTFILES": "true", "RUNTIME_WATCH_ROOT": "false",
 		"HOST": "127.0.0.1", "PORT": httpPort, "GRPC_HOST": "127.0.0.1", "GRPC_PORT": grpcPort, "DEBUG_PORT": debugPort,
 		"LOG_LEVEL": "info", "USE_STATSD": "false", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "true",
+		"LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LIMIT_REMAINING_HEADER": "X-Calls-Left",
 	})
 	s := start(t, "serve", "--rules-poll", "50ms")
 	base := "http://127.0.0.1:" + httpPort
@@ -112,8 +113,18 @@ func TestServeEnvoyRuntimeDirectory(t *testing.T) {
 		return resp
 	}
 	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
-		if got := ask("a").OverallCode; got != want {
+		resp := ask("a")
+		if got := resp.OverallCode; got != want {
 			t.Fatalf("call %d under the first ConfigMap = %v, want %v", i+1, got, want)
+		}
+		left := ""
+		for _, h := range resp.ResponseHeadersToAdd {
+			if h.GetKey() == "X-Calls-Left" {
+				left = h.GetValue()
+			}
+		}
+		if want := strconv.Itoa(max(1-i, 0)); left != want {
+			t.Errorf("call %d: LIMIT_REMAINING_HEADER X-Calls-Left = %q, want %q (headers %v)", i+1, left, want, resp.ResponseHeadersToAdd)
 		}
 	}
 

@@ -79,7 +79,9 @@ func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store lim
 	o.store = m.Instrument(store)
 	m.WatchRules(src.Status)
 	cfg := rls.Config{Limiter: limiter.Config{IPv6Prefix: f.ipv6Prefix}, Metrics: m, Logger: log,
-		EnvoyHeaders: o.f.envoyHeaders, QuotaHeaders: o.f.quotaHeaders}
+		EnvoyHeaders: o.f.envoyHeaders, QuotaHeaders: o.f.quotaHeaders,
+		EnvoyLimitHeader: f.envoy.headers[0], EnvoyRemainingHeader: f.envoy.headers[1], EnvoyResetHeader: f.envoy.headers[2],
+		NearLimitRatio: f.envoy.nearLimitRatio}
 	if o.f.accessLog {
 		cfg.AccessLog = log
 	}
