@@ -178,6 +178,7 @@ func (x *EnvoyXDS) stream(ctx context.Context) error {
 		return err
 	}
 	version := "" // of the configuration in force
+	nacked := ""  // the version last refused
 	for {
 		resp, err := st.Recv()
 		if err != nil {
@@ -194,6 +195,17 @@ func (x *EnvoyXDS) stream(ctx context.Context) error {
 			}
 			req.VersionInfo = version
 			req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+			// A server answers a NACK with what it holds: the same
+			// version again, at once. Refuse it again, but once a retry
+			// interval, not in a loop.
+			if resp.GetVersionInfo() == nacked {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(x.cfg.RetryInterval):
+				}
+			}
+			nacked = resp.GetVersionInfo()
 		} else {
 			version = resp.GetVersionInfo()
 			req.VersionInfo = version
