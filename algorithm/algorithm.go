@@ -99,9 +99,13 @@ const MaxLogLimit = 10000
 
 // Bounds of Params that keep every algorithm exact (see Check).
 const (
-	MaxLimit  = 1_000_000_000              // largest limit and burst
-	MinWindow = 1000                       // µs: 1 ms
-	MaxWindow = 366 * 24 * 3600 * 1000_000 // µs: 366 days
+	MaxLimit = 1_000_000_000 // largest limit and burst
+	// MaxFixedWindowLimit is the largest limit of a FixedWindow rule:
+	// envoyproxy/ratelimit's largest requests_per_unit (a uint32). A
+	// window's count is a whole number far below 2^53, so exact.
+	MaxFixedWindowLimit = 1<<32 - 1
+	MinWindow           = 1000                       // µs: 1 ms
+	MaxWindow           = 366 * 24 * 3600 * 1000_000 // µs: 366 days
 	// MaxRefill is the longest an empty token bucket may take to refill
 	// (burst·window/limit), and an emptied leaky bucket to drain
 	// ((burst+1)·⌈window/limit⌉): 40 × 366 days, in µs. Longer would put a
@@ -120,7 +124,9 @@ func (p Params) Check() (field, msg string) {
 		return "algorithm", fmt.Sprintf("unknown algorithm %s", p.Kind)
 	case p.Limit < 1:
 		return "limit", fmt.Sprintf("must be ≥ 1, got %d", p.Limit)
-	case p.Limit > MaxLimit:
+	case p.Kind == FixedWindow && p.Limit > MaxFixedWindowLimit:
+		return "limit", fmt.Sprintf("must be ≤ %d for fixed_window, got %d", MaxFixedWindowLimit, p.Limit)
+	case p.Kind != FixedWindow && p.Limit > MaxLimit:
 		return "limit", fmt.Sprintf("must be ≤ %d, got %d", MaxLimit, p.Limit)
 	case p.Kind == SlidingLog && p.Limit > MaxLogLimit:
 		return "limit", fmt.Sprintf("must be ≤ %d for sliding_log, which stores one timestamp per admitted call (use sliding_window for larger limits), got %d",

@@ -113,6 +113,9 @@ func ruleNode(r *Rule) *yaml.Node {
 	if r.Shadow {
 		add(n, "shadow", boolNode(true))
 	}
+	if r.Quota {
+		add(n, "quota", boolNode(true))
+	}
 	if r.Enabled != nil {
 		add(n, "enabled", boolNode(*r.Enabled))
 	}

@@ -2,6 +2,8 @@ package rules
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,200 +31,377 @@ var envoyUnits = map[string]time.Duration{
 	"year":   365 * 24 * time.Hour,
 }
 
-// ImportEnvoy converts envoyproxy/ratelimit configuration files — one
-// domain each, as that service loads from its runtime directory — into a
-// Set, one rule per descriptor with a rate_limit:
+// EnvoyOptions are the settings of envoyproxy/ratelimit that change how
+// its configuration loads. The zero value is its default.
+type EnvoyOptions struct {
+	// MergeDomains is its MERGE_DOMAIN_CONFIG: files of one domain add
+	// their descriptors to it (a descriptor a file repeats at the top
+	// level is still refused). Default false: a domain is one file.
+	MergeDomains bool
+	// Shadow is its SHADOW_MODE: every rule is shadow (it never denies).
+	Shadow bool
+	// Quota is its QUOTA_MODE: every rule is quota.
+	Quota bool
+}
+
+// ImportEnvoy is LoadEnvoy with the default options and no notes.
+func ImportEnvoy(files []EnvoyFile) (*Set, error) {
+	s, _, err := LoadEnvoy(files, EnvoyOptions{})
+	return s, err
+}
+
+// LoadEnvoy converts envoyproxy/ratelimit configuration files — one
+// domain each, as that service loads from its runtime directory or its
+// xDS RateLimitConfig resources — into a Set, one rule per descriptor with
+// a rate_limit:
 //
-//   - the rule's match is the file's domain and the chain of keys and
-//     values from the top-level descriptor down to it (match.entries: a
-//     key without a value matches any value, a value ending in "*" every
-//     value with that prefix);
+//   - the rule's match is the file's domain (any string) and the chain of
+//     keys and values from the top-level descriptor down to it
+//     (match.entries: a key without a value matches any value, a value
+//     ending in "*" every value with that prefix);
 //   - it is keyed by the entries whose value varies (entry:<key> for each
 //     key without a value or with a wildcard, joined by "+"), or global
 //     when every value is fixed: one bucket per distinct descriptor, as in
 //     envoyproxy/ratelimit;
-//   - requests_per_unit per unit is a fixed window aligned to the epoch
-//     (algorithm fixed_window, what envoyproxy/ratelimit counts);
-//     requests_per_unit 0 is limit 0 (every call denied); unlimited is an
-//     unlimited rule; shadow_mode is shadow;
+//   - requests_per_unit (0 to 4294967295) per unit is a fixed window
+//     aligned to the epoch (algorithm fixed_window, what
+//     envoyproxy/ratelimit counts); requests_per_unit 0 is limit 0 (every
+//     call denied); unlimited is an unlimited rule; shadow_mode is shadow;
+//     quota_mode is quota;
 //   - an entry with share_threshold (a wildcard value) is matched but not
 //     keyed: every value it fits shares one bucket;
 //   - rate_limit.name is the rule's name, and its id when that is a valid,
 //     unused rule id, else the id is <domain>.<n> (n counts the domain's
-//     rules in file order); replaces is the rule's replaces; the
-//     description names the file, the descriptor chain, detailed_metric and
-//     value_to_metric (sluice's metrics are per rule).
+//     rules in file order, the domain's characters outside a-z 0-9 . _ -
+//     as "-"); replaces is the rule's replaces; the description names the
+//     file, the descriptor chain, detailed_metric and value_to_metric
+//     (sluice's metrics are per rule). metadata is read and checked, and
+//     kept nowhere: it only goes into envoyproxy/ratelimit's answers with
+//     RESPONSE_DYNAMIC_METADATA, which sluice does not offer.
 //
 // A descriptor with neither rate_limit nor nested descriptors is an
 // unlimited rule: envoyproxy/ratelimit answers it with no limit, and a less
 // specific descriptor must not apply to it.
 //
-// What sluice cannot express is refused with an error naming the file and
-// the descriptor, never dropped: quota_mode and metadata (see
-// docs/envoy.md). Two files with one domain are an error, as in
-// envoyproxy/ratelimit. The Set is validated.
-func ImportEnvoy(files []EnvoyFile) (*Set, error) {
+// The files load exactly when envoyproxy/ratelimit loads them: YAML read
+// as it reads it (YAML 1.1: a plain yes or on is true; a number in a
+// string field is its text; a key given twice keeps its last value), every
+// mapping key one of its keys, a list holding mappings only, no fractional
+// or out-of-range number, a non-empty domain and key, a valid unit (any
+// letter case), no unit on an unlimited rate_limit, replaces naming
+// another rate_limit, share_threshold only on a wildcard, no two
+// descriptors of one level with the same key and value (its "composite
+// key": key_value, or key alone), no domain in two files unless
+// opt.MergeDomains. An empty file is refused (it has no domain). What is
+// refused is an error naming the file, the line and the descriptor. A key
+// it knows that has no meaning where it stands (a unit beside key) is
+// ignored, as it ignores it, and named in the notes. The Set is
+// validated.
+func LoadEnvoy(files []EnvoyFile, opt EnvoyOptions) (*Set, []string, error) {
 	s := &Set{Rules: []Rule{}}
-	domains := make(map[string]string) // domain → file
-	ids := make(map[string]bool)
+	ld := &envoyLoad{opt: opt, set: s, ids: make(map[string]bool), domains: make(map[string]*envoyDomain)}
 	for _, f := range files {
 		n, err := parseYAML(f.Data)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Name, err)
+			return nil, nil, fmt.Errorf("%s: %w", f.Name, err)
 		}
-		if n.kind == tnull {
-			continue // an empty file, as envoyproxy/ratelimit skips it
-		}
-		im := envoyImport{file: f.Name, set: s, ids: ids}
-		if err := im.file1(n, domains); err != nil {
-			return nil, err
+		im := envoyImport{envoyLoad: ld, file: f.Name}
+		if err := im.file1(n); err != nil {
+			return nil, nil, err
 		}
 	}
 	if err := s.Validate(); err != nil {
-		return nil, fmt.Errorf("imported rules: %w", err)
+		return nil, nil, fmt.Errorf("imported rules: %w", err)
 	}
-	return s, nil
+	return s, ld.notes, nil
+}
+
+// envoyLoad is the state of one LoadEnvoy.
+type envoyLoad struct {
+	opt     EnvoyOptions
+	set     *Set
+	ids     map[string]bool
+	domains map[string]*envoyDomain
+	notes   []string
+}
+
+// envoyDomain is a domain loaded so far.
+type envoyDomain struct {
+	file string          // the first file that named it
+	n    int             // its rules so far
+	top  map[string]bool // composite keys of its top-level descriptors
 }
 
 type envoyImport struct {
+	*envoyLoad
 	file   string
 	domain string
-	set    *Set
-	ids    map[string]bool
-	n      int // limits of this domain so far
+	d      *envoyDomain
 }
+
+// envoyKeys are the keys envoyproxy/ratelimit's configuration knows, at
+// any level.
+var envoyKeys = []string{"domain", "key", "value", "descriptors", "rate_limit", "unit", "requests_per_unit",
+	"unlimited", "shadow_mode", "quota_mode", "name", "replaces", "detailed_metric", "value_to_metric",
+	"share_threshold", "metadata"}
 
 // fail is an error at line of the file, about what (a descriptor chain).
 func (im *envoyImport) fail(line int, what, msg string) error {
 	if what != "" {
 		msg = what + ": " + msg
 	}
+	if line == 0 {
+		return fmt.Errorf("%s: %s", im.file, msg)
+	}
 	return fmt.Errorf("%s: line %d: %s", im.file, line, msg)
 }
 
-func (im *envoyImport) file1(n *tnode, domains map[string]string) error {
-	if n.kind != tobject {
+func (im *envoyImport) note(line int, what, msg string) {
+	if what != "" {
+		msg = what + ": " + msg
+	}
+	im.notes = append(im.notes, fmt.Sprintf("%s: line %d: %s", im.file, line, msg))
+}
+
+func (im *envoyImport) file1(n *tnode) error {
+	switch n.kind {
+	case tnull:
+		return im.fail(n.line, "", "the file is empty; envoyproxy/ratelimit refuses a file without a domain: "+
+			"give it domain and descriptors, or remove it")
+	case tobject:
+	default:
 		return im.fail(n.line, "", "want a mapping with domain and descriptors, got "+n.describe())
 	}
-	if err := im.known(n, "", "domain", "descriptors"); err != nil {
+	if err := im.checkTree(n, ""); err != nil {
 		return err
 	}
-	d := n.get("domain")
-	if d == nil || d.kind != tstring || d.text == "" {
-		return im.fail(n.line, "", "domain: required, a string")
+	im.misplaced(n, "", "domain", "descriptors")
+	dom, err := im.str(n, "domain", "")
+	if err != nil {
+		return err
 	}
-	if msg := planProblem(d.text); msg != "" {
-		return im.fail(d.line, "", "domain: "+msg)
+	if dom == "" {
+		return im.fail(n.line, "", "domain: required, a non-empty string (envoyproxy/ratelimit refuses a file without one)")
 	}
-	if prev, dup := domains[d.text]; dup {
-		return im.fail(d.line, "", fmt.Sprintf("domain %q is also the domain of %s; a domain is one file", d.text, prev))
+	d := im.domains[dom]
+	switch {
+	case d == nil:
+		d = &envoyDomain{file: im.file, top: make(map[string]bool)}
+		im.domains[dom] = d
+	case !im.opt.MergeDomains:
+		return im.fail(last(n, "domain").line, "", fmt.Sprintf("domain %s is also the domain of %s; a domain is one file "+
+			"(set MERGE_DOMAIN_CONFIG=true to merge the files of a domain)", quote.Short(dom), d.file))
 	}
-	domains[d.text] = im.file
-	im.domain = d.text
-	if ds := n.get("descriptors"); ds != nil {
-		return im.list(ds, nil, nil)
-	}
-	return nil
+	im.domain, im.d = dom, d
+	return im.list(n, nil, nil, d.top)
 }
 
-// known checks that n has no keys outside known.
-func (im *envoyImport) known(n *tnode, what string, known ...string) error {
-	for i, k := range n.keys {
-		ok := false
-		for _, w := range known {
-			ok = ok || k.name == w
+// checkTree refuses what envoyproxy/ratelimit refuses before it reads
+// any field: a mapping key it does not know (anywhere but under
+// metadata), a list item that is not a mapping, a number that is not a
+// whole number of 64 bits.
+func (im *envoyImport) checkTree(n *tnode, what string) error {
+	switch n.kind {
+	case tobject:
+		if k := last(n, "key"); k != nil && k.kind != tobject && k.kind != tarray {
+			e := Entry{Key: k.raw}
+			if v := last(n, "value"); v != nil && v.kind != tobject && v.kind != tarray {
+				e.Value = v.raw
+			}
+			if what != "" {
+				what += " > "
+			}
+			what += chainString([]Entry{e})
 		}
-		if !ok {
-			return im.fail(k.line, what, fmt.Sprintf("unknown key %s, want one of %s", quote.Short(k.name), strings.Join(known, ", ")))
-		}
-		for _, p := range n.keys[:i] {
-			if p.name == k.name {
-				return im.fail(k.line, what, fmt.Sprintf("%s given twice", quote.Short(k.name)))
+		for i, k := range n.keys {
+			if !slices.Contains(envoyKeys, k.name) {
+				return im.fail(k.line, what, fmt.Sprintf("unknown key %s; envoyproxy/ratelimit's configuration knows only %s",
+					quote.Short(k.name), strings.Join(envoyKeys, ", ")))
+			}
+			if k.name == "metadata" || slices.ContainsFunc(n.keys[i+1:], func(l tkey) bool { return l.name == k.name }) {
+				continue // free-form; or given again, and the last one counts
+			}
+			sub := what
+			if k.name != "descriptors" {
+				sub = strings.TrimPrefix(what+": "+k.name, ": ")
+			}
+			if err := im.checkTree(k.val, sub); err != nil {
+				return err
 			}
 		}
+	case tarray:
+		for _, it := range n.items {
+			if it.kind != tobject {
+				return im.fail(it.line, what, "a list here holds mappings only (descriptors, or replaces' {name: ...}), got "+it.describe())
+			}
+			if err := im.checkTree(it, what); err != nil {
+				return err
+			}
+		}
+	default:
+		switch k, _ := yaml11(n); k {
+		case "float":
+			return im.fail(n.line, what, "want a whole number, a string or true/false, got "+n.raw+" (envoyproxy/ratelimit refuses fractional numbers)")
+		case "uint64":
+			return im.fail(n.line, what, "number "+n.raw+" out of range")
+		}
 	}
 	return nil
 }
 
-// list imports the descriptors of n, under chain; shared[i] says whether
-// chain[i] has share_threshold.
-func (im *envoyImport) list(n *tnode, chain []Entry, shared []bool) error {
-	if n.kind == tnull {
+// misplaced notes the keys of n outside want: envoyproxy/ratelimit knows
+// them, and ignores them there.
+func (im *envoyImport) misplaced(n *tnode, what string, want ...string) {
+	for _, k := range n.keys {
+		if !slices.Contains(want, k.name) {
+			im.note(k.line, what, fmt.Sprintf("%s has no meaning here (want %s) and is ignored, as envoyproxy/ratelimit ignores it",
+				quote.Short(k.name), strings.Join(want, ", ")))
+		}
+	}
+}
+
+// last returns the value of n's last key name, nil when it has none:
+// envoyproxy/ratelimit keeps the last of a key given twice.
+func last(n *tnode, name string) *tnode {
+	for i := len(n.keys) - 1; i >= 0; i-- {
+		if n.keys[i].name == name {
+			return n.keys[i].val
+		}
+	}
+	return nil
+}
+
+// yaml11 classifies a YAML scalar as envoyproxy/ratelimit's YAML 1.1
+// reader does: "null", "bool", "int", "uint64" (beyond int64), "float" or
+// "string"; for bool and int, v is its value.
+func yaml11(n *tnode) (kind string, v int64) {
+	if !n.plain {
+		return "string", 0
+	}
+	switch n.raw {
+	case "", "~", "null", "Null", "NULL":
+		return "null", 0
+	case "y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON":
+		return "bool", 1
+	case "n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF":
+		return "bool", 0
+	case ".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF":
+		return "float", 0
+	}
+	if c := n.raw[0]; c == '+' || c == '-' || c == '.' || '0' <= c && c <= '9' {
+		plain := strings.ReplaceAll(n.raw, "_", "")
+		if i, err := strconv.ParseInt(plain, 0, 64); err == nil {
+			return "int", i
+		}
+		if _, err := strconv.ParseUint(plain, 0, 64); err == nil {
+			return "uint64", 0
+		}
+		if yaml11Float.MatchString(plain) {
+			return "float", 0
+		}
+	}
+	return "string", 0
+}
+
+var yaml11Float = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
+
+// str reads n's string field name as envoyproxy/ratelimit reads it: any
+// scalar as written, null or absent as "".
+func (im *envoyImport) str(n *tnode, name, what string) (string, error) {
+	v := last(n, name)
+	if v == nil {
+		return "", nil
+	}
+	switch v.kind {
+	case tobject, tarray:
+		return "", im.fail(v.line, what, name+": want a string, got "+v.describe())
+	}
+	if k, _ := yaml11(v); k == "null" {
+		return "", nil
+	}
+	return v.raw, nil
+}
+
+// flag reads n's true/false field name: true, yes, on (any YAML 1.1
+// spelling), false when null or absent.
+func (im *envoyImport) flag(n *tnode, name, what string) (bool, error) {
+	v := last(n, name)
+	if v == nil {
+		return false, nil
+	}
+	switch k, b := yaml11(v); {
+	case v.kind == tobject || v.kind == tarray:
+	case k == "null":
+		return false, nil
+	case k == "bool":
+		return b == 1, nil
+	}
+	return false, im.fail(v.line, what, name+": want true or false, got "+v.describe())
+}
+
+// list imports the descriptors of n (its key descriptors), under chain;
+// shared[i] says whether chain[i] has share_threshold; seen holds the
+// composite keys of the level.
+func (im *envoyImport) list(n *tnode, chain []Entry, shared []bool, seen map[string]bool) error {
+	ds := last(n, "descriptors")
+	if ds == nil || ds.kind == tnull {
 		return nil
 	}
-	if n.kind != tarray {
-		return im.fail(n.line, chainString(chain), "descriptors: want a list, got "+n.describe())
+	if ds.kind != tarray {
+		return im.fail(ds.line, chainString(chain), "descriptors: want a list, got "+ds.describe())
 	}
-	for _, it := range n.items {
-		if err := im.descriptor(it, chain, shared); err != nil {
+	for _, it := range ds.items {
+		if err := im.descriptor(it, chain, shared, seen); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// scalar reads a YAML scalar as envoyproxy/ratelimit reads a string field:
-// numbers and booleans as written.
-func scalar(n *tnode) (string, bool) {
-	switch n.kind {
-	case tstring, tnumber, tbool:
-		return n.text, true
-	case tnull:
-		return "", true
-	}
-	return "", false
-}
-
-func (im *envoyImport) descriptor(n *tnode, parent []Entry, pshared []bool) error {
-	if n.kind != tobject {
-		return im.fail(n.line, chainString(parent), "want a descriptor {key, value, rate_limit, descriptors}, got "+n.describe())
-	}
+func (im *envoyImport) descriptor(n *tnode, parent []Entry, pshared []bool, seen map[string]bool) error {
 	var e Entry
-	if k := n.get("key"); k != nil {
-		e.Key, _ = scalar(k)
+	var err error
+	if e.Key, err = im.str(n, "key", chainString(parent)); err != nil {
+		return err
 	}
-	if v := n.get("value"); v != nil {
-		var ok bool
-		if e.Value, ok = scalar(v); !ok {
-			return im.fail(v.line, chainString(parent), "value: want a string, got "+v.describe())
-		}
+	if e.Value, err = im.str(n, "value", chainString(parent)); err != nil {
+		return err
 	}
 	chain := append(append([]Entry(nil), parent...), e)
 	what := chainString(chain)
-	if err := im.known(n, what, "key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
-		"value_to_metric", "share_threshold", "quota_mode", "metadata"); err != nil {
-		return err
-	}
 	if e.Key == "" {
-		return im.fail(n.line, what, "key: required")
+		return im.fail(n.line, what, "key: required, a non-empty string")
 	}
+	im.misplaced(n, what, "key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode", "detailed_metric",
+		"value_to_metric", "share_threshold", "metadata")
+	composite := e.Key
+	if e.Value != "" {
+		composite += "_" + e.Value
+	}
+	if seen[composite] {
+		return im.fail(n.line, what, fmt.Sprintf("a descriptor of this level already has key and value %s "+
+			"(envoyproxy/ratelimit's composite key key_value; key a_b alone is the same as key a, value b): remove one", quote.Short(composite)))
+	}
+	seen[composite] = true
 	var f envoyFlags
-	var quota, share bool
+	var share bool
 	for _, b := range []struct {
 		name string
 		dst  *bool
 	}{{"shadow_mode", &f.shadow}, {"detailed_metric", &f.detailed}, {"value_to_metric", &f.valueToMetric},
-		{"share_threshold", &share}, {"quota_mode", &quota}} {
-		if v := n.get(b.name); v != nil {
-			if v.kind != tbool && v.kind != tnull {
-				return im.fail(v.line, what, b.name+": want true or false, got "+v.describe())
-			}
-			*b.dst = v.text == "true"
+		{"share_threshold", &share}, {"quota_mode", &f.quota}} {
+		if *b.dst, err = im.flag(n, b.name, what); err != nil {
+			return err
 		}
 	}
-	if quota {
-		return im.fail(n.get("quota_mode").line, what, "quota_mode is not supported by sluice: a sluice call passes only if every rule admits it, "+
-			"and a quota descriptor that is over its limit must not deny while another quota descriptor admits (see docs/envoy.md); "+
-			"remove quota_mode to import this descriptor as a plain limit")
+	if v := last(n, "metadata"); v != nil && v.kind != tnull && v.kind != tobject {
+		return im.fail(v.line, what, "metadata: want a mapping, got "+v.describe())
 	}
-	if v := n.get("metadata"); v != nil && v.kind != tnull {
-		return im.fail(v.line, what, "metadata is not supported by sluice: its Envoy API returns no dynamic metadata (see docs/envoy.md); remove metadata")
-	}
-	if share && !strings.Contains(e.Value, "*") {
-		return im.fail(n.get("share_threshold").line, what, "share_threshold: only on a wildcard value (one containing \"*\"); remove share_threshold or make the value a wildcard")
+	if share && !strings.Contains(composite, "*") {
+		return im.fail(last(n, "share_threshold").line, what, "share_threshold: only on a wildcard value (one containing \"*\"); remove share_threshold or make the value a wildcard")
 	}
 	shared := append(append([]bool(nil), pshared...), share)
-	rl, ds := n.get("rate_limit"), n.get("descriptors")
+	rl, ds := last(n, "rate_limit"), last(n, "descriptors")
 	switch {
 	case rl != nil && rl.kind != tnull:
 		if err := im.limit(rl, chain, shared, f); err != nil {
@@ -236,49 +415,68 @@ func (im *envoyImport) descriptor(n *tnode, parent []Entry, pshared []bool) erro
 			return err
 		}
 	}
-	if ds != nil {
-		return im.list(ds, chain, shared)
-	}
-	return nil
+	return im.list(n, chain, shared, make(map[string]bool))
 }
 
 // envoyFlags are a descriptor's flags that pass to its rule.
 type envoyFlags struct {
-	shadow, detailed, valueToMetric bool
+	shadow, quota, detailed, valueToMetric bool
 }
+
+// envoyUnitNames lists the units for messages.
+const envoyUnitNames = "second, minute, hour, day, week, month, year (any letter case)"
 
 func (im *envoyImport) limit(n *tnode, chain []Entry, shared []bool, f envoyFlags) error {
 	what := chainString(chain)
 	if n.kind != tobject {
 		return im.fail(n.line, what, "rate_limit: want {unit, requests_per_unit}, got "+n.describe())
 	}
-	if err := im.known(n, what+": rate_limit", "unit", "requests_per_unit", "unlimited", "name", "replaces"); err != nil {
+	im.misplaced(n, what+": rate_limit", "unit", "requests_per_unit", "unlimited", "name", "replaces")
+	var r Rule
+	var err error
+	if r.Name, err = im.str(n, "name", what+": rate_limit"); err != nil {
 		return err
 	}
-	var r Rule
-	if nm := n.get("name"); nm != nil && nm.kind != tnull {
-		var ok bool
-		if r.Name, ok = scalar(nm); !ok {
-			return im.fail(nm.line, what, "rate_limit.name: want a string, got "+nm.describe())
+	unit, err := im.str(n, "unit", what+": rate_limit")
+	if err != nil {
+		return err
+	}
+	window, validUnit := envoyUnits[strings.ToLower(unit)]
+	if r.Unlimited, err = im.flag(n, "unlimited", what+": rate_limit"); err != nil {
+		return err
+	}
+	var limit int64
+	if v := last(n, "requests_per_unit"); v != nil {
+		k, i := yaml11(v)
+		switch {
+		case k == "null":
+		case k != "int" || v.kind == tobject || v.kind == tarray:
+			return im.fail(v.line, what, "rate_limit.requests_per_unit: want a whole number from 0 to 4294967295, got "+v.describe())
+		case i < 0 || i > 1<<32-1:
+			return im.fail(v.line, what, fmt.Sprintf("rate_limit.requests_per_unit: want a whole number from 0 to 4294967295, got %s", v.raw))
+		default:
+			limit = i
 		}
 	}
-	if v := n.get("replaces"); v != nil && v.kind != tnull {
+	switch {
+	case r.Unlimited && validUnit:
+		return im.fail(last(n, "unit").line, what, "rate_limit.unit: an unlimited rate_limit takes no unit; remove unit or unlimited")
+	case !r.Unlimited && unit == "":
+		return im.fail(n.line, what, "rate_limit.unit: required, one of "+envoyUnitNames+" (or unlimited: true)")
+	case !r.Unlimited && !validUnit:
+		return im.fail(last(n, "unit").line, what, fmt.Sprintf("rate_limit.unit: want one of %s, got %s", envoyUnitNames, quote.Short(unit)))
+	}
+	if v := last(n, "replaces"); v != nil && v.kind != tnull {
 		if v.kind != tarray {
 			return im.fail(v.line, what, "rate_limit.replaces: want a list of {name: <rate_limit name>}, got "+v.describe())
 		}
 		for _, it := range v.items {
-			var name string
-			if it.kind == tobject {
-				if err := im.known(it, what+": rate_limit.replaces", "name"); err != nil {
-					return err
-				}
-				if nm := it.get("name"); nm != nil {
-					name, _ = scalar(nm)
-				}
+			im.misplaced(it, what+": rate_limit.replaces", "name")
+			name, err := im.str(it, "name", what+": rate_limit.replaces")
+			if err != nil {
+				return err
 			}
 			switch {
-			case it.kind != tobject:
-				return im.fail(it.line, what, "rate_limit.replaces: want {name: <rate_limit name>}, got "+it.describe())
 			case name == "":
 				return im.fail(it.line, what, "rate_limit.replaces: name: required, the name of the rate_limit to replace")
 			case name == r.Name:
@@ -287,38 +485,8 @@ func (im *envoyImport) limit(n *tnode, chain []Entry, shared []bool, f envoyFlag
 			r.Replaces = append(r.Replaces, name)
 		}
 	}
-	u := n.get("unit")
-	if v := n.get("unlimited"); v != nil && v.kind != tnull {
-		if v.kind != tbool {
-			return im.fail(v.line, what, "rate_limit.unlimited: want true or false, got "+v.describe())
-		}
-		if v.text == "true" {
-			if u != nil && u.kind == tstring {
-				if _, ok := envoyUnits[strings.ToLower(u.text)]; ok {
-					return im.fail(u.line, what, "rate_limit.unit: an unlimited rate_limit takes no unit; remove unit or unlimited")
-				}
-			}
-			r.Unlimited = true
-			return im.add(n.line, chain, shared, f, r, "unlimited")
-		}
-	}
-	if u == nil || u.kind != tstring {
-		return im.fail(n.line, what, "rate_limit.unit: required, one of second, minute, hour, day, week, month, year")
-	}
-	window, ok := envoyUnits[strings.ToLower(u.text)]
-	if !ok {
-		return im.fail(u.line, what, fmt.Sprintf("rate_limit.unit: want one of second, minute, hour, day, week, month, year, got %s", quote.Short(u.text)))
-	}
-	rpu := n.get("requests_per_unit")
-	if rpu == nil || rpu.kind != tnumber {
-		return im.fail(n.line, what, "rate_limit.requests_per_unit: required, a whole number")
-	}
-	limit, err := strconv.ParseInt(rpu.text, 10, 64)
-	switch {
-	case err != nil || limit < 0 || limit > 1<<32-1:
-		return im.fail(rpu.line, what, fmt.Sprintf("rate_limit.requests_per_unit: want a whole number from 0 to 4294967295, got %s", rpu.text))
-	case limit > MaxLimit:
-		return im.fail(rpu.line, what, fmt.Sprintf("rate_limit.requests_per_unit: at most %d in sluice, got %d", int64(MaxLimit), limit))
+	if r.Unlimited {
+		return im.add(n.line, chain, shared, f, r, "unlimited")
 	}
 	r.Limit, r.Window, r.Algorithm = limit, Duration(window), algorithm.FixedWindow
 	return im.add(n.line, chain, shared, f, r, "")
@@ -329,7 +497,7 @@ func (im *envoyImport) limit(n *tnode, chain []Entry, shared []bool, f envoyFlag
 // note, when not "", goes in the description.
 func (im *envoyImport) add(line int, chain []Entry, shared []bool, f envoyFlags, r Rule, note string) error {
 	what := chainString(chain)
-	im.n++
+	im.d.n++
 	id := ""
 	if validID(r.Name) == nil && !im.ids[r.Name] {
 		id = r.Name
@@ -344,7 +512,10 @@ func (im *envoyImport) add(line int, chain []Entry, shared []bool, f envoyFlags,
 			}
 			return '-'
 		}, im.domain)
-		suffix := "." + strconv.Itoa(im.n)
+		if base == "" || !isAlnum(base[0]) {
+			base = "d" + base
+		}
+		suffix := "." + strconv.Itoa(im.d.n)
 		if len(base)+len(suffix) > maxIDLen {
 			base = base[:maxIDLen-len(suffix)]
 		}
@@ -364,7 +535,8 @@ func (im *envoyImport) add(line int, chain []Entry, shared []bool, f envoyFlags,
 	r.Description = "envoyproxy/ratelimit " + im.file + ": " + what
 	r.Match = Match{Domain: im.domain, Entries: chain}
 	r.By = ByGlobal
-	r.Shadow = f.shadow
+	r.Shadow = f.shadow || im.opt.Shadow
+	r.Quota = f.quota || im.opt.Quota
 	for _, x := range []struct {
 		on   bool
 		text string

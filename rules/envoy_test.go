@@ -109,20 +109,34 @@ func TestImportEnvoyRefuses(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"unknown key", "domain: d\ndescriptors:\n  - key: k\n    limit: 3\n", `f.yaml: line 4: k: unknown key "limit"`},
-		{"unknown rate_limit key", limit("      burst: 3\n"), `f.yaml: line 7: k: rate_limit: unknown key "burst"`},
+		{"unknown rate_limit key", limit("      burst: 3\n"), `f.yaml: line 7: k: rate_limit: unknown key "burst"; envoyproxy/ratelimit's configuration knows only domain, key,`},
 		{"no key", "domain: d\ndescriptors:\n  - value: v\n", "f.yaml: line 3: =v: key: required"},
 		{"no domain", "descriptors: []\n", "domain: required"},
-		{"bad unit", strings.Replace(limit(""), "minute", "fortnight", 1), `rate_limit.unit: want one of second, minute, hour, day, week, month, year, got "fortnight"`},
+		{"bad unit", strings.Replace(limit(""), "minute", "fortnight", 1), `f.yaml: line 5: k: rate_limit.unit: want one of second, minute, hour, day, week, month, year (any letter case), got "fortnight"`},
 		{"negative", strings.Replace(limit(""), "5", "-1", 1), "requests_per_unit: want a whole number from 0 to 4294967295, got -1"},
 		{"unlimited with a unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: true\n      unit: second\n",
 			"f.yaml: line 6: k: rate_limit.unit: an unlimited rate_limit takes no unit; remove unit or unlimited"},
-		{"unlimited not a bool", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: yes please\n", "rate_limit.unlimited: want true or false"},
+		{"unlimited not a bool", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: yes please\n", "f.yaml: line 5: k: rate_limit: unlimited: want true or false, got \"yes please\""},
 		{"replaces not a list", limit("      replaces: x\n"), "f.yaml: line 7: k: rate_limit.replaces: want a list of {name: <rate_limit name>}, got \"x\""},
 		{"replaces without name", limit("      replaces:\n        - {}\n"), "f.yaml: line 8: k: rate_limit.replaces: name: required, the name of the rate_limit to replace"},
-		{"replaces unknown key", limit("      replaces:\n        - nom: x\n"), `k: rate_limit.replaces: unknown key "nom", want one of name`},
+		{"replaces unknown key", limit("      replaces:\n        - nom: x\n"), `f.yaml: line 8: k: rate_limit: replaces: unknown key "nom"`},
 		{"replaces itself", limit("      name: me\n      replaces:\n        - name: me\n"), `f.yaml: line 9: k: rate_limit.replaces: "me" is this rate_limit's own name; remove it`},
-		{"quota_mode", limit("    quota_mode: true\n"), "f.yaml: line 7: k: quota_mode is not supported by sluice: a sluice call passes only if every rule admits it"},
-		{"metadata", limit("    metadata:\n      a: b\n"), "f.yaml: line 8: k: metadata is not supported by sluice: its Envoy API returns no dynamic metadata (see docs/envoy.md); remove metadata"},
+		{"quota_mode not a bool", limit("    quota_mode: \"true\"\n"), `f.yaml: line 7: k: quota_mode: want true or false, got "true"`},
+		{"metadata not a mapping", limit("    metadata: x\n"), `f.yaml: line 7: k: metadata: want a mapping, got "x"`},
+		{"empty file", "", "f.yaml: the file is empty; envoyproxy/ratelimit refuses a file without a domain"},
+		{"comments only", "# nothing\n", "the file is empty"},
+		{"empty domain", "domain: \"\"\n", "f.yaml: line 1: domain: required, a non-empty string"},
+		{"fraction", strings.Replace(limit(""), "5", "5.5", 1), "f.yaml: line 6: k: rate_limit: requests_per_unit: want a whole number, a string or true/false, got 5.5"},
+		{"fractional value", "domain: d\ndescriptors:\n  - key: k\n    value: 1.5\n", "f.yaml: line 4: k=1.5: value: want a whole number, a string or true/false, got 1.5"},
+		{"past uint32", strings.Replace(limit(""), "5", "4294967296", 1), "requests_per_unit: want a whole number from 0 to 4294967295, got 4294967296"},
+		{"quoted number", strings.Replace(limit(""), "5", "\"5\"", 1), `requests_per_unit: want a whole number from 0 to 4294967295, got "5"`},
+		{"list of strings", "domain: d\ndescriptors:\n  - a\n", "f.yaml: line 3: a list here holds mappings only"},
+		{"descriptors a mapping", "domain: d\ndescriptors:\n  key: k\n", "f.yaml: line 3: descriptors: want a list, got an object"},
+		{"unit unknown", strings.Replace(limit(""), "minute", "UNKNOWN", 1), `rate_limit.unit: want one of second`},
+		{"no unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {}\n", "f.yaml: line 4: k: rate_limit.unit: required"},
+		{"duplicate composite key", "domain: d\ndescriptors:\n  - key: k\n    value: v\n  - key: k\n    value: v\n",
+			`f.yaml: line 5: k=v: a descriptor of this level already has key and value "k_v"`},
+		{"duplicate composite key across forms", "domain: d\ndescriptors:\n  - key: a_b\n  - key: a\n    value: b\n", `"a_b"`},
 		{"share_threshold without wildcard", limit("    share_threshold: true\n"), `f.yaml: line 7: k: share_threshold: only on a wildcard value`},
 		{"not yaml", "domain: [\n", "f.yaml: invalid YAML"},
 	}
@@ -136,7 +150,7 @@ func TestImportEnvoyRefuses(t *testing.T) {
 	}
 	one := []byte("domain: d\n")
 	_, err := ImportEnvoy([]EnvoyFile{{"a.yaml", one}, {"b.yaml", one}})
-	if err == nil || !strings.Contains(err.Error(), `b.yaml: line 1: domain "d" is also the domain of a.yaml`) {
+	if err == nil || !strings.Contains(err.Error(), `b.yaml: line 1: domain "d" is also the domain of a.yaml; a domain is one file (set MERGE_DOMAIN_CONFIG=true`) {
 		t.Errorf("two files of one domain: %v", err)
 	}
 }
@@ -269,5 +283,105 @@ func TestImportEnvoyMany(t *testing.T) {
 	got := ix.Domain("big").MatchEntries([]Entry{{Key: "k", Value: "v499"}}, nil)
 	if len(got) != 1 || got[0].Limit != 500 {
 		t.Errorf("MatchEntries(k=v499) = %v, want the one rule of 500", got)
+	}
+}
+
+// TestLoadEnvoyAsEnvoyproxy: what envoyproxy/ratelimit's loader accepts
+// loads, read as it reads it.
+func TestLoadEnvoyAsEnvoyproxy(t *testing.T) {
+	const conf = `domain: default/eg/https
+descriptors:
+  - key: k
+    value: 017
+    shadow_mode: yes
+    quota_mode: on
+    metadata:
+      team: {name: a, size: 1.5}
+    rate_limit:
+      unit: MINUTE
+      requests_per_unit: 4294967295
+  - key: n
+    value: true
+    rate_limit:
+      unit: Second
+      requests_per_unit: 1_000
+    unit: hour
+  - key: n
+    rate_limit: ~
+    shadow_mode: false
+    shadow_mode: true
+`
+	s, notes, err := LoadEnvoy([]EnvoyFile{{Name: "eg.yaml", Data: []byte(conf)}}, EnvoyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		id            string
+		entries       []Entry
+		limit         int64
+		window        time.Duration
+		shadow, quota bool
+		unlimited     bool
+	}
+	wants := []want{
+		{"default-eg-https.1", []Entry{{"k", "017"}}, 4294967295, time.Minute, true, true, false},
+		{"default-eg-https.2", []Entry{{"n", "true"}}, 1000, time.Second, false, false, false},
+		{"default-eg-https.3", []Entry{{"n", ""}}, 0, 0, true, false, true},
+	}
+	if len(s.Rules) != len(wants) {
+		t.Fatalf("LoadEnvoy made %d rules, want %d: %+v", len(s.Rules), len(wants), s.Rules)
+	}
+	for i, w := range wants {
+		r := s.Rules[i]
+		got := want{r.ID, r.Match.Entries, r.Limit, time.Duration(r.Window), r.Shadow, r.Quota, r.Unlimited}
+		if !reflect.DeepEqual(got, w) || r.Match.Domain != "default/eg/https" {
+			t.Errorf("rule %d = %+v in %q, want %+v", i, got, r.Match.Domain, w)
+		}
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], `eg.yaml: line 17: n=true: "unit" has no meaning here`) {
+		t.Errorf("notes = %q, want the misplaced unit", notes)
+	}
+	if _, err := Compile(s); err != nil {
+		t.Fatal(err)
+	}
+	back, out := yamlRoundTrip(t, s)
+	if !reflect.DeepEqual(back.Rules, s.Rules) {
+		t.Errorf("round trip:\n%s", out)
+	}
+}
+
+// TestLoadEnvoyMergeDomains: with MERGE_DOMAIN_CONFIG the files of a
+// domain add up, and a top-level descriptor two files give is refused.
+func TestLoadEnvoyMergeDomains(t *testing.T) {
+	a := []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	b := []byte("domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 2}\n")
+	s, _, err := LoadEnvoy([]EnvoyFile{{"a.yaml", a}, {"b.yaml", b}}, EnvoyOptions{MergeDomains: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Rules) != 2 || s.Rules[1].ID != "d.2" || s.Rules[1].Limit != 2 {
+		t.Errorf("merged rules = %+v, want d.1 and d.2", s.Rules)
+	}
+	_, _, err = LoadEnvoy([]EnvoyFile{{"a.yaml", a}, {"a2.yaml", a}}, EnvoyOptions{MergeDomains: true})
+	if err == nil || !strings.Contains(err.Error(), `a2.yaml: line 3: a: a descriptor of this level already has key and value "a"`) {
+		t.Errorf("merged duplicate = %v, want the composite key refused", err)
+	}
+}
+
+// TestLoadEnvoyGlobalModes: SHADOW_MODE and QUOTA_MODE make every rule
+// shadow or quota, unlimited ones included, and the set still validates.
+func TestLoadEnvoyGlobalModes(t *testing.T) {
+	conf := []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: b\n    rate_limit: {unlimited: true}\n")
+	s, _, err := LoadEnvoy([]EnvoyFile{{"d.yaml", conf}}, EnvoyOptions{Shadow: true, Quota: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range s.Rules {
+		if !r.Shadow || !r.Quota {
+			t.Errorf("rule %s: shadow %v, quota %v; want both", r.ID, r.Shadow, r.Quota)
+		}
+	}
+	if _, err := Compile(s); err != nil {
+		t.Fatal(err)
 	}
 }

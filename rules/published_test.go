@@ -14,8 +14,7 @@ import (
 // testdata/envoyproxy — written for this project, one for each
 // configuration example envoyproxy/ratelimit publishes, with the features
 // it uses — and checks what each descriptor matches and what the rule it
-// became does; quota_mode (with its metadata), which sluice refuses, is
-// refused with an error that names it.
+// became does; quota_mode is the rules' quota, and metadata is read.
 func TestImportPublishedExamples(t *testing.T) {
 	type match struct {
 		entries []string // key, value, key, value, ...
@@ -27,6 +26,7 @@ func TestImportPublishedExamples(t *testing.T) {
 		unlimited bool
 		by        By
 		shadow    bool
+		quota     bool
 		name      string
 		replaces  []string
 	}
@@ -133,7 +133,12 @@ func TestImportPublishedExamples(t *testing.T) {
 				{[]string{"origin", "edge", "upstream", "lee"}, "gw.2"},
 				{[]string{"free", "f"}, "gw.15"},
 			}},
-		{file: "example-quota.yaml", refused: "example-quota.yaml: line 7: product=product_a: quota_mode is not supported by sluice"},
+		{file: "example-quota.yaml",
+			rules: map[string]ruleWant{
+				"gw_quota.1": {limit: 1, window: time.Minute, by: ByGlobal, quota: true},
+				"gw_quota.2": {limit: 2, window: time.Minute, by: ByGlobal, quota: true},
+			},
+			matches: []match{{[]string{"product", "product_a"}, "gw_quota.1"}, {[]string{"product", "product_b"}, "gw_quota.2"}}},
 	}
 	listed, err := filepath.Glob("testdata/envoyproxy/*.yaml")
 	if err != nil {
@@ -163,7 +168,7 @@ func TestImportPublishedExamples(t *testing.T) {
 					continue
 				}
 				r := s.Rules[i]
-				got := ruleWant{r.Limit, time.Duration(r.Window), r.Unlimited, r.By, r.Shadow, r.Name, r.Replaces}
+				got := ruleWant{r.Limit, time.Duration(r.Window), r.Unlimited, r.By, r.Shadow, r.Quota, r.Name, r.Replaces}
 				if !reflect.DeepEqual(got, w) {
 					t.Errorf("rule %s = %+v, want %+v", id, got, w)
 				}

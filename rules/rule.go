@@ -141,6 +141,11 @@ func (c PathCase) Valid() bool {
 // Name do not apply to it — they neither count nor limit it. Names need not
 // be unique; a name no rule has replaces nothing.
 //
+// Quota is envoyproxy/ratelimit's quota_mode, read by the Envoy API: a
+// quota rule over its limit denies a request only when every quota rule
+// the request's descriptors match is over its limit too (and through the
+// HTTP API, where a call has one descriptor, it denies as any rule).
+//
 // A Rule is plain data; copy it freely, but note that Enabled is a pointer
 // and Replaces and Match.Entries are slices.
 type Rule struct {
@@ -160,6 +165,7 @@ type Rule struct {
 	MaxReserveWait Duration    `json:"max_reserve_wait,omitempty" yaml:"max_reserve_wait,omitempty"`
 	FailureMode    FailureMode `json:"failure_mode,omitempty" yaml:"failure_mode,omitempty"`
 	Shadow         bool        `json:"shadow,omitempty" yaml:"shadow,omitempty"`   // evaluate and report, never deny
+	Quota          bool        `json:"quota,omitempty" yaml:"quota,omitempty"`     // Envoy API: denies only with every other quota rule of the request (envoyproxy/ratelimit's quota_mode)
 	Enabled        *bool       `json:"enabled,omitempty" yaml:"enabled,omitempty"` // nil = true
 	Unlimited      bool        `json:"unlimited,omitempty" yaml:"unlimited,omitempty"`
 	Name           string      `json:"name,omitempty" yaml:"name,omitempty"`         // what Replaces name; the Envoy API's current_limit.name

@@ -30,9 +30,15 @@ const (
 
 // tnode is one value of a parsed JSON or YAML document.
 type tnode struct {
-	kind  tkind
-	line  int    // 1-based, YAML only
-	text  string // string value; number or bool literal
+	kind tkind
+	line int    // 1-based, YAML only
+	text string // string value; number or bool literal
+	// raw is a YAML scalar's text as written and plain whether it was
+	// written without quotes or a block style (envoyproxy/ratelimit's
+	// YAML 1.1 reading: a plain yes is a boolean, a number in a string
+	// field is its text).
+	raw   string
+	plain bool
 	keys  []tkey // object members, in order
 	items []*tnode
 }
@@ -321,7 +327,7 @@ func yamlValue(y *yaml.Node, depth int, budget *int, aliasLine int) (*tnode, err
 		}
 		return n, nil
 	case yaml.ScalarNode:
-		n := &tnode{line: y.Line, text: y.Value}
+		n := &tnode{line: y.Line, text: y.Value, raw: y.Value, plain: y.Style == 0}
 		switch y.ShortTag() {
 		case "!!null":
 			n.kind = tnull

@@ -25,7 +25,7 @@ func (r *Rule) Validate() error {
 		return err
 	}
 	if r.Match.Domain != "" {
-		if msg := planProblem(r.Match.Domain); msg != "" {
+		if msg := domainProblem(r.Match.Domain); msg != "" {
 			return fieldErr(msg, "match", "domain")
 		}
 	}
@@ -92,8 +92,10 @@ func (r *Rule) Validate() error {
 	switch {
 	case r.Limit < 0:
 		return fieldErr(fmt.Sprintf("must be ≥ 0 (0 denies every call), got %d", r.Limit), "limit")
-	case r.Limit > MaxLimit:
-		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d", MaxLimit, r.Limit), "limit")
+	case r.Algorithm == algorithm.FixedWindow && r.Limit > algorithm.MaxFixedWindowLimit:
+		return fieldErr(fmt.Sprintf("must be ≤ %d for fixed_window, got %d", int64(algorithm.MaxFixedWindowLimit), r.Limit), "limit")
+	case r.Algorithm != algorithm.FixedWindow && r.Limit > MaxLimit:
+		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d (fixed_window takes up to %d)", MaxLimit, r.Limit, int64(algorithm.MaxFixedWindowLimit)), "limit")
 	case r.Algorithm == algorithm.SlidingLog && r.Limit > algorithm.MaxLogLimit:
 		return fieldErr(fmt.Sprintf("must be ≤ %d for sliding_log, which stores one timestamp per admitted call (use sliding_window for larger limits), got %d",
 			algorithm.MaxLogLimit, r.Limit), "limit")
@@ -381,6 +383,22 @@ func ValidPlan(p string) bool {
 		}
 	}
 	return true
+}
+
+// MaxDomain is the longest match.domain, in bytes.
+const MaxDomain = 1024
+
+// domainProblem checks an Envoy domain: any UTF-8 text, as Envoy and
+// envoyproxy/ratelimit take it (Envoy Gateway's look like
+// "default/eg/https"), of at most MaxDomain bytes.
+func domainProblem(d string) string {
+	switch {
+	case len(d) > MaxDomain:
+		return fmt.Sprintf("must be at most %d bytes, got %d", MaxDomain, len(d))
+	case !utf8.ValidString(d):
+		return "must be valid UTF-8"
+	}
+	return ""
 }
 
 // validText checks free text: valid UTF-8, at most max bytes, no control

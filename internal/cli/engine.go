@@ -77,7 +77,18 @@ func openEngine(ctx context.Context, f serveFlags, instrument func(*slog.Logger,
 		// The limiter would quietly use /64 for these.
 		return nil, fmt.Errorf("--ipv6-prefix %d: want a prefix length from 1 to 128 (64, the default, keys each IPv6 caller by its /64)", f.ipv6Prefix)
 	}
-	src, err := openRules(ctx, f.rules, f.rulesPoll, f.rulesStore, log)
+	var src rulestore.Source
+	if d := f.envoy.dir; d != nil {
+		cfg := *d
+		cfg.PollInterval, cfg.Logger = f.rulesPoll, log
+		src, err = rulestore.OpenEnvoyDir(cfg)
+	} else if x := f.envoy.xds; x != nil {
+		cfg := *x
+		cfg.Logger = log
+		src, err = rulestore.OpenEnvoyXDS(ctx, cfg)
+	} else {
+		src, err = openRules(ctx, f.rules, f.rulesPoll, f.rulesStore, log)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 func newRulesImportCmd() *cobra.Command {
 	var out, algo string
+	var merge bool
 	cmd := &cobra.Command{
 		Use:   "import PATH",
 		Short: "Convert envoyproxy/ratelimit configuration files into a sluice rules file",
@@ -29,10 +30,11 @@ match.entries (the chain of keys and values down to it), keyed by the
 entries without a fixed value (or global), requests_per_unit per unit as a
 fixed window (--algorithm picks another; 0 denies every call), unlimited
 as unlimited, name and replaces as name and replaces, shadow_mode as
-shadow; a descriptor with neither rate_limit nor nested descriptors is an
-unlimited rule. What sluice cannot express (quota_mode, metadata) is an
-error naming the file, line and descriptor; nothing is dropped. See
-docs/envoy.md.
+shadow, quota_mode as quota; a descriptor with neither rate_limit nor
+nested descriptors is an unlimited rule. What envoyproxy/ratelimit
+refuses is an error naming the file, line and descriptor, and nothing is
+written. See docs/envoy.md. (sluice serve also serves such a directory
+directly, following its changes: RUNTIME_ROOT, RUNTIME_SUBDIRECTORY.)
 
   sluice rules import /srv/runtime_data/current/ratelimit/config > rules.yaml
   sluice serve --rules rules.yaml`,
@@ -42,9 +44,12 @@ docs/envoy.md.
 			if err != nil {
 				return err
 			}
-			set, err := rules.ImportEnvoy(files)
+			set, notes, err := rules.LoadEnvoy(files, rules.EnvoyOptions{MergeDomains: merge})
 			if err != nil {
 				return fmt.Errorf("rules import: %w", err)
+			}
+			for _, n := range notes {
+				fmt.Fprintln(cmd.ErrOrStderr(), "sluice: rules import: note: "+n)
 			}
 			kind, err := algorithm.ParseKind(algo)
 			if err != nil {
@@ -68,6 +73,7 @@ docs/envoy.md.
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write the rules file here instead of standard output")
+	cmd.Flags().BoolVar(&merge, "merge-domains", false, "merge the files of one domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); without it a domain in two files is an error")
 	cmd.Flags().StringVar(&algo, "algorithm", "fixed_window", "algorithm of every imported rule: fixed_window counts as envoyproxy/ratelimit does; token_bucket, leaky_bucket, sliding_window or sliding_log smooth the window's edges")
 	return cmd
 }

@@ -55,9 +55,18 @@ func TestRulesImport(t *testing.T) {
 		t.Errorf("rules import --algorithm gcra: exit %d, %s; want an error naming --algorithm", code, stderr)
 	}
 
-	write("c.yaml", "domain: x\ndescriptors:\n  - key: k\n    quota_mode: true\n    rate_limit: {unit: second, requests_per_unit: 5}\n")
+	write("c.yaml", "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n  - key: k\n    quota_mode: true\n")
 	code, stdout, stderr = sluice(t, "", "rules", "import", dir)
-	if code == 0 || !strings.Contains(stderr, "c.yaml: line 4: k: quota_mode is not supported by sluice") || stdout != "" {
-		t.Errorf("rules import of a quota_mode descriptor: exit %d, stdout %q, stderr %q; want an error naming c.yaml line 4 and no output", code, stdout, stderr)
+	if code == 0 || !strings.Contains(stderr, `c.yaml: line 5: k: a descriptor of this level already has key and value "k"`) || stdout != "" {
+		t.Errorf("rules import of a duplicate descriptor: exit %d, stdout %q, stderr %q; want an error naming c.yaml line 5 and no output", code, stdout, stderr)
+	}
+	// MERGE_DOMAIN_CONFIG's --merge-domains.
+	write("c.yaml", "domain: msg\ndescriptors:\n  - key: k\n    quota_mode: true\n    rate_limit: {unit: second, requests_per_unit: 5}\n")
+	if code, _, stderr = sluice(t, "", "rules", "import", dir); code == 0 || !strings.Contains(stderr, "MERGE_DOMAIN_CONFIG") {
+		t.Errorf("rules import of two files of one domain: exit %d, %s", code, stderr)
+	}
+	code, stdout, stderr = sluice(t, "", "rules", "import", "--merge-domains", dir)
+	if code != 0 || !strings.Contains(stdout, "id: msg.2") || !strings.Contains(stdout, "quota: true") {
+		t.Errorf("rules import --merge-domains: exit %d, %s%s; want msg.2, a quota rule", code, stdout, stderr)
 	}
 }

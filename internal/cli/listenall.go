@@ -33,7 +33,14 @@ func listenAll(cmd string, specs []listenSpec) ([]net.Listener, error) {
 			if errors.Is(err, syscall.EADDRINUSE) {
 				why = "address already in use (another sluice, or another program?)"
 			}
-			msg := fmt.Sprintf("--%s %s (%s): %s", s.flag, s.addr, s.what, why)
+			name := "--" + s.flag
+			if strings.ToUpper(s.flag) == s.flag { // an environment variable
+				name = s.flag + "="
+			}
+			msg := fmt.Sprintf("%s%s (%s): %s", name, s.addr, s.what, why)
+			if !strings.HasSuffix(name, "=") {
+				msg = fmt.Sprintf("%s %s (%s): %s", name, s.addr, s.what, why)
+			}
 			if s.flag == "grpc-listen" {
 				msg += `; give another address, or --grpc-listen "" to turn gRPC off`
 			}

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/internal/metrics"
@@ -30,11 +33,17 @@ type observeFlags struct {
 	// quotaHeaders: add sluice's quota headers and 429 body to the Envoy
 	// API's answers.
 	quotaHeaders bool
+	// grpcTLS: the gRPC listener's own TLS (--grpc-tls-*); unset, it has
+	// the data plane's (--tls-*).
+	grpcTLS listen.TLSFiles
 }
 
 // addGRPCFlags registers serve's --grpc-listen on fl.
 func addGRPCFlags(fl *pflag.FlagSet, f *observeFlags) {
 	fl.StringVar(&f.grpcListen, "grpc-listen", ":8081", `Envoy rate limit service (gRPC) address; "" to turn it off`)
+	fl.StringVar(&f.grpcTLS.Cert, "grpc-tls-cert", "", "PEM certificate chain: --grpc-listen with TLS of its own (needs --grpc-tls-key; default: --tls-cert's, if any)")
+	fl.StringVar(&f.grpcTLS.Key, "grpc-tls-key", "", "PEM private key of --grpc-tls-cert")
+	fl.StringVar(&f.grpcTLS.ClientCA, "grpc-tls-client-ca", "", "PEM CA certificate(s): with --grpc-tls-cert, gRPC clients need a certificate signed by one (mutual TLS)")
 	fl.BoolVar(&f.envoyHeaders, "envoy-ratelimit-headers", false,
 		"Envoy API: add envoyproxy/ratelimit's RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers (its LIMIT_RESPONSE_HEADERS_ENABLED)")
 	fl.BoolVar(&f.quotaHeaders, "envoy-quota-headers", false,
@@ -59,6 +68,8 @@ type observer struct {
 	ln      net.Listener
 	opts    []grpc.ServerOption // TLS, token and limits of the gRPC listener (secure)
 	tls     bool
+	// healthy is the verdict of GET /healthcheck (set by serve).
+	healthy func() bool
 }
 
 // newObserver instruments store and follows the rules of src.
@@ -68,7 +79,9 @@ func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store lim
 	o.store = m.Instrument(store)
 	m.WatchRules(src.Status)
 	cfg := rls.Config{Limiter: limiter.Config{IPv6Prefix: f.ipv6Prefix}, Metrics: m, Logger: log,
-		EnvoyHeaders: o.f.envoyHeaders, QuotaHeaders: o.f.quotaHeaders}
+		EnvoyHeaders: o.f.envoyHeaders, QuotaHeaders: o.f.quotaHeaders,
+		EnvoyLimitHeader: f.envoy.headers[0], EnvoyRemainingHeader: f.envoy.headers[1], EnvoyResetHeader: f.envoy.headers[2],
+		NearLimitRatio: f.envoy.nearLimitRatio}
 	if o.f.accessLog {
 		cfg.AccessLog = log
 	}
@@ -89,6 +102,8 @@ func (o *observer) setRules(ix *rules.Index) {
 func (o *observer) data(h http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", o.metrics.Handler())
+	mux.HandleFunc("/healthcheck", o.healthcheck)
+	mux.HandleFunc("/json", o.json)
 	mux.Handle("/", h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != "/ratelimit/check" {
@@ -107,6 +122,45 @@ func (o *observer) data(h http.Handler) http.Handler {
 		o.metrics.Latency(metrics.APIHTTP, took)
 		logAnswer(o.log, r, "decision", sw.status, w.Header(), took, slog.String("api", "http"))
 	})
+}
+
+// healthcheck answers envoyproxy/ratelimit's probe as it does: 200 "OK"
+// while healthy, else 500 with no body.
+func (o *observer) healthcheck(w http.ResponseWriter, _ *http.Request) {
+	if o.healthy != nil && !o.healthy() {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	w.Write([]byte("OK"))
+}
+
+// json is envoyproxy/ratelimit's /json: a RateLimitRequest in protobuf's
+// JSON form, answered by the Envoy API as its RateLimitResponse in the
+// same form, with 429 when it is OVER_LIMIT. A body that does not parse,
+// or a request the service refuses, is 400, as there.
+func (o *observer) json(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	var req rlsv3.RateLimitRequest
+	if err == nil {
+		err = protojson.Unmarshal(body, &req)
+	}
+	var resp *rlsv3.RateLimitResponse
+	if err == nil {
+		resp, err = o.rls.ShouldRateLimit(r.Context(), &req)
+	}
+	var b []byte
+	if err == nil {
+		b, err = protojson.Marshal(resp)
+	}
+	if err != nil {
+		http.Error(w, http.StatusText(http.StatusBadRequest), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	w.Write(b)
 }
 
 // logAnswer writes the access-log line of one answered call: its status,
@@ -141,7 +195,11 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // secure sets the gRPC listener's limits, tokens and TLS: the data
 // plane's (--tls-cert, --data-token), with "h2" as its protocol.
 func (o *observer) secure(f listenFlags, tokens listen.Tokens) error {
-	t, err := listen.NewTLS(f.tls, []string{"h2"}, "--tls", o.log)
+	files, prefix := f.tls, "--tls"
+	if o.f.grpcTLS != (listen.TLSFiles{}) {
+		files, prefix = o.f.grpcTLS, "--grpc-tls"
+	}
+	t, err := listen.NewTLS(files, []string{"h2"}, prefix, o.log)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -47,6 +48,7 @@ type serveFlags struct {
 	obs           observeFlags // --grpc-listen, --access-log (observe.go)
 	net           listenFlags  // TLS, timeouts and header limits (listen.go)
 	dataToken     string
+	envoy         envoySettings // envoyproxy/ratelimit's environment with no flag of its own (env.go)
 }
 
 func newServeCmd() *cobra.Command {
@@ -58,9 +60,19 @@ func newServeCmd() *cobra.Command {
 
 With no flags, sluice serve starts on the embedded default: in-memory
 counters and rules in ./sluice-rules.yaml (created with a commented example
-if missing). Every flag also reads SLUICE_<FLAG>, e.g. SLUICE_ADMIN_TOKEN.`,
+if missing). Every flag also reads SLUICE_<FLAG>, e.g. SLUICE_ADMIN_TOKEN.
+
+It also reads the environment of an envoyproxy/ratelimit deployment
+(RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, REDIS_URL, PORT, GRPC_PORT, ...), so
+that sluice's image replaces that service's with the same settings: its
+runtime directory's configuration is served as it is and followed as it
+changes, and a setting sluice cannot honour stops it at start, named
+(docs/envoy.md, "Environment"). Flags and SLUICE_ variables win.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := readEnvoyEnv(cmd.Flags(), &f, os.LookupEnv); err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runServe(ctx, f)
@@ -121,12 +133,29 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err := obs.secure(f.net, dataTokens); err != nil {
 		return err
 	}
+	obs.healthy = func() bool {
+		switch {
+		case ctx.Err() != nil: // shutting down
+			return false
+		case f.envoy.healthConfig && len(src.Current().Domains()) == 0:
+			return false
+		case f.envoy.healthRedis && storeInfo()["state"] != "ok":
+			return false
+		}
+		return true
+	}
 	srv := serving{cmd: "serve", log: log}
-	srv.add("data plane", f.net.server(f.listen, dataTokens.HTTP(obs.data(data), "/healthz", "/readyz"), false, log), dataTLS)
+	srv.add("data plane", f.net.server(f.listen, dataTokens.HTTP(obs.data(data), "/healthz", "/readyz", "/healthcheck"), false, log), dataTLS)
 	srv.add("admin API", f.net.server(f.adminListen, adm, false, log), adminTLS)
 	specs := []listenSpec{
 		{flag: "listen", what: srv.names[0], addr: f.listen, open: func() (net.Listener, error) { return listenOn(f.listen, dataTLS) }},
 		{flag: "admin-listen", what: srv.names[1], addr: f.adminListen, open: func() (net.Listener, error) { return listenOn(f.adminListen, adminTLS) }},
+	}
+	if a := f.envoy.metricsAddr; a != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET "+f.envoy.metricsPath, obs.metrics.Handler())
+		srv.add("metrics (PROMETHEUS_ADDR)", f.net.server(a, mux, false, log), nil)
+		specs = append(specs, listenSpec{flag: "PROMETHEUS_ADDR", what: srv.names[2], addr: a, open: func() (net.Listener, error) { return listenOn(a, nil) }})
 	}
 	if f.obs.grpcListen != "" {
 		specs = append(specs, listenSpec{flag: "grpc-listen", what: "Envoy rate limit service (gRPC)", addr: f.obs.grpcListen,

@@ -59,6 +59,9 @@ func openStore(f serveFlags, log *slog.Logger) (closingStore, func() map[string]
 	cfg.Username, cfg.Password = f.redisUser, f.redisPass
 	cfg.BatchWait = f.redisWait
 	cfg.RawIO = true // sluice's own: SLUICE_RAW_IO=0 turns it off (docs/redis.md)
+	if f.envoy.keyPrefix != "" {
+		cfg.KeyPrefix = f.envoy.keyPrefix + cfg.KeyPrefix
+	}
 	if f.redisTLS || urlTLS || f.redisTLSCA != "" {
 		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 		if f.redisTLSCA != "" {

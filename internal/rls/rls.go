@@ -117,6 +117,9 @@ type views struct {
 	// by one, so each descriptor is decided with its own entries, never
 	// merged with the others'.
 	entries bool
+	// quota: the limiters of the domains with quota rules (quota.go), nil
+	// when there are none.
+	quota *quotaViews
 }
 
 // New returns a server deciding over store. Until SetRules it answers
@@ -199,6 +202,7 @@ func (s *Server) SetRules(ix *rules.Index) {
 			vs.entries = vs.entries || p.Kind == rules.KeyEntry
 		}
 	}
+	vs.quota = s.newQuotaViews(ix)
 	s.views.Store(vs)
 }
 
@@ -422,16 +426,37 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		return resp, d, nil
 	}
 
-	ds, err := s.decideEach(ctx, lim, live)
-	if err != nil {
-		return nil, limiter.Decision{}, err
+	var (
+		ds      []limiter.Decision
+		over    []bool // quota mode: each descriptor's code (quota.go)
+		denied  bool
+		handled bool
+		err     error
+	)
+	if q := vs.quota; q != nil && q.by[req.GetDomain()] != nil {
+		ds, over, denied, handled, err = s.decideQuota(ctx, lim, q.by[req.GetDomain()], live)
+		if err != nil {
+			return nil, limiter.Decision{}, err
+		}
+		vs.fromQuota(ds)
+	}
+	if !handled {
+		if ds, err = s.decideEach(ctx, lim, live); err != nil {
+			return nil, limiter.Decision{}, err
+		}
+	}
+	if denied {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	best := 0
 	for i := range ds {
 		d := &ds[i]
 		s.noteTooMany(req, d)
 		s.count(vs, d, cost(&live[i].req))
-		statuses[i] = descriptorStatus(d, vs.limit(d.Rule))
+		statuses[i] = descriptorStatus(d, vs.quotaLimit(d.Rule))
+		if over != nil && over[i] {
+			statuses[i].Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}

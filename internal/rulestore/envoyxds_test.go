@@ -1,0 +1,206 @@
+package rulestore
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/grpc"
+)
+
+// xdsServer is an xDS management server built with go-control-plane, as
+// Envoy Gateway's serves envoyproxy/ratelimit: an ADS server over a
+// snapshot cache keyed by node id.
+type xdsServer struct {
+	addr  string
+	cache cache.SnapshotCache
+	g     *grpc.Server
+
+	mu    sync.Mutex
+	nacks []string // error details of the NACKs received
+}
+
+func startXDS(t *testing.T, addr string, c cache.SnapshotCache) *xdsServer {
+	t.Helper()
+	if c == nil {
+		c = cache.NewSnapshotCache(true, cache.IDHash{}, nil)
+	}
+	s := &xdsServer{cache: c}
+	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, req *discoveryv3.DiscoveryRequest) error {
+		if d := req.GetErrorDetail(); d != nil {
+			s.mu.Lock()
+			s.nacks = append(s.nacks, d.GetMessage())
+			s.mu.Unlock()
+		}
+		return nil
+	}}
+	var ln net.Listener
+	var err error
+	for range 50 { // the same address again after a restart
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = ln.Addr().String()
+	s.g = grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(s.g, serverv3.NewServer(context.Background(), c, cb))
+	go s.g.Serve(ln)
+	t.Cleanup(s.g.Stop)
+	return s
+}
+
+func (s *xdsServer) nacked() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.nacks...)
+}
+
+// set puts confs in the snapshot of node, at version.
+func (s *xdsServer) set(t *testing.T, node string, version int, confs ...*rlsconfv3.RateLimitConfig) {
+	t.Helper()
+	var res []cachev3.Resource
+	for _, c := range confs {
+		res = append(res, c)
+	}
+	snap, err := cache.NewSnapshot(strconv.Itoa(version), map[resource.Type][]cachev3.Resource{resource.RateLimitConfigType: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cache.SetSnapshot(context.Background(), node, snap); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// egConfig is a RateLimitConfig shaped as Envoy Gateway generates them
+// (internal/xds/translator, its ratelimit-config test outputs): named and
+// domained after the listener, a descriptor per route, one per rule's
+// match below it, and the limit on the last, per client IP when distinct.
+func egConfig(listener, route string, n uint32, distinct bool) *rlsconfv3.RateLimitConfig {
+	leaf := &rlsconfv3.RateLimitDescriptor{Key: "rule-0-match-0", Value: "rule-0-match-0",
+		RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: n}}
+	if distinct {
+		leaf.RateLimit = nil
+		leaf.Descriptors = []*rlsconfv3.RateLimitDescriptor{{Key: "remote_address",
+			RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: n}}}
+	}
+	return &rlsconfv3.RateLimitConfig{Name: listener, Domain: listener, Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: route, Value: route, Descriptors: []*rlsconfv3.RateLimitDescriptor{leaf}},
+	}}
+}
+
+const egRoute = "httproute/default/backend/rule/0/match/0/www_example_com"
+
+// TestEnvoyXDS: the RateLimitConfig resources of a go-control-plane xDS
+// server are in force, ACKed; a change is in force; a change that does
+// not load is NACKed with the reason and the last good stays; a server
+// restart keeps the last good in force until the restarted server's
+// configuration comes.
+func TestEnvoyXDS(t *testing.T) {
+	srv := startXDS(t, "127.0.0.1:0", nil)
+	srv.set(t, "envoy-ratelimit", 1, egConfig("default/eg/https", egRoute, 3, false), egConfig("default/eg/http", egRoute, 7, true))
+	var log syncLog
+	x, err := OpenEnvoyXDS(t.Context(), EnvoyXDSConfig{ServerURL: srv.addr, NodeID: "envoy-ratelimit", RetryInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	want := func(what string, l map[string]int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			got := limits(x.Current())
+			same := len(got) == len(l)
+			for k, v := range l {
+				same = same && got[k] == v
+			}
+			if same {
+				return
+			}
+		}
+		t.Fatalf("%s: limits %v, want %v", what, limits(x.Current()), l)
+	}
+	want("first configuration", map[string]int64{"default/eg/https": 3, "default/eg/http": 7})
+	if r := x.Current().Rules(); len(r) != 2 || r[1].By != "entry:remote_address" || len(r[0].Match.Entries) != 2 {
+		t.Errorf("rules %+v, want the route and match entries, the second keyed by remote_address", r)
+	}
+
+	srv.set(t, "envoy-ratelimit", 2, egConfig("default/eg/https", egRoute, 4, false))
+	want("a change", map[string]int64{"default/eg/https": 4})
+
+	bad := egConfig("default/eg/https", egRoute, 5, false)
+	bad.Descriptors[0].Descriptors[0].RateLimit.Unit = rlsconfv3.RateLimitUnit_UNKNOWN
+	srv.set(t, "envoy-ratelimit", 3, bad)
+	for deadline := time.Now().Add(10 * time.Second); len(srv.nacked()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The server sends the refused version again after each NACK; each is
+	// refused, a retry interval apart.
+	if n := srv.nacked(); len(n) == 0 || !strings.Contains(n[0], `rate_limit.unit: want one of second, minute, hour, day, week, month, year (any letter case), got "UNKNOWN"`) {
+		t.Fatalf("NACKs %q, want the unit named", n)
+	}
+	want("after a NACK", map[string]int64{"default/eg/https": 4})
+	if st := x.Status(); st.Error == "" {
+		t.Errorf("Status after a NACK = %+v, want the error", st)
+	}
+
+	// The server stops: the last good stays, the problem shows.
+	addr := srv.addr
+	srv.g.Stop()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(x.Status().Error, "xDS server") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := x.Status(); !strings.Contains(st.Error, "the last good configuration stays in force") {
+		t.Errorf("Status with the server down = %+v", st)
+	}
+	want("server down", map[string]int64{"default/eg/https": 4})
+
+	// It comes back on the same address, with a fresh cache.
+	srv2 := startXDS(t, addr, nil)
+	srv2.set(t, "envoy-ratelimit", 1, egConfig("default/eg/https", egRoute, 9, false))
+	want("server restarted", map[string]int64{"default/eg/https": 9})
+	if st := x.Status(); st.Error != "" {
+		t.Errorf("Status after the restart = %+v, want no error", st)
+	}
+}
+
+// TestEnvoyXDSStart: without ForceStart, OpenEnvoyXDS waits for a
+// configuration that loads; with it, it starts with none.
+func TestEnvoyXDSStart(t *testing.T) {
+	srv := startXDS(t, "127.0.0.1:0", nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := OpenEnvoyXDS(ctx, EnvoyXDSConfig{ServerURL: srv.addr, NodeID: "n", RetryInterval: 20 * time.Millisecond}); err == nil ||
+		!strings.Contains(err.Error(), "no configuration received") {
+		t.Errorf("OpenEnvoyXDS with no snapshot = %v, want it to wait and give up with ctx", err)
+	}
+	x, err := OpenEnvoyXDS(t.Context(), EnvoyXDSConfig{ServerURL: srv.addr, NodeID: "n", ForceStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if n := len(x.Current().Rules()); n != 0 {
+		t.Errorf("ForceStart: %d rules, want none", n)
+	}
+	srv.set(t, "n", 1, egConfig("d", "r", 2, false))
+	for deadline := time.Now().Add(10 * time.Second); len(x.Current().Rules()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l := limits(x.Current()); l["d"] != 2 {
+		t.Errorf("limits %v, want d 2", l)
+	}
+}
