@@ -159,7 +159,7 @@ type Now struct {
 	Allowed    float64    `json:"allowed_per_s"`
 	Denied     float64    `json:"denied_per_s"`
 	Series     []Point    `json:"series"` // the last five minutes, a point a second
-	Rules      []RuleRate `json:"rules"`
+	Rules      []RuleRate `json:"per_rule"`
 	LocalShare float64    `json:"local_share"` // of decisions in the last minute, made without the store (0 to 1)
 	Latency    []Latency  `json:"latency"`
 	Breaker    string     `json:"breaker,omitempty"` // closed, open, connecting; "" without a shared store

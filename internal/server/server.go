@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/headers"
 	"github.com/sluicehq/sluice/identity"
@@ -56,6 +57,12 @@ type Config struct {
 	// (metrics). It runs on the request's goroutine: it must be cheap and
 	// must not keep d.
 	OnDecision func(d *limiter.Decision)
+
+	// OnDenied, when set, is told every denial by a rule the check API
+	// makes, with the client id the rule's bucket is keyed by (the
+	// console's top list). It runs on the request's goroutine after
+	// OnDecision: it must be cheap and must keep neither argument.
+	OnDenied func(d *limiter.Decision, client string)
 }
 
 // DefaultConfig returns the default configuration.
@@ -185,6 +192,9 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	var client []byte
 	if d.Rule != nil {
 		client = s.l.AppendClientID(id[:0], d.KeyedBy, &lr) // the id the limiter keyed the bucket by
+		if !d.Allowed && s.cfg.OnDenied != nil {
+			s.cfg.OnDenied(&d, unsafe.String(unsafe.SliceData(client), len(client)))
+		}
 	}
 	buf.out = appendAnswer(buf.out[:0], &d, client)
 	w.Write(buf.out) //nolint:errcheck // the client is gone; nothing to do
