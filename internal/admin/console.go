@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,9 +91,19 @@ func (ss *seenSets) at(rev int64) (*rules.Set, bool) {
 // routeConsole adds the console's routes.
 func (s *server) routeConsole() {
 	static, _ := fs.Sub(staticFS, "static")
-	files := http.StripPrefix("/console/", consoleHeaders(http.FileServerFS(static)))
+	files := http.StripPrefix("/console/static/", http.FileServerFS(static))
+	page := consoleHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/console/":
+			http.ServeFileFS(w, r, static, "index.html")
+		case strings.HasPrefix(r.URL.Path, "/console/static/") && !strings.HasSuffix(r.URL.Path, "/"):
+			files.ServeHTTP(w, r)
+		default:
+			writeAPIError(w, notFound("no such resource %s; the console is at /console/", r.URL.Path))
+		}
+	}))
 	s.route("/console/", map[string]handler{"GET": func(w http.ResponseWriter, r *http.Request) error {
-		files.ServeHTTP(w, r)
+		page.ServeHTTP(w, r)
 		return nil
 	}})
 	s.route("/console", map[string]handler{"GET": func(w http.ResponseWriter, r *http.Request) error {
@@ -136,9 +147,6 @@ func consoleHeaders(h http.Handler) http.Handler {
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("Referrer-Policy", "no-referrer")
 		hd.Set("Cache-Control", "no-store")
-		if r.URL.Path == "" {
-			r.URL.Path = "/"
-		}
 		h.ServeHTTP(w, r)
 	})
 }
