@@ -197,7 +197,8 @@ function doc(rulesData, clientsData) {
 async function loadRules() {
   $("rules-error").textContent = "";
   try {
-    const [r, c] = await Promise.all([api("GET", "/rules"), api("GET", "/clients")]);
+    const [r, c, n] = await Promise.all([api("GET", "/rules"), api("GET", "/clients"), api("GET", "/console/api/now")]);
+    $("rules-from").textContent = "Rules from the " + n.data.rules.kind + " " + n.data.rules.location + "; numbers of " + n.data.scope + ".";
     rulesRevision = r.data.revision;
     $("rules-revision").textContent = rulesRevision;
     $("rules-doc").value = doc(r.data, c.data);
