@@ -108,6 +108,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	hitters := console.NewHitters(0, nil)
 	sampler := console.NewSampler(obs.metrics.Registry())
 	go sampler.Run(ctx, time.Second)
+	go hitters.Run(ctx)
 	data := server.New(lim, server.Config{
 		Logger:     log,
 		Ready:      eng.ready,

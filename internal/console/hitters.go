@@ -7,8 +7,10 @@
 package console
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -16,9 +18,10 @@ import (
 )
 
 // Bounds of the heavy-hitters summary. Its memory is at most
-// MaxRules × 2 generations × K entries, each a client id (at most a few
-// hundred bytes) and two counters: about 256 × 2 × 32 × 300 B ≈ 5 MB in
-// the worst case, typically a few kilobytes.
+// Shards × MaxRules × 2 generations × K entries, each a client id (at most
+// 264 bytes, identity.MaxID) with two counters and a map slot: about
+// 8 × 256 × 2 × 32 × 400 B ≈ 52 MB in the worst case (256 rules each
+// denying thousands of distinct callers a minute), typically kilobytes.
 const (
 	// K is the number of counters per rule and generation.
 	K = 32
@@ -33,28 +36,39 @@ const (
 // Hitters is a space-saving summary (Metwally, Agrawal, El Abbadi 2005) of
 // the callers denied most, per rule, over the last one to two Periods:
 // two generations, the current and the previous, each K counters per
-// rule. A caller counted c times and the summary's count ĉ satisfy
+// rule in each of Shards shards (a caller always counts in the same one).
+// A caller counted c times and the summary's count ĉ satisfy
 // c ≤ ĉ ≤ c + N/K, N being the rule's denials in the generations shown;
 // every caller denied more than N/K times is in the list. Safe for
-// concurrent use; Denied takes a mutex, Allowed calls never reach it.
+// concurrent use; Denied takes the mutex of one shard, allowed calls
+// never reach it. Generations turn in Run (every Period) and Top.
 type Hitters struct {
 	period time.Duration
 	now    func() time.Time
+	seed   maphash.Seed
+	shards [Shards]shard
+}
 
+// Shards is the number of independently locked parts of a Hitters, so
+// that denials on several cores rarely wait on each other.
+const Shards = 8
+
+type shard struct {
 	mu        sync.Mutex
 	start     time.Time // of the current generation
 	cur, prev map[string]*summary
 	untracked uint64
+	_         [64]byte // its own cache line
 }
 
 type summary struct {
 	n     uint64 // denials counted
-	items []item
-	at    map[string]int // client id → index in items
+	items []item // at most K, scanned: cheaper than a map at this size
 }
 
 type item struct {
-	id    string
+	h     uint64 // maphash of the client id
+	buf   []byte // the client id, reused when another caller takes the slot
 	count uint64
 	err   uint64 // the count inherited when the entry took a slot: the overestimate
 }
@@ -68,59 +82,83 @@ func NewHitters(period time.Duration, now func() time.Time) *Hitters {
 	if now == nil {
 		now = time.Now
 	}
-	return &Hitters{period: period, now: now, start: now(), cur: map[string]*summary{}, prev: map[string]*summary{}}
+	h := &Hitters{period: period, now: now, seed: maphash.MakeSeed()}
+	t := now()
+	for i := range h.shards {
+		h.shards[i] = shard{start: t, cur: map[string]*summary{}, prev: map[string]*summary{}}
+	}
+	return h
+}
+
+// Run turns the generations every period until ctx is done.
+func (h *Hitters) Run(ctx context.Context) {
+	t := time.NewTicker(h.period / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			now := h.now()
+			for i := range h.shards {
+				sh := &h.shards[i]
+				sh.mu.Lock()
+				sh.turn(now, h.period)
+				sh.mu.Unlock()
+			}
+		}
+	}
 }
 
 // turn moves to a new generation when the current one is over.
-func (h *Hitters) turn(t time.Time) {
-	switch d := t.Sub(h.start); {
-	case d >= 2*h.period:
-		h.prev, h.cur = map[string]*summary{}, map[string]*summary{}
-		h.start, h.untracked = t, 0
-	case d >= h.period:
-		h.prev, h.cur = h.cur, map[string]*summary{}
-		h.start, h.untracked = h.start.Add(h.period), 0
+func (sh *shard) turn(t time.Time, period time.Duration) {
+	switch d := t.Sub(sh.start); {
+	case d >= 2*period:
+		sh.prev, sh.cur = map[string]*summary{}, map[string]*summary{}
+		sh.start, sh.untracked = t, 0
+	case d >= period:
+		sh.prev, sh.cur = sh.cur, map[string]*summary{}
+		sh.start, sh.untracked = sh.start.Add(period), 0
 	}
 }
 
 // Denied counts one denial of client (a client id as the store keys it)
-// by rule.
+// by rule. It keeps neither string.
 func (h *Hitters) Denied(rule, client string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.turn(h.now())
-	s := h.cur[rule]
+	hc := maphash.String(h.seed, client)
+	sh := &h.shards[hc%Shards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	s := sh.cur[rule]
 	if s == nil {
-		if len(h.cur) >= MaxRules {
-			h.untracked++
+		if len(sh.cur) >= MaxRules {
+			sh.untracked++
 			return
 		}
-		s = &summary{at: make(map[string]int, K)}
-		h.cur[rule] = s
+		s = &summary{items: make([]item, 0, K)}
+		sh.cur[strings.Clone(rule)] = s
 	}
 	s.n++
-	if i, ok := s.at[client]; ok {
-		s.items[i].count++
-		return
+	m := 0
+	for i := range s.items {
+		it := &s.items[i]
+		if it.h == hc && string(it.buf) == client {
+			it.count++
+			return
+		}
+		if it.count < s.items[m].count {
+			m = i
+		}
 	}
 	if len(s.items) < K {
-		s.at[strings.Clone(client)] = len(s.items)
-		s.items = append(s.items, item{id: strings.Clone(client), count: 1})
+		s.items = append(s.items, item{h: hc, buf: []byte(client), count: 1})
 		return
 	}
 	// Space-saving: the new caller takes the slot of the least counted,
 	// inheriting its count as its possible overestimate.
-	m := 0
-	for i := range s.items {
-		if s.items[i].count < s.items[m].count {
-			m = i
-		}
-	}
-	old := s.items[m]
-	delete(s.at, old.id)
-	id := strings.Clone(client)
-	s.items[m] = item{id: id, count: old.count + 1, err: old.count}
-	s.at[id] = m
+	it := &s.items[m]
+	it.h, it.buf, it.err = hc, append(it.buf[:0], client...), it.count
+	it.count++
 }
 
 // Hitter is one caller of a top list.
@@ -143,36 +181,42 @@ type Top struct {
 // the previous generation, most denied first; rules by denials, most
 // first. It also returns the denials of rules beyond MaxRules, untracked.
 func (h *Hitters) Top(n int) ([]Top, uint64) {
-	h.mu.Lock()
-	h.turn(h.now())
+	type merged1 struct{ count, err uint64 }
 	type acc struct {
 		n     uint64
-		items map[string]item
+		items map[string]merged1
 	}
 	merged := map[string]*acc{}
-	for _, gen := range []map[string]*summary{h.prev, h.cur} {
-		for rule, s := range gen {
-			a := merged[rule]
-			if a == nil {
-				a = &acc{items: map[string]item{}}
-				merged[rule] = a
-			}
-			a.n += s.n
-			for _, it := range s.items {
-				m := a.items[it.id]
-				m.id, m.count, m.err = it.id, m.count+it.count, m.err+it.err
-				a.items[it.id] = m
+	var untracked uint64
+	now := h.now()
+	for i := range h.shards {
+		sh := &h.shards[i]
+		sh.mu.Lock()
+		sh.turn(now, h.period)
+		for _, gen := range []map[string]*summary{sh.prev, sh.cur} {
+			for rule, s := range gen {
+				a := merged[rule]
+				if a == nil {
+					a = &acc{items: map[string]merged1{}}
+					merged[rule] = a
+				}
+				a.n += s.n
+				for _, it := range s.items {
+					id := string(it.buf)
+					m := a.items[id]
+					a.items[id] = merged1{m.count + it.count, m.err + it.err}
+				}
 			}
 		}
+		untracked += sh.untracked
+		sh.mu.Unlock()
 	}
-	untracked := h.untracked
-	h.mu.Unlock()
 
 	out := make([]Top, 0, len(merged))
 	for rule, a := range merged {
 		t := Top{Rule: rule, Denials: a.n, Bound: a.n / K}
-		for _, it := range a.items {
-			t.Callers = append(t.Callers, Hitter{Client: it.id, Shown: Display(it.id), Count: it.count, MaxErr: it.err})
+		for id, it := range a.items {
+			t.Callers = append(t.Callers, Hitter{Client: id, Shown: Display(id), Count: it.count, MaxErr: it.err})
 		}
 		slices.SortFunc(t.Callers, func(x, y Hitter) int {
 			if x.Count != y.Count {

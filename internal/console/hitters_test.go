@@ -48,9 +48,15 @@ func TestHittersBounded(t *testing.T) {
 	if len(top) != MaxRules || untracked != 10*3*K {
 		t.Fatalf("rules %d untracked %d, want %d and %d", len(top), untracked, MaxRules, 10*3*K)
 	}
-	for _, tp := range top {
-		if len(tp.Callers) > K {
-			t.Fatalf("rule %s holds %d callers, want at most %d", tp.Rule, len(tp.Callers), K)
+	for i := range h.shards {
+		sh := &h.shards[i]
+		if len(sh.cur) > MaxRules {
+			t.Fatalf("shard %d holds %d rules, want at most %d", i, len(sh.cur), MaxRules)
+		}
+		for rule, s := range sh.cur {
+			if len(s.items) > K || cap(s.items) > K {
+				t.Fatalf("shard %d rule %s holds %d callers, want at most %d", i, rule, len(s.items), K)
+			}
 		}
 	}
 }
