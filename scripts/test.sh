@@ -32,6 +32,18 @@ if ((${#need_pkgs[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 
+# Chromium, for the operator console's browser test (internal/admin,
+# TestConsoleInBrowser, driven with chromedp): Debian's package, installed
+# when missing. The test skips, saying why, only where it cannot be had.
+if ! command -v chromium >/dev/null 2>&1; then
+  log "installing chromium"
+  CR_SUDO=""
+  [ "$(id -u)" -eq 0 ] || CR_SUDO="sudo"
+  { $CR_SUDO apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $CR_SUDO apt-get install -y -qq chromium >/dev/null; } ||
+    log "chromium could not be installed: the console's browser test will skip"
+fi
+
 # PostgreSQL, for the rules-store tests (internal/testkit/pgtest): a server on
 # $SLUICE_TEST_POSTGRES (default: role postgres on 127.0.0.1:5432 with trust
 # authentication), where each test run makes and drops its own databases,

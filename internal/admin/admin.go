@@ -92,6 +92,9 @@ type Config struct {
 	// the token like the rest of the API; never /debug/pprof/cmdline, the
 	// command line, which can hold secrets. Default off.
 	Pprof bool
+	// Console, when set, serves the operator console under /console/ and
+	// POST /explain (console.go). Default nil: neither.
+	Console *Console
 }
 
 // DefaultMaxBody is the MaxBody used when Config.MaxBody is 0.
@@ -127,6 +130,10 @@ type server struct {
 	log     *slog.Logger
 	maxBody int64
 	mux     *http.ServeMux
+
+	console  *Console
+	sessions sessions // the console's logins
+	seen     seenSets // rule sets in force since start, when the store keeps no history
 }
 
 // handler is an admin handler: it writes a response, or returns an error
@@ -161,6 +168,11 @@ func New(src rulestore.Source, cfg Config) http.Handler {
 	s.route("/rules/{id}/history", map[string]handler{"GET": s.ruleHistory})
 	s.route("/history", map[string]handler{"GET": s.history})
 	s.routePprof(cfg.Pprof)
+	s.route("/explain", map[string]handler{"POST": s.explain})
+	if cfg.Console != nil {
+		s.console = cfg.Console
+		s.routeConsole()
+	}
 	s.mux.Handle("/", s.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("no such resource %s; see GET /rules, /clients, /default_plan, POST /apply", r.URL.Path)
 	}))
@@ -204,9 +216,17 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var named string
-	if s.tokens.Set() {
+	if s.tokens.Set() && !(s.console != nil && consolePublic(r)) {
 		var ok bool
-		if named, ok = s.tokens.Check(r); !ok {
+		named, ok = s.tokens.Check(r)
+		if !ok && s.console != nil && r.Header.Get("Authorization") == "" {
+			if named, ok = s.sessions.check(r); ok && !fromOwnPage(r) {
+				s.writeError(w, r, forbidden("the console's session may be used only by the console's own pages (Sec-Fetch-Site %q, Origin %q)",
+					r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin")))
+				return
+			}
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			s.writeError(w, r, &jsonhttp.APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
 				Message: "Authorization: want \"Bearer <token>\" with one of the tokens of this server's --admin-token (SLUICE_ADMIN_TOKEN)"})

@@ -145,12 +145,11 @@ var errNoChange = errors.New("admin: no change")
 // error, is the one the apply would get, with the revision it would build
 // on. The answer lists the changes: {"revision", "dry_run", "changes": [...]}.
 func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
-	dryRun, err := dryRunParam(r)
-	if err != nil {
+	// The query and If-Match are checked before the body is read.
+	if _, err := dryRunParam(r); err != nil {
 		return err
 	}
-	ifRev, err := s.ifMatch(r)
-	if err != nil {
+	if _, err := s.ifMatch(r); err != nil {
 		return err
 	}
 	body, err := s.readBody(w, r)
@@ -158,6 +157,20 @@ func (s *server) apply(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	doc, err := decodeApplyDoc(body)
+	if err != nil {
+		return err
+	}
+	return s.applyDoc(w, r, doc)
+}
+
+// applyDoc stores doc as POST /apply does, honouring ?dry_run and
+// If-Match, and answers {"revision", "dry_run", "changes"}.
+func (s *server) applyDoc(w http.ResponseWriter, r *http.Request, doc applyDoc) error {
+	dryRun, err := dryRunParam(r)
+	if err != nil {
+		return err
+	}
+	ifRev, err := s.ifMatch(r)
 	if err != nil {
 		return err
 	}

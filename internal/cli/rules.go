@@ -106,6 +106,7 @@ func newRulesCmd() *cobra.Command {
   sluice rules apply -f rules.yaml     make the rules what the file says
   sluice rules apply -f rules.yaml --dry-run
   sluice rules delete ID
+  sluice rules explain --user U --endpoint "GET /path"   a call's rules, buckets and decision, taking nothing
   sluice rules import DIR|FILE         convert envoyproxy/ratelimit's configuration (no admin API)
   sluice rules lint FILE               check a rules file for limits it probably misses (no admin API)
 
@@ -125,7 +126,7 @@ puts a --rules-snapshot file into a replaced rules database, directly.`,
 	pf.StringVar(&f.ca, "admin-ca", "", "PEM CA certificate(s) the admin API's TLS certificate is checked against (default: the system's)")
 	pf.StringVar(&f.clientCert, "admin-client-cert", "", "PEM client certificate for an admin API with mutual TLS (--admin-tls-client-ca)")
 	pf.StringVar(&f.clientKey, "admin-client-key", "", "PEM private key of --admin-client-cert")
-	cmd.AddCommand(newRulesListCmd(f), newRulesGetCmd(f), newRulesApplyCmd(f), newRulesDeleteCmd(f), newRulesRestoreCmd(), newRulesImportCmd(), newRulesLintCmd())
+	cmd.AddCommand(newRulesListCmd(f), newRulesGetCmd(f), newRulesApplyCmd(f), newRulesDeleteCmd(f), newRulesExplainCmd(f), newRulesRestoreCmd(), newRulesImportCmd(), newRulesLintCmd())
 	// Without RunE cobra prints the help and exits 0 on any verb it does
 	// not know: a typo would look like success.
 	cmd.Args = cobra.ArbitraryArgs
@@ -141,7 +142,7 @@ puts a --rules-snapshot file into a replaced rules database, directly.`,
 // unknownVerb is the error of `sluice rules <verb>` for a verb it does not
 // have: the closest ones, and the list.
 func unknownVerb(cmd *cobra.Command, verb string) error {
-	verbs := "list, get, apply, delete, restore, import, lint"
+	verbs := "list, get, apply, delete, explain, restore, import, lint"
 	if cmd.SuggestionsMinimumDistance <= 0 {
 		cmd.SuggestionsMinimumDistance = 2
 	}

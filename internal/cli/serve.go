@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/listen"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/internal/server"
@@ -114,13 +115,22 @@ func runServe(ctx context.Context, f serveFlags) error {
 	defer eng.Close()
 	log, src, lim, storeInfo := eng.log, eng.src, eng.lim, eng.storeInfo
 
+	// The operator console: the callers denied most (fed on the denial
+	// path only) and the rates read from the metrics once a second.
+	hitters := console.NewHitters(0, nil)
+	sampler := console.NewSampler(obs.metrics.Registry())
+	go sampler.Run(ctx, time.Second)
+	go hitters.Run(ctx)
 	data := server.New(lim, server.Config{
 		Logger:     log,
 		Ready:      eng.ready,
 		OnDecision: obs.metrics.Decision,
 		OnError:    obs.metrics.HTTPError,
+		OnDenied:   func(d *limiter.Decision, client string) { hitters.Denied(d.Rule.ID, client) },
 	})
-	adm := admin.New(src, f.adminGuard.config(f.adminListen, f.adminToken, log))
+	acfg := f.adminGuard.config(f.adminListen, f.adminToken, log)
+	acfg.Console = &admin.Console{Limiter: lim, Sampler: sampler, Hitters: hitters, Store: storeInfo, Instance: f.adminListen}
+	adm := admin.New(src, acfg)
 
 	dataTLS, err := httpTLS(f.net.tls, "--tls", log)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/headers"
 	"github.com/sluicehq/sluice/identity"
@@ -60,6 +61,11 @@ type Config struct {
 	// OnError, when set, is told the status of every error answer
 	// (metrics): 400, 404, 409, 413, 415, 500, 503.
 	OnError func(status int)
+	// OnDenied, when set, is told every denial by a rule the check API
+	// makes, with the client id the rule's bucket is keyed by (the
+	// console's top list). It runs on the request's goroutine after
+	// OnDecision: it must be cheap and must keep neither argument.
+	OnDenied func(d *limiter.Decision, client string)
 }
 
 // DefaultConfig returns the default configuration.
@@ -192,6 +198,9 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	var client []byte
 	if d.Rule != nil {
 		client = s.l.AppendClientID(id[:0], d.KeyedBy, &lr) // the id the limiter keyed the bucket by
+		if !d.Allowed && s.cfg.OnDenied != nil {
+			s.cfg.OnDenied(&d, unsafe.String(unsafe.SliceData(client), len(client)))
+		}
 	}
 	buf.out = appendAnswer(buf.out[:0], &d, client)
 	w.Write(buf.out) //nolint:errcheck // the client is gone; nothing to do
