@@ -61,6 +61,7 @@ type Config struct {
 	// OnError, when set, is told the status of every error answer
 	// (metrics): 400, 404, 409, 413, 415, 500, 503.
 	OnError func(status int)
+
 	// OnDenied, when set, is told every denial by a rule the check API
 	// makes, with the client id the rule's bucket is keyed by (the
 	// console's top list). It runs on the request's goroutine after
