@@ -466,6 +466,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 			// exceeds capacity) without taking from any bucket of the
 			// call; fold reports it as limit 0.
 			op.Params.Limit = 1
+			op.Params.Charge = false // not even a charge is taken
 			op.Cost = op.Params.Capacity() + 1
 		}
 	}
