@@ -170,7 +170,32 @@ type Params struct {
 	// default. TokenBucket: capacity, default Limit. LeakyBucket: calls
 	// tolerated on top of the conforming one, default 1. Ignored otherwise.
 	Burst int64
+	// Charge makes every call of cost > 0 a charge for work already done
+	// (an Envoy apply_on_stream_done report): it is taken in full even
+	// when it does not fit — beyond the capacity too — so that the bucket
+	// goes into debt and the calls after it are denied until the debt is
+	// paid back. The result then says Allowed false, ReasonLimited, and
+	// RetryAfter is when a call of cost 1 passes again. A call of cost 0
+	// (a check before the work) is decided as always. TokenBucket,
+	// LeakyBucket and FixedWindow only (CanCharge); the others ignore it.
+	// The debt a bucket owes is bounded: a token or leaky bucket's at
+	// MaxQueue beyond an empty bucket, a fixed window's count until its
+	// window ends.
+	Charge bool
 }
+
+// MaxCharge is the largest cost a charge counts (Params.Charge): more than
+// any rule's capacity (MaxLimit), and small enough that the Go and the Lua
+// arithmetic of a charge stay exact. A larger cost counts as MaxCharge.
+const MaxCharge = 1<<30 - 1
+
+// CanCharge reports whether algorithm k takes charges into debt
+// (Params.Charge). A token bucket and a leaky bucket (GCRA) owe debt as
+// time, paid back at their rate; a fixed window holds the count past its
+// limit until the window ends, as envoyproxy/ratelimit's counter does. A
+// sliding window's estimate and a sliding log's one entry per admitted
+// call have no debt that a later window pays back exactly, so they do not.
+func CanCharge(k Kind) bool { return k == TokenBucket || k == LeakyBucket || k == FixedWindow }
 
 // Capacity is the largest cost a single call can ever have and still pass.
 func (p Params) Capacity() int64 {

@@ -39,6 +39,13 @@ func fixedWindow(p Params, s State, now, cost int64) (Result, State) {
 	if count == 0 {
 		r.ResetAfter = 0
 	}
+	if p.Charge && cost > 0 && count+float64(cost) > limit {
+		// A charge: counted in full (up to MaxCharge), past the limit;
+		// every call of the window after it is denied.
+		count = min(count+float64(min(cost, MaxCharge)), limit+MaxCharge)
+		return Result{Reason: ReasonLimited, ResetAfter: end - now, RetryAfter: end - now, Changed: true},
+			State{T: start, A: count}
+	}
 	if cost > p.Limit {
 		r.Reason = ReasonCostExceedsCapacity
 		return r, base

@@ -51,6 +51,9 @@ func leakyBucket(p Params, s State, now, cost int64) (Result, State) {
 		return 0
 	}
 	if cost > capacity {
+		if p.Charge && cost > 0 {
+			return lbCharge(p, tat, now, cost, interval, maxDebt)
+		}
 		return Result{
 			Reason:     ReasonCostExceedsCapacity,
 			Remaining:  remaining(tat),
@@ -67,6 +70,9 @@ func leakyBucket(p Params, s State, now, cost int64) (Result, State) {
 			Changed:    true,
 		}, State{T: next}
 	}
+	if p.Charge && cost > 0 {
+		return lbCharge(p, tat, now, cost, interval, maxDebt)
+	}
 	// Denied: the first t with tat + cost·I − t ≤ maxDebt.
 	return Result{
 		Reason:     ReasonLimited,
@@ -75,4 +81,24 @@ func leakyBucket(p Params, s State, now, cost int64) (Result, State) {
 		RetryAfter: next - maxDebt - now,
 		Changed:    clamped,
 	}, base
+}
+
+// lbCharge takes a charge of cost that does not fit (Params.Charge): the
+// debt tat − now grows by cost intervals, up to MaxQueue beyond maxDebt,
+// and the call is answered denied, with the wait until a call of cost 1
+// passes.
+func lbCharge(p Params, tat, now, cost, interval, maxDebt int64) (Result, State) {
+	// Past bound, the debt is the bound whatever the cost: cost·interval
+	// is computed only below it, where it is small.
+	bound := maxDebt + MaxQueue
+	cost = min(cost, bound/interval+1)
+	debt := min(tat-now+cost*interval, bound)
+	r := (maxDebt - debt) / interval
+	return Result{
+		Reason:     ReasonLimited,
+		Remaining:  max(r, 0),
+		ResetAfter: debt,
+		RetryAfter: debt + interval - maxDebt,
+		Changed:    true,
+	}, State{T: now + debt}
 }

@@ -119,6 +119,10 @@ func tokenBucket(p *Params, s *State, now, cost int64, res *Result, ns *State) {
 		reset++
 	}
 	if cost > capacity {
+		if p.Charge && cost > 0 {
+			tbCharge(p, tok, tq, tr, q, r, now, cost, capacity, res, ns)
+			return
+		}
 		*res = Result{Reason: ReasonCostExceedsCapacity, Remaining: tbRemaining(*p, q, r, capacity),
 			ResetAfter: reset, Changed: clamped}
 		*ns = base
@@ -157,6 +161,10 @@ func tokenBucket(p *Params, s *State, now, cost int64, res *Result, ns *State) {
 		*ns = tbState(*p, now, q, r)
 		return
 	}
+	if p.Charge && cost > 0 {
+		tbCharge(p, tok, tq, tr, q, r, now, cost, capacity, res, ns)
+		return
+	}
 	// Denied: the first whole µs t at which the debt F − t ≤ (aq, ar):
 	// t = T − aq when the remainder fits, else one µs later.
 	t := base.T - aq
@@ -166,4 +174,44 @@ func tokenBucket(p *Params, s *State, now, cost int64, res *Result, ns *State) {
 	*res = Result{Reason: ReasonLimited, Remaining: tbRemaining(*p, q, r, capacity),
 		ResetAfter: reset, RetryAfter: t - now, Changed: clamped}
 	*ns = base
+}
+
+// tbCharge takes a charge of cost that does not fit a bucket at debt (q,
+// r) (Params.Charge): the debt grows by cost tokens, up to MaxQueue beyond
+// an empty bucket's (tq, tr), and the call is answered denied, with the
+// wait until a call of cost 1 passes.
+func tbCharge(p *Params, tok token, tq, tr, q, r, now, cost, capacity int64, res *Result, ns *State) {
+	cost = min(cost, MaxCharge)
+	mq := tq + MaxQueue
+	if overBound(cost, p.Window, p.Limit, mq+1) {
+		// cost·window/limit alone passes the bound: no need (nor room in
+		// an int64) to compute it.
+		q, r = mq, tr
+	} else {
+		cq, cr := tok.times(cost)
+		q, r = q+cq, r+cr
+		if r >= p.Limit {
+			q, r = q+1, r-p.Limit
+		}
+		if !lePair(q, r, mq, tr) {
+			q, r = mq, tr
+		}
+	}
+	reset := q
+	if r > 0 {
+		reset++
+	}
+	// A call of cost 1 passes at the first whole µs at which the debt is
+	// at most (capacity − 1)·window/limit, the empty bucket's less a token.
+	aq, ar := tq-tok.q, tr-tok.r
+	if ar < 0 {
+		aq, ar = aq-1, ar+p.Limit
+	}
+	retry := q - aq
+	if r > ar {
+		retry++
+	}
+	*res = Result{Reason: ReasonLimited, Remaining: tbRemaining(*p, q, r, capacity),
+		ResetAfter: reset, RetryAfter: retry, Changed: true}
+	*ns = tbState(*p, now, q, r)
 }

@@ -70,6 +70,9 @@ func (s *sluice) setRules(t *testing.T, rs ...rules.Rule) {
 	t.Helper()
 	if _, err := s.src.Update(context.Background(), -1, func(set *rules.Set) error {
 		set.Rules = rs
+		// The API keys the tests send are registered: an unknown key is
+		// no caller.
+		set.Clients = map[string]rules.Client{"api_key:k_1": {Plan: "pro"}, "api_key:k_2": {Plan: "pro"}}
 		return nil
 	}); err != nil {
 		t.Fatalf("Update: %v", err)

@@ -82,7 +82,7 @@ func TestKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{tt.rule}})
+			l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{tt.rule}, Clients: registered("k", "k1", "k2")})
 			for i, c := range tt.calls {
 				d := check(t, l, c.req)
 				if d.Allowed != c.allowed || d.Matched != c.matched {
@@ -106,7 +106,7 @@ func TestKeysOfOneCall(t *testing.T) {
 		keyed("key-ep", 1, "api_key+endpoint"),
 		keyed("a", 1, "header:x-a"),
 		keyed("b", 1, "header:x-b"),
-	}})
+	}, Clients: registered("k1", "k2", "k3", "k9")})
 	call := func(key, method, path, a, b string) limiter.Request {
 		return limiter.Request{APIKey: key, Method: method, Path: path, Header: http.Header{"X-A": {a}, "X-B": {b}}}
 	}
@@ -282,7 +282,7 @@ func TestEndpointKeyFoldsPathCase(t *testing.T) {
 	spellings := []string{"/search", "/SEARCH", "/Search", "/sEaRcH", "/SEARCH/", "//search"}
 	for _, by := range []rules.By{rules.ByEndpoint, "api_key+endpoint", "endpoint+header:x-t"} {
 		t.Run(string(by), func(t *testing.T) {
-			l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{insensitive("s", 3, by)}})
+			l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{insensitive("s", 3, by)}, Clients: registered("k")})
 			allowed := 0
 			for i := range 36 {
 				d := check(t, l, limiter.Request{APIKey: "k", Method: "GET", Path: spellings[i%len(spellings)], Header: http.Header{"X-T": {"t"}}})

@@ -40,7 +40,11 @@ var (
 )
 
 // Request is one call to decide. User, APIKey and IP identify the caller (at
-// least one should be set), each as the call gave it: the limiter builds
+// least one should be set), each as the call gave it. APIKey is a caller
+// only when the rules' client registry holds its client id
+// (rules.Index.RegisteredAPIKey); an unregistered key is ignored, so that
+// inventing keys cannot buy fresh buckets (a caller a service
+// authenticated itself is a User). The limiter builds
 // the client ids with package identity (a value that is too long or odd is
 // keyed by its digest, an IPv6 address by its prefix, an IP in brackets or
 // with a port as the address). Method and Path name the endpoint as the
@@ -346,6 +350,11 @@ func (l *Limiter) match(ix *rules.Index, req *Request, sc *scratch) ([]*rules.Co
 	buf = identity.AppendUser(buf, req.User)
 	nUser := len(buf)
 	buf = identity.AppendAPIKey(buf, req.APIKey)
+	if !ix.RegisteredID(bytesString(buf[nUser:])) {
+		// An API key nobody registered is no caller, on every entry
+		// point: inventing keys must not buy fresh buckets.
+		buf = buf[:nUser]
+	}
 	nKey := len(buf)
 	buf = identity.AppendIP(buf, req.IP, l.cfg.IPv6Prefix)
 	user, apiKey, ip := bytesString(buf[:nUser]), bytesString(buf[nUser:nKey]), bytesString(buf[nKey:])
@@ -457,6 +466,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 			// exceeds capacity) without taking from any bucket of the
 			// call; fold reports it as limit 0.
 			op.Params.Limit = 1
+			op.Params.Charge = false // not even a charge is taken
 			op.Cost = op.Params.Capacity() + 1
 		}
 	}
@@ -625,6 +635,9 @@ func pick(k rules.KeyKind, user, apiKey, ip string) (rules.By, string) {
 // by "" or ByClient means the first of user, API key, IP present.
 func (l *Limiter) AppendClientID(dst []byte, by rules.By, req *Request) []byte {
 	id := identity.Identity{User: req.User, APIKey: req.APIKey, IP: req.IP}
+	if id.APIKey != "" && !l.rules.Load().RegisteredAPIKey(id.APIKey) {
+		id.APIKey = "" // no caller, as in match
+	}
 	return id.AppendClientID(dst, string(by), l.cfg.IPv6Prefix)
 }
 

@@ -97,7 +97,7 @@ func TestShadowNeverDenies(t *testing.T) {
 	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{
 		rule("enforced", 100, time.Minute, nil),
 		rule("trial", 1, time.Minute, func(r *rules.Rule) { r.Shadow = true }),
-	}})
+	}, Clients: registered("k1")})
 	req := limiter.Request{APIKey: "k1"}
 	if d := check(t, l, req); !d.Allowed || d.ShadowDenied != "" {
 		t.Fatalf("first = %+v", d)

@@ -79,6 +79,9 @@ func (l *Limiter) Reserve(ctx context.Context, req *Request, maxWait time.Durati
 		return Decision{}, 0, ErrNoBudget
 	}
 	for i, r := range sc.used[:len(ops)] {
+		// A reservation asks for a slot: a request, never a charge
+		// (rules.ChargeAfterResponse), whatever the rule says.
+		ops[i].Params.Charge = false
 		if r.MaxReserveWait > 0 && !ops[i].Shadow {
 			maxWait = min(maxWait, time.Duration(r.MaxReserveWait)) // the rule's cap (rules.Rule.MaxReserveWait)
 		}

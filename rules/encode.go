@@ -110,6 +110,9 @@ func ruleNode(r *Rule) *yaml.Node {
 	if r.FailureMode != "" {
 		add(n, "failure_mode", str(string(r.FailureMode)))
 	}
+	if r.Charge != "" {
+		add(n, "charge", str(string(r.Charge)))
+	}
 	if r.Shadow {
 		add(n, "shadow", boolNode(true))
 	}

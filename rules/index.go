@@ -477,6 +477,16 @@ func (ix *Index) RegisteredAPIKey(key string) bool {
 	return ok
 }
 
+// RegisteredID reports whether the client id id ("api_key:k_live_42") is
+// in the client registry. It does not allocate.
+func (ix *Index) RegisteredID(id string) bool {
+	if id == "" || ix == nil || ix.set == nil || len(ix.set.Clients) == 0 {
+		return false
+	}
+	_, ok := ix.set.Clients[id]
+	return ok
+}
+
 // KnownPlan reports whether the Set names plan p: in a rule's match
 // (enabled or not, any domain), in the client registry, or as the default
 // plan. "" is never a known plan.

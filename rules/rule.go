@@ -70,6 +70,22 @@ func (m FailureMode) Valid() bool {
 	return false
 }
 
+// Charge says what a call's cost on a rule is. ChargeRequest (the default,
+// "") asks for that much and takes nothing when it does not fit: a denied
+// call consumes nothing. ChargeAfterResponse is a charge for work already
+// done — Envoy's apply_on_stream_done report of a call's real cost, the
+// way AI gateways count tokens — taken in full even when it does not fit,
+// into debt, so that the calls after it are denied until the debt is paid
+// back (algorithm.Params.Charge). A call of cost 0, the check before the
+// work, is decided as always. token_bucket, leaky_bucket and fixed_window
+// only (algorithm.CanCharge).
+type Charge string
+
+const (
+	ChargeRequest       Charge = "request"
+	ChargeAfterResponse Charge = "after_response"
+)
+
 // Match selects the calls a rule applies to: a call must fit every field
 // that is set. An empty field matches anything: a rule with no plan applies
 // to every plan (and to callers with none), a rule with no endpoint to
@@ -164,6 +180,7 @@ type Rule struct {
 	// algorithms only, since only they reserve.
 	MaxReserveWait Duration    `json:"max_reserve_wait,omitempty" yaml:"max_reserve_wait,omitempty"`
 	FailureMode    FailureMode `json:"failure_mode,omitempty" yaml:"failure_mode,omitempty"`
+	Charge         Charge      `json:"charge,omitempty" yaml:"charge,omitempty"`   // "" = request
 	Shadow         bool        `json:"shadow,omitempty" yaml:"shadow,omitempty"`   // evaluate and report, never deny
 	Quota          bool        `json:"quota,omitempty" yaml:"quota,omitempty"`     // Envoy API: denies only with every other quota rule of the request (envoyproxy/ratelimit's quota_mode)
 	Enabled        *bool       `json:"enabled,omitempty" yaml:"enabled,omitempty"` // nil = true
@@ -193,6 +210,7 @@ func (r *Rule) Params() algorithm.Params {
 		Limit:  r.Limit,
 		Window: time.Duration(r.Window).Microseconds(),
 		Burst:  r.Burst,
+		Charge: r.Charge == ChargeAfterResponse,
 	}
 }
 

@@ -38,6 +38,15 @@ func TestRuleValidate(t *testing.T) {
 		{"id non-ascii", func(r *Rule) { r.ID = "aš" }, "id", "a-z 0-9"},
 		{"description long", func(r *Rule) { r.Description = strings.Repeat("x", 1025) }, "description", "at most 1024 bytes"},
 		{"description control", func(r *Rule) { r.Description = "a\x00b" }, "description", "control"},
+		{"charge after_response, token bucket", func(r *Rule) { r.Charge, r.Algorithm = ChargeAfterResponse, algorithm.TokenBucket }, "", ""},
+		{"charge after_response, leaky bucket", func(r *Rule) { r.Charge, r.Algorithm = ChargeAfterResponse, algorithm.LeakyBucket }, "", ""},
+		{"charge after_response, fixed window", func(r *Rule) { r.Charge, r.Algorithm = ChargeAfterResponse, algorithm.FixedWindow }, "", ""},
+		{"charge request", func(r *Rule) { r.Charge, r.Algorithm = ChargeRequest, algorithm.SlidingLog }, "", ""},
+		{"charge sliding window", func(r *Rule) { r.Charge, r.Algorithm = ChargeAfterResponse, algorithm.SlidingWindow }, "charge", "no debt a later window pays back"},
+		{"charge sliding log", func(r *Rule) { r.Charge, r.Algorithm = ChargeAfterResponse, algorithm.SlidingLog }, "charge", "change the algorithm or remove charge"},
+		{"charge unknown", func(r *Rule) { r.Charge = "later" }, "charge", `must be request or after_response, got "later"`},
+		{"charge unlimited", func(r *Rule) { r.Charge, r.Unlimited, r.Limit, r.Window = ChargeAfterResponse, true, 0, 0 }, "charge", "takes no charge"},
+		{"charge unknown, unlimited", func(r *Rule) { r.Charge, r.Unlimited, r.Limit, r.Window = "x", true, 0, 0 }, "charge", "must be request or after_response"},
 		{"description bad utf8", func(r *Rule) { r.Description = "a\xffb" }, "description", "UTF-8"},
 		{"plan bad", func(r *Rule) { r.Match.Plan = "free plan" }, "match.plan", `got "free plan"`},
 		{"endpoint without method", func(r *Rule) { r.Match.Endpoint = "/api/orders" }, "match.endpoint", `want "METHOD /path", e.g. "GET /api/orders"`},
@@ -300,5 +309,28 @@ func TestClone(t *testing.T) {
 	}
 	if (*Set)(nil).Clone() != nil {
 		t.Error("nil.Clone() != nil")
+	}
+}
+
+// TestChargeYAML: charge is read from and written to the rules file, and
+// reaches the algorithm's params.
+func TestChargeYAML(t *testing.T) {
+	s, err := ParseYAML([]byte("rules:\n  - {id: tokens, by: user, limit: 10000, window: 1m, charge: after_response}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Rules[0]; r.Charge != ChargeAfterResponse || !r.Params().Charge {
+		t.Fatalf("charge = %q, params %+v; want after_response, Charge true", r.Charge, r.Params())
+	}
+	out, err := EncodeYAML(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseYAML(out)
+	if err != nil || back.Rules[0].Charge != ChargeAfterResponse {
+		t.Fatalf("EncodeYAML then ParseYAML = %+v, %v (from %s), want the charge kept", back, err, out)
+	}
+	if _, err := ParseYAML([]byte("rules:\n  - {id: x, limit: 1, window: 1m, algorithm: sliding_window, charge: after_response}\n")); err == nil || !strings.Contains(err.Error(), "charge") {
+		t.Fatalf("a charge on sliding_window = %v, want refused naming charge", err)
 	}
 }

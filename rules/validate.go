@@ -83,6 +83,10 @@ func (r *Rule) Validate() error {
 			return fieldErr(fmt.Sprintf("an unlimited rule admits every call: remove burst (got %d) or unlimited", r.Burst), "burst")
 		case r.MaxReserveWait != 0:
 			return fieldErr(fmt.Sprintf("an unlimited rule has no budget to reserve from: remove max_reserve_wait (got %s) or unlimited", r.MaxReserveWait), "max_reserve_wait")
+		case r.Charge == ChargeAfterResponse:
+			return fieldErr("an unlimited rule counts nothing, so it takes no charge: remove charge or unlimited", "charge")
+		case r.Charge != "" && r.Charge != ChargeRequest:
+			return fieldErr(fmt.Sprintf("must be request or after_response, got %q", string(r.Charge)), "charge")
 		}
 		if !r.FailureMode.Valid() {
 			return fieldErr(fmt.Sprintf("must be open or closed, got %q", string(r.FailureMode)), "failure_mode")
@@ -120,6 +124,15 @@ func (r *Rule) Validate() error {
 		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d", MaxLimit, r.Burst), "burst")
 	case r.Burst > 0 && r.Algorithm != algorithm.TokenBucket && r.Algorithm != algorithm.LeakyBucket:
 		return fieldErr(fmt.Sprintf("only token_bucket and leaky_bucket take a burst; %s admits limit calls per window (remove burst or change the algorithm)", r.Algorithm), "burst")
+	}
+	switch r.Charge {
+	case "", ChargeRequest:
+	case ChargeAfterResponse:
+		if !algorithm.CanCharge(r.Algorithm) {
+			return fieldErr(fmt.Sprintf("only token_bucket, leaky_bucket and fixed_window take a charge after the response into debt; %s has no debt a later window pays back exactly (change the algorithm or remove charge)", r.Algorithm), "charge")
+		}
+	default:
+		return fieldErr(fmt.Sprintf("must be request or after_response, got %q", string(r.Charge)), "charge")
 	}
 	switch mw := r.MaxReserveWait; {
 	case mw == 0:

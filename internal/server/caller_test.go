@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -50,9 +51,15 @@ func TestCheckCallerValuesDecide(t *testing.T) {
 		{"ip not an address", `"ip":"not-an-ip","endpoint":"GET /api/orders"`},
 		{"method in lower case", `"user":"carol","endpoint":"get /api/orders"`},
 	}
+	// The API keys are registered: an unknown one is no caller (see
+	// TestCheckUnregisteredAPIKeyIsNoCaller).
+	clients := map[string]rules.Client{}
+	for _, k := range []string{strings.Repeat("k", 257), "k\x7f", "k\xc3("} {
+		clients[string(identity.AppendAPIKey(nil, k))] = rules.Client{Plan: "free"}
+	}
 	s, _ := newTestServer(t, &rules.Set{Rules: []rules.Rule{
 		{ID: "all", Match: rules.Match{Endpoint: "* /api/*"}, Limit: 1, Window: seconds(time.Minute)},
-	}}, Config{})
+	}, Clients: clients}, Config{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := "{" + tt.fields + "}"

@@ -191,6 +191,7 @@ func TestCheckAnswers(t *testing.T) {
 			{ID: "free-user", Match: rules.Match{Plan: "free", Endpoint: "* /users/*"}, Limit: 10, Window: seconds(time.Minute), Burst: 10},
 			{ID: "beta-cap", Match: rules.Match{Plan: "free", Endpoint: "* /users/*"}, Limit: 1, Window: seconds(time.Hour), Burst: 1, Shadow: true},
 		},
+		Clients: map[string]rules.Client{"api_key:k_live_42": {Plan: "free"}}, // an unregistered key is no caller
 	}
 	s, clk := newTestServer(t, set, Config{})
 	str := func(s string) *string { return &s }

@@ -233,6 +233,8 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 		case r.Allowed && !denied && op.Cost > 0:
 			// Consumed. An op of cost 0 reads its bucket and writes
 			// nothing, not even a new bucket.
+		case op.Params.Charge && op.Cost > 0 && (r.Allowed || r.Changed):
+			// A charge is taken whatever the call's other ops say.
 		case !r.Allowed && r.Changed:
 			// The base state, rebased after the clock went backwards.
 		default:

@@ -694,3 +694,29 @@ func TestTableDroppedBySweep(t *testing.T) {
 		t.Errorf("second Sweep = %d, want 1 (the bucket taken after the first)", got)
 	}
 }
+
+// TestChargeTakenWhateverTheCall: a charge (algorithm.Params.Charge) among
+// the ops of a call is taken even when another op denies the call — it
+// fits, or it does not and goes into debt — while the denying request op
+// takes nothing.
+func TestChargeTakenWhateverTheCall(t *testing.T) {
+	s := newStore(t, newClock(conformance.Base))
+	req := op("user:ai", "one", params(algorithm.FixedWindow, 1, conformance.Day, 0), 2)
+	for _, cost := range []int64{1, 3} {
+		charge := op("user:ai", fmt.Sprintf("charge-%d", cost), params(algorithm.TokenBucket, 2, conformance.Minute, 0), cost)
+		charge.Params.Charge = true
+		if res := take(t, s, req, charge); res[0].Allowed {
+			t.Fatalf("a cost of 2 on a limit of 1 = %+v, want denied", res[0])
+		}
+		peek := charge
+		peek.Cost = 0
+		want := max(2-cost, 0)
+		if res := take(t, s, peek); res[0].Remaining != want {
+			t.Errorf("after a charge of %d on a bucket of 2: %+v, want %d remaining", cost, res[0], want)
+		}
+	}
+	req.Cost = 1
+	if res := take(t, s, req); !res[0].Allowed {
+		t.Errorf("the denied request op took something: %+v", res[0])
+	}
+}

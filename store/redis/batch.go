@@ -24,6 +24,7 @@ const (
 
 	flagShadow   = 1
 	flagNewCall  = 2
+	flagCharge   = 4
 	maxExactUnit = 1 << 53 // doubles hold every integer up to here
 )
 
@@ -36,6 +37,9 @@ func appendParams(dst []byte, op *limiter.Op, first bool) []byte {
 	}
 	if first {
 		flags |= flagNewCall
+	}
+	if op.Params.Charge && op.Cost > 0 && algorithm.CanCharge(op.Params.Kind) {
+		flags |= flagCharge
 	}
 	dst = append(dst, byte(op.Params.Kind)+1, flags)
 	for _, v := range [4]int64{op.Params.Limit, op.Params.Window, op.Params.Burst, op.Cost} {

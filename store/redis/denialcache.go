@@ -108,6 +108,13 @@ func (c *DenialCache) DenyLocally(ops []limiter.Op, res []algorithm.Result, now 
 func (c *DenialCache) check(ops []limiter.Op, res []algorithm.Result, now time.Time) (int64, bool) {
 	var buf [256]byte
 	for i := range ops {
+		if ops[i].Params.Charge && ops[i].Cost > 0 {
+			// A charge must reach the store: it is taken even when
+			// its bucket denies.
+			return 0, false
+		}
+	}
+	for i := range ops {
 		op := &ops[i]
 		if op.Shadow {
 			continue

@@ -286,3 +286,42 @@ func TestDenialCacheFullShard(t *testing.T) {
 		t.Errorf("one denial on a full shard looked at %d entries, want a sample (1 to 64)", got)
 	}
 }
+
+// TestDenialCacheNeverHoldsACharge: a charge (algorithm.Params.Charge)
+// is taken even where its bucket denies, so it always reaches Redis, never
+// the local denial cache: each charge adds to the debt. And a charge among
+// the ops of a call is taken whatever another op of the call says.
+func TestDenialCacheNeverHoldsACharge(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, nil, srv.Addr())
+	charge := limiter.Op{Client: "user:ai", Rule: "r", Params: paramsOf(algorithm.TokenBucket, 2, conformance.Minute), Cost: 3}
+	charge.Params.Charge = true
+	var last int64
+	for i := range 4 {
+		// 3 tokens of 30 s each time: the debt grows by 90 s.
+		res, info := take(t, s, charge)
+		if res[0].Allowed || info.Origin != limiter.OriginStore || res[0].ResetAfter < last+90*conformance.Second-conformance.Second {
+			t.Fatalf("charge %d = %+v from %v, want denied by the store, reset after ≥ %d µs", i+1, res[0], info.Origin, last+89*conformance.Second)
+		}
+		last = res[0].ResetAfter
+	}
+	// With a request op that denies: the charge op is taken all the same.
+	other := limiter.Op{Client: "user:ai", Rule: "one", Params: paramsOf(algorithm.FixedWindow, 1, conformance.Day), Cost: 2}
+	fresh := charge
+	fresh.Rule = "fresh"
+	fresh.Params = paramsOf(algorithm.FixedWindow, 2, conformance.Day)
+	fresh.Params.Charge = true
+	fresh.Cost = 1 // it fits: a request op in its place would be vetoed
+	if res, _ := take(t, s, other, fresh); res[0].Allowed {
+		t.Fatalf("a cost of 2 on a limit of 1 = %+v, want denied", res[0])
+	}
+	peek := fresh
+	peek.Cost = 0
+	if res, _ := take(t, s, peek); !res[0].Allowed || res[0].Remaining != 1 {
+		t.Fatalf("check after a charge of 1 on a limit of 2 = %+v, want 1 remaining: the charge was taken", res[0])
+	}
+	other.Cost = 1
+	if res, _ := take(t, s, other); !res[0].Allowed {
+		t.Fatalf("the denied request op took something: %+v", res[0])
+	}
+}

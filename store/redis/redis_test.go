@@ -84,6 +84,8 @@ func TestDifferential(t *testing.T) {
 			for seq := 0; seq < sequences; seq++ {
 				k := algorithm.Kinds()[seq%len(algorithm.Kinds())]
 				p := conformance.RandomParams(r, k)
+				charge := seq%3 == 1 && algorithm.CanCharge(k) // every call a charge (Params.Charge)
+				p.Charge = charge
 				client := fmt.Sprintf("user:diff-%d", seq)
 				var st algorithm.State
 				now := conformance.Base + r.Int64N(conformance.Day)
@@ -91,6 +93,7 @@ func TestDifferential(t *testing.T) {
 					switch x := r.IntN(40); {
 					case x == 0:
 						p = conformance.RandomParams(r, k) // the rule is edited
+						p.Charge = charge
 					case x == 1:
 						now -= r.Int64N(p.Window + 1) // the clock jumps back
 					default:
@@ -178,12 +181,15 @@ func TestDifferentialExtremes(t *testing.T) {
 						now = 1 + r.Int64N(last)
 					}
 				}
+				charge := seq%3 == 1 && algorithm.CanCharge(p.Kind)
+				p.Charge = charge
 				client := fmt.Sprintf("user:extreme-%d", seq)
 				var st algorithm.State
 				for step := 0; step < 40; step++ {
 					switch x := r.IntN(20); {
 					case x == 0 && seq >= len(fixed):
 						p = conformance.ExtremeParams(r, p.Kind) // the rule is edited
+						p.Charge = charge
 					case x == 1:
 						now -= r.Int64N(max(p.Window, conformance.Day)) // the clock jumps back
 					case x < 4:

@@ -16,7 +16,8 @@
 -- ARGV[2]  per key, 34 bytes packed little-endian ('<BBdddd'): kind (1
 --          token_bucket, 2 leaky_bucket, 3 fixed_window, 4 sliding_window,
 --          5 sliding_log), flags (1 shadow, 2 the key starts a new call; the
---          first key always does), limit, window (µs), burst, cost
+--          first key always does; 4 a charge, algorithm.Params.Charge),
+--          limit, window (µs), burst, cost
 -- returns  a string: now (µs relative to EPOCH, '<d'), then per key 26
 --          bytes ('<BBddd'): allowed (0|1), reason (0 none, 1 limited, 2
 --          cost exceeds capacity), remaining, reset_after µs, retry_after µs
@@ -88,6 +89,9 @@ end
 -- beyond (a clock that went backwards) is clamped. algorithm.MaxQueue.
 local MAX_QUEUE = 3600000000
 
+-- the largest cost a charge counts (algorithm.MaxCharge)
+local MAX_CHARGE = 1073741823
+
 -- Exact. The state is F, the instant the bucket is full again: whole µs T
 -- and a remainder r in 1/limit µs (counted in the limit den). A call works
 -- on the debt F - now as the pair (µs, remainder); see token_bucket.go.
@@ -118,6 +122,31 @@ local function tb_left(q, r, cap, limit, window)
   return cap - k
 end
 
+-- tb_charge takes a charge of cost that does not fit a bucket at debt
+-- (q, r) (algorithm.tbCharge): the debt grows by cost tokens, up to
+-- MAX_QUEUE beyond an empty bucket's (tq, tr); answered denied, with the
+-- wait until a call of cost 1 passes.
+local function tb_charge(limit, window, cap, tq, tr, q, r, cost)
+  if cost > MAX_CHARGE then cost = MAX_CHARGE end
+  local mq = tq + MAX_QUEUE
+  local cq, cr = mul_div(cost, window, limit)
+  if cq >= mq + 1 then
+    q, r = mq, tr -- past the bound whatever the debt (algorithm's overBound)
+  else
+    q, r = q + cq, r + cr
+    if r >= limit then q, r = q + 1, r - limit end
+    if not le(q, r, mq, tr) then q, r = mq, tr end
+  end
+  local reset = q
+  if r > 0 then reset = q + 1 end
+  local kq, kr = mul_div(1, window, limit)
+  local aq, ar = tq - kq, tr - kr
+  if ar < 0 then aq, ar = aq - 1, ar + limit end
+  local retry = q - aq
+  if r > ar then retry = retry + 1 end
+  return 0, 1, tb_left(q, r, cap, limit, window), reset, retry, true, now + q, r
+end
+
 -- token_bucket for a token of a whole number of µs (window a multiple of
 -- limit: 100 a second, 10 a minute) and a state without remainder: every
 -- debt is then a whole number of tokens' µs, and the exact arithmetic above
@@ -133,24 +162,28 @@ local function tbw_left(d, I, cap)
   return cap - k
 end
 
-local function tb_whole(I, cap, cost, T)
+local function tb_whole(I, cap, cost, T, charge, limit, window)
   local q, clamped = 0, false
   if T >= now then q = T - now end
   local tq = cap * I -- an empty bucket's debt
   if q > tq + MAX_QUEUE then q, clamped, T = tq, true, now + tq end
-  if cost > cap then return 0, 2, tbw_left(q, I, cap), q, 0, clamped, T, 0 end
+  if cost > cap then
+    if charge then return tb_charge(limit, window, cap, tq, 0, q, 0, cost) end
+    return 0, 2, tbw_left(q, I, cap), q, 0, clamped, T, 0
+  end
   local aq = (cap - cost) * I -- the most debt the call may find
   if q <= aq then
     q = q + cost * I
     return 1, 0, tbw_left(q, I, cap), q, 0, true, now + q, 0
   end
+  if charge then return tb_charge(limit, window, cap, tq, 0, q, 0, cost) end
   return 0, 1, tbw_left(q, I, cap), q, T - aq - now, clamped, T, 0
 end
 
-local function token_bucket(limit, window, burst, cost, T, r, den)
+local function token_bucket(limit, window, burst, cost, T, r, den, charge)
   local cap = capacity(1, limit, burst)
   if r ~= 0 and den ~= limit then T, r = T + 1, 0 end -- another limit's remainder: up to the µs
-  if r == 0 and window % limit == 0 then return tb_whole(window / limit, cap, cost, T) end
+  if r == 0 and window % limit == 0 then return tb_whole(window / limit, cap, cost, T, charge, limit, window) end
   local tq, tr = mul_div(cap, window, limit) -- an empty bucket's debt
   local q, dr = 0, 0
   if T >= now then q, dr = T - now, r end
@@ -162,6 +195,7 @@ local function token_bucket(limit, window, burst, cost, T, r, den)
   local reset = q
   if dr > 0 then reset = q + 1 end
   if cost > cap then
+    if charge then return tb_charge(limit, window, cap, tq, tr, q, dr, cost) end
     return 0, 2, tb_left(q, dr, cap, limit, window), reset, 0, clamped, T, r
   end
   local aq, ar = mul_div(cap - cost, window, limit) -- the most debt the call may find
@@ -173,6 +207,7 @@ local function token_bucket(limit, window, burst, cost, T, r, den)
     if dr > 0 then reset = q + 1 end
     return 1, 0, tb_left(q, dr, cap, limit, window), reset, 0, true, now + q, dr
   end
+  if charge then return tb_charge(limit, window, cap, tq, tr, q, dr, cost) end
   -- the first whole µs t with F - t <= (aq, ar)
   local t = T - aq
   if r > ar then t = t + 1 end
@@ -181,7 +216,19 @@ end
 
 -- leaky bucket (GCRA) -----------------------------------------------------
 
-local function leaky_bucket(limit, window, burst, cost, tat0)
+-- lb_charge takes a charge of cost that does not fit (algorithm.lbCharge).
+local function lb_charge(tat, cost, interval, max_debt)
+  local bound = max_debt + MAX_QUEUE
+  local c = floor(bound / interval) + 1
+  if cost < c then c = cost end
+  local debt = tat - now + c * interval
+  if debt > bound then debt = bound end
+  local r = floor((max_debt - debt) / interval)
+  if r < 0 then r = 0 end
+  return 0, 1, r, debt, debt + interval - max_debt, true, now + debt
+end
+
+local function leaky_bucket(limit, window, burst, cost, tat0, charge)
   local cap = capacity(2, limit, burst)
   local interval = floor((window + limit - 1) / limit)
   local max_debt = cap * interval
@@ -196,6 +243,7 @@ local function leaky_bucket(limit, window, burst, cost, tat0)
     return 0
   end
   if cost > cap then
+    if charge then return lb_charge(tat, cost, interval, max_debt) end
     return 0, 2, remaining(tat), tat - now, 0, clamped, base
   end
   -- in debts, not instants: tat + cost·interval may pass 2^53 from EPOCH
@@ -203,12 +251,13 @@ local function leaky_bucket(limit, window, burst, cost, tat0)
   if debt <= max_debt then
     return 1, 0, remaining(now + debt), debt, 0, true, now + debt
   end
+  if charge then return lb_charge(tat, cost, interval, max_debt) end
   return 0, 1, remaining(tat), tat - now, debt - max_debt, clamped, base
 end
 
 -- fixed window ------------------------------------------------------------
 
-local function fixed_window(limit, window, cost, T, A)
+local function fixed_window(limit, window, cost, T, A, charge)
   local start = wstart(now, window)
   local count, rebased = 0, false
   if T == start then count = A
@@ -222,6 +271,13 @@ local function fixed_window(limit, window, cost, T, A)
   local finish = start + window
   local reset = finish - now
   if count == 0 then reset = 0 end
+  if charge and count + cost > limit then
+    -- a charge: counted in full (up to MAX_CHARGE), past the limit
+    if cost > MAX_CHARGE then cost = MAX_CHARGE end
+    count = count + cost
+    if count > limit + MAX_CHARGE then count = limit + MAX_CHARGE end
+    return 0, 1, 0, finish - now, finish - now, true, start, count
+  end
   if cost > limit then
     return 0, 2, remaining(count), reset, 0, rebased, bT, bA
   end
@@ -425,6 +481,10 @@ local function take(keys, args)
   for i = 1, n do
     local kind, flags, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
     local starts = i == 1
+    local charge = false
+    if flags >= 4 then -- a charge (only ever sent with a cost > 0)
+      charge, flags = true, flags - 4
+    end
     if flags >= 2 then -- a new call starts: write the previous one
       if i > 1 then
         flush(keys, w, first, i - 1, vetoed)
@@ -433,7 +493,7 @@ local function take(keys, args)
       flags = flags - 2
     end
     -- a call of this key alone: the next key starts another (its flags byte)
-    local alone = starts and (i == n or byte(params, 34 * i + 2) >= 2)
+    local alone = starts and (i == n or byte(params, 34 * i + 2) % 4 >= 2)
     local key = keys[i]
     local allowed, reason, remaining, reset, retry, changed, wv, wt
 
@@ -446,12 +506,12 @@ local function take(keys, args)
       if not f1 then f1, f2, f3 = NEW, 0, 0 end
       local s1, s2, s3
       if kind == 1 then
-        allowed, reason, remaining, reset, retry, changed, s1, s2 = token_bucket(limit, window, burst, cost, f1, f2, f3)
+        allowed, reason, remaining, reset, retry, changed, s1, s2 = token_bucket(limit, window, burst, cost, f1, f2, f3, charge)
         s3 = limit
       elseif kind == 2 then
-        allowed, reason, remaining, reset, retry, changed, s1 = leaky_bucket(limit, window, burst, cost, f1)
+        allowed, reason, remaining, reset, retry, changed, s1 = leaky_bucket(limit, window, burst, cost, f1, charge)
       elseif kind == 3 then
-        allowed, reason, remaining, reset, retry, changed, s1, s2 = fixed_window(limit, window, cost, f1, f2)
+        allowed, reason, remaining, reset, retry, changed, s1, s2 = fixed_window(limit, window, cost, f1, f2, charge)
       else
         allowed, reason, remaining, reset, retry, changed, s1, s2, s3 = sliding_window(limit, window, cost, f1, f2, f3)
       end
@@ -474,8 +534,10 @@ local function take(keys, args)
     local state = 0
     if cost == 0 then
       state = 0
-    elseif allowed == 1 then
+    elseif allowed == 1 and not charge then
       state = 2
+    elseif charge then
+      state = 1 -- a charge is taken whatever the call's other keys say
     elseif changed then
       state = 1
     end

@@ -115,11 +115,11 @@ func fmtResult(r algorithm.Result) string {
 func Cases(k algorithm.Kind) []Case {
 	switch k {
 	case algorithm.TokenBucket:
-		return append(append([]Case(nil), tokenBucket...), tokenBucketExact...)
+		return append(append(append([]Case(nil), tokenBucket...), tokenBucketExact...), tokenBucketCharge...)
 	case algorithm.LeakyBucket:
-		return leakyBucket
+		return append(append([]Case(nil), leakyBucket...), leakyBucketCharge...)
 	case algorithm.FixedWindow:
-		return fixedWindow
+		return append(append([]Case(nil), fixedWindow...), fixedWindowCharge...)
 	case algorithm.SlidingWindow:
 		return slidingWindow
 	case algorithm.SlidingLog:
@@ -130,6 +130,13 @@ func Cases(k algorithm.Kind) []Case {
 
 func params(k algorithm.Kind, limit, window, burst int64) algorithm.Params {
 	return algorithm.Params{Kind: k, Limit: limit, Window: window, Burst: burst}
+}
+
+// charged is params of a rule whose calls are charges (Params.Charge).
+func charged(k algorithm.Kind, limit, window, burst int64) algorithm.Params {
+	p := params(k, limit, window, burst)
+	p.Charge = true
+	return p
 }
 
 func edit(k algorithm.Kind, limit, window, burst int64) *algorithm.Params {
