@@ -55,13 +55,12 @@ var bucketLimit = map[string][2]float64{
 
 // opsCall is one call of the load.
 type opsCall struct {
-	user, path   string
-	start, end   time.Time
-	allowed      bool
-	source       limiter.Origin
-	err          error
-	shard        string // the caller's shard when the load started
-	instanceDown bool
+	user, path string
+	start, end time.Time
+	allowed    bool
+	source     limiter.Origin
+	err        error
+	shard      string // the caller's shard when the load started
 }
 
 // opsLoad is the steady load of one run.
