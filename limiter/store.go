@@ -20,7 +20,24 @@ type Op struct {
 	// FailClosed ops deny while the shared store is unavailable; the others
 	// (failure_mode: open) are served from a coarse local limit meanwhile.
 	FailClosed bool
+	// Lease says whether a shared store may decide the op from a batch of
+	// the bucket's tokens leased to this instance (rules.LeaseMode).
+	Lease Lease
 }
+
+// Lease is an op's lease mode: LeaseAuto (the zero value), LeaseOff or
+// LeaseOn. A store that does not lease ignores it.
+type Lease uint8
+
+const (
+	// LeaseAuto: lease the bucket's tokens while this instance decides it
+	// often (the store's threshold).
+	LeaseAuto Lease = iota
+	// LeaseOff: one round trip to the store per decision.
+	LeaseOff
+	// LeaseOn: lease from the first decision.
+	LeaseOn
+)
 
 // Origin says where a decision came from.
 type Origin uint8

@@ -272,7 +272,7 @@ func decodeRules(n *tnode, s *Set) error {
 	return nil
 }
 
-var ruleFields = []string{"id", "description", "match", "by", "limit", "window", "burst", "algorithm", "max_reserve_wait", "failure_mode", "charge", "shadow", "quota", "enabled", "unlimited", "name", "replaces"}
+var ruleFields = []string{"id", "description", "match", "by", "limit", "window", "burst", "algorithm", "max_reserve_wait", "failure_mode", "charge", "lease", "shadow", "quota", "enabled", "unlimited", "name", "replaces"}
 
 // decodeRule decodes n into a Rule; d places it in a Set (nil: top level).
 // Members are decoded in document order, so the error is about the first bad
@@ -388,7 +388,7 @@ func (d decoder) duration(v *tnode, name string, dst *Duration) error {
 }
 
 // decodeRuleField decodes member k of the rest of the rule (id,
-// description, by, failure_mode, charge, shadow, quota, enabled, name,
+// description, by, failure_mode, charge, lease, shadow, quota, enabled, name,
 // replaces) into r.
 func decodeRuleField(d decoder, k tkey, r *Rule) error {
 	v := k.val
@@ -403,6 +403,8 @@ func decodeRuleField(d decoder, k tkey, r *Rule) error {
 		return d.str(v, k.name, (*string)(&r.FailureMode))
 	case "charge":
 		return d.str(v, k.name, (*string)(&r.Charge))
+	case "lease":
+		return d.str(v, k.name, (*string)(&r.Lease))
 	case "shadow":
 		return d.bool(v, k.name, &r.Shadow)
 	case "quota":

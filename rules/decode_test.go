@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 )
 
-const ruleFieldList = "id, description, match, by, limit, window, burst, algorithm, max_reserve_wait, failure_mode, charge, shadow, quota, enabled, unlimited, name, replaces"
+const ruleFieldList = "id, description, match, by, limit, window, burst, algorithm, max_reserve_wait, failure_mode, charge, lease, shadow, quota, enabled, unlimited, name, replaces"
 
 func TestDecodeRuleJSON(t *testing.T) {
 	got, err := DecodeRuleJSON([]byte(`{

@@ -113,6 +113,9 @@ func ruleNode(r *Rule) *yaml.Node {
 	if r.Charge != "" {
 		add(n, "charge", str(string(r.Charge)))
 	}
+	if r.Lease != "" {
+		add(n, "lease", str(string(r.Lease)))
+	}
 	if r.Shadow {
 		add(n, "shadow", boolNode(true))
 	}

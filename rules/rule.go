@@ -86,6 +86,26 @@ const (
 	ChargeAfterResponse Charge = "after_response"
 )
 
+// LeaseMode says whether an instance may decide a rule's hot buckets from
+// a batch of tokens it leased from the shared store (see docs/redis.md,
+// "Leases for hot buckets"). The zero value "" means LeaseAuto.
+type LeaseMode string
+
+const (
+	LeaseAuto LeaseMode = "auto" // lease a bucket this instance decides often; "" means LeaseAuto
+	LeaseOff  LeaseMode = "off"  // one round trip per decision, always
+	LeaseOn   LeaseMode = "on"   // lease from the first decision
+)
+
+// Valid reports whether m is auto, off, on or empty.
+func (m LeaseMode) Valid() bool {
+	switch m {
+	case "", LeaseAuto, LeaseOff, LeaseOn:
+		return true
+	}
+	return false
+}
+
 // Match selects the calls a rule applies to: a call must fit every field
 // that is set. An empty field matches anything: a rule with no plan applies
 // to every plan (and to callers with none), a rule with no endpoint to
@@ -181,6 +201,7 @@ type Rule struct {
 	MaxReserveWait Duration    `json:"max_reserve_wait,omitempty" yaml:"max_reserve_wait,omitempty"`
 	FailureMode    FailureMode `json:"failure_mode,omitempty" yaml:"failure_mode,omitempty"`
 	Charge         Charge      `json:"charge,omitempty" yaml:"charge,omitempty"`   // "" = request
+	Lease          LeaseMode   `json:"lease,omitempty" yaml:"lease,omitempty"`     // "" = auto; see LeaseMode
 	Shadow         bool        `json:"shadow,omitempty" yaml:"shadow,omitempty"`   // evaluate and report, never deny
 	Quota          bool        `json:"quota,omitempty" yaml:"quota,omitempty"`     // Envoy API: denies only with every other quota rule of the request (envoyproxy/ratelimit's quota_mode)
 	Enabled        *bool       `json:"enabled,omitempty" yaml:"enabled,omitempty"` // nil = true

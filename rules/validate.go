@@ -91,6 +91,9 @@ func (r *Rule) Validate() error {
 		if !r.FailureMode.Valid() {
 			return fieldErr(fmt.Sprintf("must be open or closed, got %q", string(r.FailureMode)), "failure_mode")
 		}
+		if !r.Lease.Valid() {
+			return fieldErr(fmt.Sprintf("must be auto, off or on, got %q", string(r.Lease)), "lease")
+		}
 		return nil
 	}
 	switch {
@@ -150,6 +153,9 @@ func (r *Rule) Validate() error {
 	}
 	if !r.FailureMode.Valid() {
 		return fieldErr(fmt.Sprintf("must be open or closed, got %q", string(r.FailureMode)), "failure_mode")
+	}
+	if !r.Lease.Valid() {
+		return fieldErr(fmt.Sprintf("must be auto, off or on, got %q", string(r.Lease)), "lease")
 	}
 	return nil
 }
