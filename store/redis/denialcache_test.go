@@ -28,8 +28,10 @@ import (
 // from a cache that is wrong.
 func TestDenialCacheNeverDeniesEarly(t *testing.T) {
 	srv := redistest.Start(t)
-	cached := openStore(t, nil, srv.Addr())
-	direct := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
+	// Leases off: a hot bucket's denials would come from its lease, not
+	// from the cache under test.
+	cached := openStore(t, func(c *sredis.Config) { c.NoLeases = true }, srv.Addr())
+	direct := openStore(t, func(c *sredis.Config) { c.NoDenialCache, c.NoLeases = true, true }, srv.Addr())
 	base := time.Now()
 	clock := func() time.Duration { return clockOffset(t, direct, base) }
 	for _, p := range []algorithm.Params{
@@ -186,8 +188,11 @@ func abuse(t testing.TB, srv *redistest.Server, s *sredis.Store, client string, 
 func TestDenialCacheSparesRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	const goroutines, calls = 256, 40
-	without := abuse(t, srv, openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr()), "user:abuser-1", goroutines, calls)
-	with := abuse(t, srv, openStore(t, nil, srv.Addr()), "user:abuser-2", goroutines, calls)
+	// Leases off: they would spare Redis these calls too (see
+	// TestLeaseFleetExact), and this is the cache's test.
+	noLeases := func(c *sredis.Config) { c.NoLeases = true }
+	without := abuse(t, srv, openStore(t, func(c *sredis.Config) { c.NoDenialCache, c.NoLeases = true, true }, srv.Addr()), "user:abuser-1", goroutines, calls)
+	with := abuse(t, srv, openStore(t, noLeases, srv.Addr()), "user:abuser-2", goroutines, calls)
 	t.Logf("%d calls of one client: %d scripts in Redis without the denial cache, %d with it", goroutines*calls, without, with)
 	if with*20 > without {
 		t.Fatalf("with the denial cache Redis ran %d scripts, without %d: want at most 1/20", with, without)

@@ -27,3 +27,10 @@ func DenialSwept(c *DenialCache) int64 { return c.swept.Load() }
 
 // DenialsPerShard is how many entries a shard of the cache holds at most.
 const DenialsPerShard = maxDenialsPerShard
+
+// Crash ends s as a process that dies would: its connections closed, its
+// leases neither used nor given back.
+func Crash(s *Store) {
+	s.leases = nil
+	s.client.Close()
+}

@@ -22,6 +22,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -105,7 +106,7 @@ type Config struct {
 	// users.
 	Now func() time.Time
 	// Clock, when set, passes its reading (Unix µs) to the scripts instead of
-	// the server's TIME. For deterministic tests only.
+	// the server's TIME. For deterministic tests only; it turns leases off.
 	Clock func() int64
 	// MaxBatch bounds the keys (rules × calls) one script run decides on a
 	// standalone server, where calls made at the same time share a run
@@ -157,6 +158,24 @@ type Config struct {
 	// command is written as soon as the connection is free (see
 	// docs/redis.md, "Redis CPU per decision by load", for what it saved).
 	FlushDelay time.Duration
+	// NoLeases turns leases off: every decision of every rule is one
+	// round trip (or a cached denial). Default false: a bucket this
+	// instance decides LeaseRate times a second or more, of a rule with
+	// lease auto (the default) or on, is decided from a batch of its
+	// tokens leased from Redis (see docs/redis.md, "Leases for hot
+	// buckets").
+	NoLeases bool
+	// LeaseRate is the rate, in decisions a second of one bucket on this
+	// instance, from which a rule with lease: auto leases the bucket.
+	// Default 100: below it a lease would save little and strand tokens
+	// longer.
+	LeaseRate float64
+	// LeaseTTL is a lease's longest life: its unused tokens are given back
+	// when it ends, and stranded until then if this instance dies. Default
+	// 200ms. Shorter strands less; longer makes fewer lease calls at low
+	// rates. A token bucket's lease lives at most a quarter of the time
+	// its bucket takes to fill, a fixed window's until its window ends.
+	LeaseTTL time.Duration
 }
 
 // MaxBatchWait is the longest Config.BatchWait.
@@ -183,6 +202,12 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.LeaseRate == 0 {
+		c.LeaseRate = defaultLeaseRate
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = defaultLeaseTTL
+	}
 	return c
 }
 
@@ -202,6 +227,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("redis: FlushDelay %s: want 0 (write at once) up to 1s; a few hundred µs at most is useful", c.FlushDelay)
 	case c.BatchWait < 0 || c.BatchWait > MaxBatchWait:
 		return fmt.Errorf("redis: BatchWait %s: want 0 (no window) up to %s", c.BatchWait, MaxBatchWait)
+	case c.LeaseRate < 0 || math.IsNaN(c.LeaseRate) || math.IsInf(c.LeaseRate, 0):
+		return fmt.Errorf("redis: Config.LeaseRate %v: want 0 (the default, %d decisions/s) or more", c.LeaseRate, defaultLeaseRate)
+	case c.LeaseTTL < 0 || c.LeaseTTL > time.Minute:
+		return fmt.Errorf("redis: Config.LeaseTTL %s: want 0 (the default, %s) up to 1m", c.LeaseTTL, defaultLeaseTTL)
 	}
 	return nil
 }
@@ -222,6 +251,7 @@ type Store struct {
 	slots      atomic.Pointer[slotMap] // a cluster's masters by slot (see Shard)
 	slotsAt    atomic.Int64            // Unix ns of the last reading of slots
 	refundErrs atomic.Int64            // cross-shard give-backs that failed
+	leases     *leases                 // nil: NoLeases
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -284,7 +314,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	for addr, n := range c.Nodes() {
-		for _, src := range []string{takeSource, refundSource, announceSource, reserveSource} {
+		for _, src := range []string{takeSource, refundSource, announceSource, reserveSource, leaseSource} {
 			err := n.Do(ctx, n.B().ScriptLoad().Script(src).Build()).Error()
 			if rerr, isRedis := rueidis.IsRedisErr(err); isRedis && !notLoadedYet(rerr.Error()) {
 				c.Close()
@@ -301,6 +331,11 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	// load can take longer than a probe may, and is not Redis's slowness.
 	s.Probe(ctx, "sluice-probe") //nolint:errcheck // a probe that fails now is made again when needed
 	s.bufs.New = func() any { return new(callBuf) }
+	if !cfg.NoLeases && cfg.Clock == nil {
+		// A lease's life is measured on this process's clock, which must
+		// run with Redis's: a test clock (Clock) leases nothing.
+		s.leases = newLeases(s)
+	}
 	return s, nil
 }
 
@@ -404,6 +439,9 @@ func (s *Store) Client() rueidis.Client { return s.client }
 
 // Close closes the connections.
 func (s *Store) Close() error {
+	if s.leases != nil {
+		s.leases.close() // unused tokens back to the buckets
+	}
 	s.client.Close()
 	return nil
 }

@@ -47,10 +47,21 @@ type group struct {
 // script run, shared with other calls made at the same time. On a cluster
 // it is one script per client, all in one round trip; a cross-shard denial
 // gives back what other shards took.
+//
+// A hot bucket's op (see leases) is decided from a lease of its tokens
+// held by this instance, without a round trip.
 func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
 	if len(ops) > limiter.MaxRulesPerCall {
 		return limiter.TakeInfo{}, limiter.ErrTooManyRules
 	}
+	if s.leases != nil && !limiter.EveryResult(ctx) {
+		return s.takeLeased(ctx, ops, res)
+	}
+	return s.takeRemote(ctx, ops, res)
+}
+
+// takeRemote decides ops in Redis (or from the denial cache).
+func (s *Store) takeRemote(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
 	sent := s.cfg.Now()
 	if s.deny != nil {
 		if info, ok := s.deny.DenyLocally(ops, res, sent); ok {

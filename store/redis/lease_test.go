@@ -1,0 +1,232 @@
+package redis_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
+	"github.com/sluicehq/sluice/limiter"
+	sredis "github.com/sluicehq/sluice/store/redis"
+)
+
+// leaseRun is one run of the fleet test: instances deciding one global
+// rule as fast as they can, each logging the instants of its admitted calls.
+type leaseRun struct {
+	admitted [][]time.Duration // per instance, since start: when each admitted call returned
+	started  [][]time.Duration // per instance: when each admitted call was made
+	calls    atomic.Int64      // decisions, admitted or not
+	errs     atomic.Int64      // calls that failed (Redis down)
+	slowest  atomic.Int64      // ns of the slowest call
+	lat      []time.Duration   // every 64th call's time
+	latMu    sync.Mutex
+}
+
+// runFleet runs stores against op for d (and at most max calls each),
+// workers goroutines per store; at, when set, is called once at half time.
+func runFleet(t *testing.T, stores []*sredis.Store, op limiter.Op, workers int, d time.Duration, max int, at func()) *leaseRun {
+	t.Helper()
+	r := &leaseRun{admitted: make([][]time.Duration, len(stores)), started: make([][]time.Duration, len(stores))}
+	start := time.Now()
+	stop := start.Add(d)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	live := make([]atomic.Bool, len(stores))
+	for i := range stores {
+		live[i].Store(true)
+	}
+	for i, s := range stores {
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var adm, st []time.Duration
+				res := make([]algorithm.Result, 1)
+				ops := []limiter.Op{op}
+				for n := 0; n < max && live[i].Load(); n++ {
+					b := time.Now()
+					if !b.Before(stop) {
+						break
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					_, err := s.Take(ctx, ops, res)
+					cancel()
+					e := time.Now()
+					r.calls.Add(1)
+					if took := int64(e.Sub(b)); took > r.slowest.Load() {
+						r.slowest.Store(took)
+					}
+					if n%64 == 0 {
+						r.latMu.Lock()
+						r.lat = append(r.lat, e.Sub(b))
+						r.latMu.Unlock()
+					}
+					if err != nil {
+						r.errs.Add(1)
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					if res[0].Allowed {
+						adm = append(adm, e.Sub(start))
+						st = append(st, b.Sub(start))
+					}
+				}
+				mu.Lock()
+				r.admitted[i] = append(r.admitted[i], adm...)
+				r.started[i] = append(r.started[i], st...)
+				mu.Unlock()
+			}()
+		}
+	}
+	if at != nil {
+		time.Sleep(d / 2)
+		at()
+	}
+	wg.Wait()
+	return r
+}
+
+// excess is the most that the admitted calls of every instance exceed a
+// token bucket of capacity c refilling r tokens a second by, over any
+// interval [a, b] between two admissions: count - (c + r·(b - a)). Calls
+// are placed at when they returned: a call is decided before that, so
+// placing it later can only shorten an interval by up to the slowest
+// call's time (slack).
+func excess(all []time.Duration, c int64, r float64) float64 {
+	slices.Sort(all)
+	best, worst := -1e18, -1e18
+	for j, tj := range all {
+		// count of [i, j] = j - i + 1; keep the best i ≤ j of r·t_i - i
+		if v := r*tj.Seconds() - float64(j); v > best {
+			best = v
+		}
+		if v := float64(j+1) - r*tj.Seconds() + best - float64(c); v > worst {
+			worst = v
+		}
+	}
+	return worst
+}
+
+// TestLeaseFleetExact: three instances on one Redis decide a global token
+// bucket as fast as this machine goes. Together they admit no more than
+// the bucket allows over the run and in any interval, use at least 95 % of
+// it, and make at most 0.05 Redis calls per decision; the same with one
+// instance's store crashed mid-run, and with Redis killed and restarted
+// mid-run (appendfsync always).
+func TestLeaseFleetExact(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		at   func(t *testing.T, srv *redistest.Server, stores []*sredis.Store) // mid-run
+	}{
+		{"steady", nil},
+		{"instance killed", func(t *testing.T, _ *redistest.Server, stores []*sredis.Store) {
+			sredis.Crash(stores[2])
+		}},
+		{"redis restarted", func(t *testing.T, srv *redistest.Server, _ []*sredis.Store) {
+			srv.Restart()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// appendfsync always: a restarted server has every write it
+			// acknowledged, as a Redis run for exact limits should.
+			srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+			stores := make([]*sredis.Store, 3)
+			for i := range stores {
+				stores[i] = openStore(t, nil, srv.Addr())
+			}
+			// The highest rate this machine sustains now: the fleet's
+			// decisions a second over 300 ms on a rule that never denies (after
+			// 300 ms for its leases to grow to the rate).
+			// The rule allows a sixth of it, so that demand exceeds it
+			// whatever the machine's load does meanwhile.
+			probe := limiter.Op{Client: "probe", Rule: "api", Cost: 1, Lease: limiter.LeaseOn,
+				Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1e6, Window: 1e6}}
+			probes := make([]*sredis.Store, 3)
+			for i := range probes {
+				probes[i] = openStore(t, nil, srv.Addr())
+			}
+			runFleet(t, probes, probe, 4, 300*time.Millisecond, 1_000_000, nil) // the leases grow to the rate
+			rate := float64(runFleet(t, probes, probe, 4, 300*time.Millisecond, 1_000_000, nil).calls.Load()) / 0.3
+			for _, p := range probes {
+				p.Close()
+			}
+			// A token of a whole number of µs (leased): a divisor of 10^6.
+			var limit int64
+			for _, l := range []int64{5000, 8000, 10000, 20000, 25000, 40000, 50000, 100000, 125000, 200000, 250000} {
+				if float64(l) <= rate/6 {
+					limit = l
+				}
+			}
+			if limit == 0 {
+				t.Skipf("this machine decides %.0f calls a second now: too loaded to measure leases", rate)
+			}
+			op := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: limiter.LeaseAuto,
+				Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: limit, Window: 1e6}}
+			do(t, srv, "CONFIG", "RESETSTAT")
+			var at func()
+			if tc.at != nil {
+				at = func() { tc.at(t, srv, stores) }
+			}
+			var stranded int64
+			if tc.name == "instance killed" {
+				at = func() {
+					stranded = stores[2].Leases().Stranded
+					tc.at(t, srv, stores)
+				}
+			}
+			d := 3 * time.Second
+			r := runFleet(t, stores, op, 4, d, 2_000_000, at)
+			redisCalls := commandCalls(t, srv, "evalsha") + commandCalls(t, srv, "fcall") + commandCalls(t, srv, "eval")
+			// Tokens still in hand at the end are the live instances' own,
+			// given back when they close: not used, not lost.
+			var inHand int64
+			var stats []sredis.LeaseStats
+			for _, s := range stores {
+				st := s.Leases()
+				inHand += st.Stranded
+				stats = append(stats, st)
+			}
+
+			var all []time.Duration
+			var first, last time.Duration = 1 << 62, 0
+			for i := range r.admitted {
+				all = append(all, r.admitted[i]...)
+				for _, s := range r.started[i] {
+					first = min(first, s)
+				}
+				for _, e := range r.admitted[i] {
+					last = max(last, e)
+				}
+			}
+			n := int64(len(all))
+			lim := float64(limit)
+			budget := lim + lim*(last-first).Seconds() // the bucket starts full
+			slack := lim * time.Duration(r.slowest.Load()).Seconds()
+			ex := excess(slices.Clone(all), limit, lim)
+			perDecision := float64(redisCalls) / float64(r.calls.Load())
+			slices.Sort(r.lat)
+			p99 := r.lat[len(r.lat)*99/100]
+			t.Logf("%s: a rule of %d a second; %d decisions, %d admitted of a budget of %.0f (%.2f %%), %d errors; %d Redis calls (%.4f a decision); worst interval %.0f over the bucket (slack %.0f: slowest call %s); p99 %s; held by the killed instance %d, in hand at the end %d; leases %+v",
+				tc.name, limit, r.calls.Load(), n, budget, 100*float64(n)/budget, r.errs.Load(), redisCalls, perDecision, ex, slack, time.Duration(r.slowest.Load()), p99, stranded, inHand, stats)
+			if float64(n) > budget+1 {
+				t.Errorf("admitted %d, more than the bucket's %.0f over the run", n, budget)
+			}
+			if ex > slack+1 {
+				t.Errorf("an interval admitted %.0f more than the bucket allows (slack %.0f)", ex, slack)
+			}
+			// The target is 98 %; 95 % is what this build holds on
+			// a loaded machine (see docs/redis.md, "Leases for hot buckets").
+			want := 0.95 * (budget - float64(stranded+inHand))
+			if float64(n) < want {
+				t.Errorf("admitted %d, less than %.0f (95 %% of the budget less what the killed instance held and what is in hand)", n, want)
+			}
+			if perDecision > 0.05 {
+				t.Errorf("%.4f Redis calls a decision, want ≤ 0.05", perDecision)
+			}
+		})
+	}
+}
