@@ -151,7 +151,12 @@ func (l *leases) lookup(key string, op *limiter.Op, now time.Time) *bucketLease 
 				return nil
 			}
 		}
-		b = &bucketLease{params: op.Params, rate: l.rate}
+		// sized from the rate that made it hot, not from the threshold
+		rate := l.rate
+		if n := l.counts[key]; n > 0 {
+			rate = max(rate, float64(n)/max(now.Sub(l.at).Seconds(), 0.01))
+		}
+		b = &bucketLease{params: op.Params, rate: rate}
 		l.m[key] = b
 	}
 	b.count++

@@ -21,8 +21,8 @@
 -- F ≥ e + n·I; and no use comes before Redis had the tokens. The admitted
 -- calls of every instance together then conform to the bucket. The cost:
 -- e is at most the bucket's debt away (F, when F > now: free), but at
--- least ttl/8, whose refill is charged when the bucket is nearer full
--- (under-admission of at most ttl/8's refill per lease, none while demand
+-- least ttl/32, whose refill is charged when the bucket is nearer full
+-- (under-admission of at most ttl/32's refill per lease, none while demand
 -- exceeds the rule: the bucket is then in debt).
 --
 -- A fixed window's lease lives at most until the window ends: its tokens
@@ -77,14 +77,14 @@ if kind == 1 then
   end
   -- The lease lives until e and is charged at e: F = max(F, e) + n·I.
   -- While the bucket is in debt (F > now) a life up to F costs nothing
-  -- more; a bucket nearer full gets a life of at least ttl/8, whose
+  -- more; a bucket nearer full gets a life of at least ttl/32, whose
   -- refill is charged.
   local e = now + ttl
   local base = T
   if base < now then base = now end
   if base < e then
     local life = base - now
-    if life < floor(ttl / 8) then life = floor(ttl / 8) end
+    if life < floor(ttl / 32) then life = floor(ttl / 32) end
     e = now + life
   end
   local F = T

@@ -113,7 +113,7 @@ func excess(all []time.Duration, c int64, r float64) float64 {
 
 // TestLeaseFleetExact: three instances on one Redis decide a global token
 // bucket as fast as this machine goes. Together they admit no more than
-// the bucket allows over the run and in any interval, use at least 95 % of
+// the bucket allows over the run and in any interval, use at least 98 % of
 // it, and make at most 0.05 Redis calls per decision; the same with one
 // instance's store crashed mid-run, and with Redis killed and restarted
 // mid-run (appendfsync always).
@@ -218,15 +218,55 @@ func TestLeaseFleetExact(t *testing.T) {
 			if ex > slack+1 {
 				t.Errorf("an interval admitted %.0f more than the bucket allows (slack %.0f)", ex, slack)
 			}
-			// The target is 98 %; 95 % is what this build holds on
-			// a loaded machine (see docs/redis.md, "Leases for hot buckets").
-			want := 0.95 * (budget - float64(stranded+inHand))
+			if tc.name == "redis restarted" {
+				// A lease call Redis ran but whose answer the kill lost:
+				// charged, never received. At most one a store, of at
+				// most a quarter of the refill over a lease's life.
+				stranded = int64(len(stores)) * limit * int64(sredis.DefaultConfig().LeaseTTL/time.Millisecond) / 1000 / 4
+			}
+			want := 0.98 * (budget - float64(stranded+inHand))
 			if float64(n) < want {
-				t.Errorf("admitted %d, less than %.0f (95 %% of the budget less what the killed instance held and what is in hand)", n, want)
+				t.Errorf("admitted %d, less than %.0f (98 %% of the budget less what the killed instance held and what is in hand)", n, want)
 			}
 			if perDecision > 0.05 {
 				t.Errorf("%.4f Redis calls a decision, want ≤ 0.05", perDecision)
 			}
 		})
+	}
+}
+
+// TestLeaseCluster: on a Redis Cluster a bucket is leased from its own
+// shard, and two stores deciding it together stay within it, with leased
+// decisions and few lease calls.
+func TestLeaseCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	stores := []*sredis.Store{openStore(t, nil, c.Addrs()...), openStore(t, nil, c.Addrs()...)}
+	const limit = 10000
+	op := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: limiter.LeaseOn,
+		Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: limit, Window: 1e6}}
+	r := runFleet(t, stores, op, 2, time.Second, 200_000, nil)
+	var all []time.Duration
+	var first, last time.Duration = 1 << 62, 0
+	for i := range r.admitted {
+		all = append(all, r.admitted[i]...)
+		for _, s := range r.started[i] {
+			first = min(first, s)
+		}
+		for _, e := range r.admitted[i] {
+			last = max(last, e)
+		}
+	}
+	budget := limit + limit*(last-first).Seconds()
+	var calls, decided int64
+	for _, s := range stores {
+		st := s.Leases()
+		calls, decided = calls+st.Calls, decided+st.Decided
+	}
+	t.Logf("%d decisions, %d admitted of %.0f, %d errors; %d lease calls, %d decisions from leases", r.calls.Load(), len(all), budget, r.errs.Load(), calls, decided)
+	if float64(len(all)) > budget+1 {
+		t.Errorf("admitted %d, more than the bucket's %.0f", len(all), budget)
+	}
+	if decided < r.calls.Load()/2 || calls == 0 {
+		t.Errorf("%d of %d decisions from leases (%d lease calls), want most", decided, r.calls.Load(), calls)
 	}
 }
