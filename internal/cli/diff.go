@@ -68,7 +68,7 @@ func planValue(raw json.RawMessage) string {
 // ruleOrder is the order rule fields are listed in, as in the rules file;
 // other fields follow in name order.
 var ruleOrder = []string{"id", "description", "match.plan", "match.endpoint", "by", "limit", "window", "burst",
-	"algorithm", "failure_mode", "shadow", "enabled", "unlimited", "name", "replaces"}
+	"algorithm", "failure_mode", "lease", "shadow", "enabled", "unlimited", "name", "replaces"}
 
 // ruleDefaults are the values a rule field takes when it is left out, so
 // that an update shows what changed in meaning ("by client → ip", not
@@ -81,6 +81,7 @@ var ruleDefaults = map[string]any{
 	"burst":          "default",
 	"algorithm":      "token_bucket",
 	"failure_mode":   "open",
+	"lease":          "auto",
 	"shadow":         false,
 	"enabled":        true,
 	"unlimited":      false,

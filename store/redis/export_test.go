@@ -28,9 +28,6 @@ func DenialSwept(c *DenialCache) int64 { return c.swept.Load() }
 // DenialsPerShard is how many entries a shard of the cache holds at most.
 const DenialsPerShard = maxDenialsPerShard
 
-// Crash ends s as a process that dies would: its connections closed, its
-// leases neither used nor given back.
-func Crash(s *Store) {
-	s.leases = nil
-	s.client.Close()
-}
+// Crash closes s's connections as a process that dies would: the leases
+// it holds are not given back (its callers must stop using it).
+func Crash(s *Store) { s.client.Close() }

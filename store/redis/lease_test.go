@@ -27,8 +27,9 @@ type leaseRun struct {
 }
 
 // runFleet runs stores against op for d (and at most max calls each),
-// workers goroutines per store; at, when set, is called once at half time.
-func runFleet(t *testing.T, stores []*sredis.Store, op limiter.Op, workers int, d time.Duration, max int, at func()) *leaseRun {
+// workers goroutines per store; at, when set, is called once at half time
+// with a function that stops store i's callers.
+func runFleet(t *testing.T, stores []*sredis.Store, op limiter.Op, workers int, d time.Duration, max int, at func(stop func(i int))) *leaseRun {
 	t.Helper()
 	r := &leaseRun{admitted: make([][]time.Duration, len(stores)), started: make([][]time.Duration, len(stores))}
 	start := time.Now()
@@ -84,7 +85,7 @@ func runFleet(t *testing.T, stores []*sredis.Store, op limiter.Op, workers int, 
 	}
 	if at != nil {
 		time.Sleep(d / 2)
-		at()
+		at(func(i int) { live[i].Store(false) })
 	}
 	wg.Wait()
 	return r
@@ -120,13 +121,14 @@ func excess(all []time.Duration, c int64, r float64) float64 {
 func TestLeaseFleetExact(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		at   func(t *testing.T, srv *redistest.Server, stores []*sredis.Store) // mid-run
+		at   func(t *testing.T, srv *redistest.Server, stores []*sredis.Store, stop func(int)) // mid-run
 	}{
 		{"steady", nil},
-		{"instance killed", func(t *testing.T, _ *redistest.Server, stores []*sredis.Store) {
+		{"instance killed", func(t *testing.T, _ *redistest.Server, stores []*sredis.Store, stop func(int)) {
+			stop(2) // its callers are gone, and its connections
 			sredis.Crash(stores[2])
 		}},
-		{"redis restarted", func(t *testing.T, srv *redistest.Server, _ []*sredis.Store) {
+		{"redis restarted", func(t *testing.T, srv *redistest.Server, _ []*sredis.Store, _ func(int)) {
 			srv.Restart()
 		}},
 	} {
@@ -167,15 +169,16 @@ func TestLeaseFleetExact(t *testing.T) {
 			op := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: limiter.LeaseAuto,
 				Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: limit, Window: 1e6}}
 			do(t, srv, "CONFIG", "RESETSTAT")
-			var at func()
-			if tc.at != nil {
-				at = func() { tc.at(t, srv, stores) }
-			}
+			var at func(func(int))
 			var stranded int64
-			if tc.name == "instance killed" {
-				at = func() {
-					stranded = stores[2].Leases().Stranded
-					tc.at(t, srv, stores)
+			if tc.at != nil {
+				at = func(stop func(int)) {
+					tc.at(t, srv, stores, stop)
+					if tc.name == "instance killed" {
+						// what it held, with what a lease call it had out brought
+						time.Sleep(50 * time.Millisecond)
+						stranded = stores[2].Leases().Stranded
+					}
 				}
 			}
 			d := 3 * time.Second
