@@ -76,6 +76,9 @@ func main() {
 		maxWait     = flag.Duration("max-wait", time.Second, "-mode reserve: the longest a reservation may wait for its slot")
 		evalsha     = flag.Bool("evalsha", false, "store/redis Config.Evalsha: run take.lua with EVALSHA, not FCALL")
 		batchWait   = flag.Duration("batch-wait", 0, "store/redis Config.BatchWait: how long a call that would start a script run waits for others to share it (0: it goes at once; up to 10ms)")
+		zipf        = flag.Float64("zipf", 0, "pick users by a Zipf law of this exponent (> 1; a few heavy callers), not uniformly (0)")
+		global      = flag.Int64("global", 0, "add a by: global rule of this many calls a second (a hot key; 0: none); -mode incr then counts a global key too")
+		leases      = flag.Bool("leases", true, "store/redis leases for hot buckets (false: Config.NoLeases)")
 		flushDelay  = flag.Duration("flush-delay", 0, "store/redis Config.FlushDelay: how long a connection may hold a write for more commands while a reply is out (0: write at once)")
 	)
 	flag.Parse()
@@ -92,6 +95,8 @@ func main() {
 	cfg.Evalsha = *evalsha
 	cfg.FlushDelay = *flushDelay
 	cfg.BatchWait = *batchWait
+	cfg.NoLeases = !*leases
+	pickZipf, globalLimit = *zipf, *global
 	if *mode != "sluice" && *mode != "incr" && *mode != "reserve" && *mode != "floor" {
 		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice, reserve, incr or floor\n", *mode)
 		os.Exit(2)
@@ -113,6 +118,22 @@ const (
 	incrLimit  = 10
 )
 
+// pickZipf and globalLimit are -zipf and -global.
+var (
+	pickZipf    float64
+	globalLimit int64
+)
+
+// picker returns a function that picks a user index: uniformly, or by a
+// Zipf law (-zipf).
+func picker(r *rand.Rand, n int) func() int {
+	if pickZipf > 1 && n > 1 {
+		z := rand.NewZipf(r, pickZipf, 1, uint64(n-1))
+		return func() int { return int(z.Uint64()) }
+	}
+	return func() int { return r.IntN(n) }
+}
+
 func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, keyspace int, requests int64, rate float64, warmup int, cpuprofile string, maxWait time.Duration) error {
 	if concurrency < 1 || keyspace < 1 || duration <= 0 {
 		return errors.New("-concurrency, -keyspace and -duration must be positive")
@@ -131,6 +152,10 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		Window:    rules.Duration(10 * time.Second),
 		Algorithm: algorithm.TokenBucket,
 	}}}
+	if globalLimit > 0 {
+		set.Rules = append(set.Rules, rules.Rule{ID: "global", By: rules.ByGlobal, Limit: globalLimit,
+			Window: rules.Duration(time.Second), Algorithm: algorithm.TokenBucket})
+	}
 	ix, err := rules.Compile(set)
 	if err != nil {
 		return err
@@ -145,8 +170,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	newCall := func(worker int) loadgen.Call {
 		r := rand.New(rand.NewPCG(uint64(worker)+1, uint64(time.Now().UnixNano())))
 		req := limiter.Request{Method: "GET", Path: "/api/orders"}
+		pick := picker(r, len(users))
 		return func(ctx context.Context) (bool, error) {
-			req.User = users[r.IntN(len(users))]
+			req.User = users[pick()]
 			d, err := lim.Check(ctx, &req)
 			return d.Allowed, err
 		}
@@ -169,9 +195,22 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		command = "incrby"
 		newCall = func(worker int) loadgen.Call {
 			r := rand.New(rand.NewPCG(uint64(worker)+1, uint64(time.Now().UnixNano())))
+			pick := picker(r, len(users))
 			return func(ctx context.Context) (bool, error) {
 				start := time.Now().Unix() / incrWindow * incrWindow
-				key := "rl:{user:" + users[r.IntN(len(users))] + "}:bench_" + strconv.FormatInt(start, 10)
+				key := "rl:{user:" + users[pick()] + "}:bench_" + strconv.FormatInt(start, 10)
+				if globalLimit > 0 {
+					// two descriptors: each key its INCRBY and EXPIRE, one round trip
+					gkey := "rl:{global}:global_" + strconv.FormatInt(start, 10)
+					rs := c.DoMulti(ctx,
+						c.B().Incrby().Key(key).Increment(1).Build(),
+						c.B().Expire().Key(key).Seconds(incrWindow).Build(),
+						c.B().Incrby().Key(gkey).Increment(1).Build(),
+						c.B().Expire().Key(gkey).Seconds(incrWindow).Build())
+					n, err := rs[0].AsInt64()
+					g, gerr := rs[2].AsInt64()
+					return n <= incrLimit && g <= globalLimit, errors.Join(err, gerr)
+				}
 				rs := c.DoMulti(ctx,
 					c.B().Incrby().Key(key).Increment(1).Build(),
 					c.B().Expire().Key(key).Seconds(incrWindow).Build())

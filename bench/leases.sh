@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# bench/leases.sh — leases for hot buckets against no leases and against
+# the counter, on the Zipf workload of issue 33: KEYSPACE callers (default
+# 1,000,000) picked by a Zipf law of exponent ZIPF (default 1.1: a few
+# heavy callers), each call checked against a per-caller rule (token
+# bucket, 100 per 10 s) and a global rule (GLOBAL calls a second, default
+# 100,000). Contenders, in ROUNDS alternating rounds (default 3) of
+# DURATION each (default 5s), each from an empty database:
+#   leases:   bench/redis (limiter over store/redis, leases on: the default)
+#   noleases: the same with -leases=false (one script run per call)
+#   incr:     bench/redis -mode incr -global: one pipeline of INCRBY+EXPIRE
+#             on the caller's key and on the global key per decision, as
+#             envoyproxy/ratelimit does for two descriptors
+# Prints per run the RESULT line, then per contender the medians of Redis
+# CPU per 1,000 decisions (INFO cpu), decisions/s and p99.
+#
+#   bench/leases.sh                      # defaults
+#   ROUNDS=5 DURATION=10s bench/leases.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5s} KEYSPACE=${KEYSPACE:-1000000}
+ZIPF=${ZIPF:-1.1} GLOBAL=${GLOBAL:-100000} CONCURRENCY=${CONCURRENCY:-64}
+bin=$(mktemp -d)
+trap 'kill "$rpid" 2>/dev/null || true; rm -rf "$bin"' EXIT
+go build -o "$bin/redis-bench" ./bench/redis
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --hz 100 --daemonize no --logfile "$bin/redis.log" &
+rpid=$!
+for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+run() { # name, args...
+  local name=$1; shift
+  redis-cli -p "$port" flushall >/dev/null
+  "$bin/redis-bench" -redis "127.0.0.1:$port" -duration "$DURATION" -concurrency "$CONCURRENCY" \
+    -keyspace "$KEYSPACE" -zipf "$ZIPF" -global "$GLOBAL" "$@" | grep '^RESULT' | sed "s/^RESULT/RESULT contender=$name/"
+}
+out=$bin/results
+for r in $(seq "$ROUNDS"); do
+  run leases >>"$out"
+  run noleases -leases=false >>"$out"
+  run incr -mode incr >>"$out"
+done
+cat "$out"
+for c in leases noleases incr; do
+  python3 - "$out" "$c" <<'PY'
+import sys, statistics
+rows = [dict(kv.split('=', 1) for kv in l.split()[1:]) for l in open(sys.argv[1]) if f"contender={sys.argv[2]} " in l]
+med = lambda k: statistics.median(float(r[k]) for r in rows)
+print(f"{sys.argv[2]}: median of {len(rows)}: cpu_ms_per_1000={med('cpu_ms_per_1000'):.2f} decisions_per_s={med('decisions_per_s'):.0f} p99_us={med('p99_us'):.1f}")
+PY
+done
