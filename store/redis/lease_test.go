@@ -273,3 +273,63 @@ func TestLeaseCluster(t *testing.T) {
 		t.Errorf("%d of %d decisions from leases (%d lease calls), want most", decided, r.calls.Load(), calls)
 	}
 }
+
+// TestLeaseFixedWindow: two stores lease a fixed window of 5,000 a
+// 200 ms window; no window (aligned to the epoch on Redis's clock, the
+// clock of this machine) admits more than its limit. A call whose start
+// and return fall in two windows is counted in neither (its window is
+// not known from here); the others are counted in theirs.
+func TestLeaseFixedWindow(t *testing.T) {
+	srv := redistest.Start(t)
+	stores := []*sredis.Store{openStore(t, nil, srv.Addr()), openStore(t, nil, srv.Addr())}
+	const limit, window = 5000, 200_000 // µs
+	op := limiter.Op{Client: "global", Rule: "fw", Cost: 1, Lease: limiter.LeaseOn,
+		Params: algorithm.Params{Kind: algorithm.FixedWindow, Limit: limit, Window: window}}
+	var mu sync.Mutex
+	counts := map[int64]int64{}
+	var ambiguous, total int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(1200 * time.Millisecond)
+	for _, s := range stores {
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res := make([]algorithm.Result, 1)
+				for n := 0; n < 500_000 && time.Now().Before(stop); n++ {
+					b := time.Now().UnixMicro()
+					if _, err := s.Take(context.Background(), []limiter.Op{op}, res); err != nil {
+						t.Error(err)
+						return
+					}
+					e := time.Now().UnixMicro()
+					if !res[0].Allowed {
+						continue
+					}
+					mu.Lock()
+					total++
+					if b/window == e/window {
+						counts[b/window]++
+					} else {
+						ambiguous++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	var leased int64
+	for _, s := range stores {
+		leased += s.Leases().Decided
+	}
+	t.Logf("%d admitted over %d windows (%d across a boundary); %d decisions from leases", total, len(counts), ambiguous, leased)
+	for w, n := range counts {
+		if n > limit {
+			t.Errorf("window %d admitted %d, limit %d", w, n, limit)
+		}
+	}
+	if leased == 0 {
+		t.Error("no decision from a lease")
+	}
+}
