@@ -109,14 +109,19 @@ func newLeases(s *Store) *leases {
 	return l
 }
 
-// leasable reports whether op's bucket can be leased: a non-shadow op of a
-// token bucket with a whole-µs token or of a fixed window, with a cost its
-// bucket can hold.
+// leasable reports whether op's bucket can be leased: a non-shadow op,
+// not a charge (Params.Charge), of a token bucket with a whole-µs token or
+// of a fixed window, with a cost its bucket can hold.
 func leasable(op *limiter.Op) bool {
 	if op.Lease == limiter.LeaseOff || op.Shadow || op.Cost <= 0 {
 		return false
 	}
 	p := op.Params
+	if p.Charge {
+		// charge: after_response takes its cost in full, into debt: a
+		// lease that refused it would not be that rule
+		return false
+	}
 	switch p.Kind {
 	case algorithm.TokenBucket:
 		return p.Limit > 0 && p.Window%p.Limit == 0 && op.Cost <= p.Capacity()
