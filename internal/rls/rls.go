@@ -88,11 +88,12 @@ type Config struct {
 	// NEAR_LIMIT_RATIO). Default 0.8.
 	NearLimitRatio float64
 
-	// OnDenied, when set, is told every descriptor a rule denies, with
-	// the client id the rule's bucket is keyed by, as the check API's
-	// server.Config.OnDenied (the console's top list). It runs on the
-	// request's goroutine: it must be cheap and must keep neither
-	// argument. An allowed descriptor never reaches it.
+	// OnDenied, when set, is told every decision a rule denies (one per
+	// descriptor decided on its own, one for descriptors united into one
+	// check), with the client id the rule's bucket is keyed by, as the
+	// check API's server.Config.OnDenied (the console's top list). It
+	// runs on the request's goroutine: it must be cheap and must keep
+	// neither argument. An allowed decision never reaches it.
 	OnDenied func(d *limiter.Decision, client string)
 }
 
