@@ -72,8 +72,10 @@ type observer struct {
 	healthy func() bool
 }
 
-// newObserver instruments store and follows the rules of src.
-func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store limiter.Store) *observer {
+// newObserver instruments store and follows the rules of src. onDenied,
+// when set, is told the Envoy API's denials (rls.Config.OnDenied).
+func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store limiter.Store,
+	onDenied func(d *limiter.Decision, client string)) *observer {
 	o := &observer{f: f.obs, log: log, metrics: metrics.New()}
 	m := o.metrics
 	o.store = m.Instrument(store)
@@ -81,7 +83,7 @@ func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store lim
 	cfg := rls.Config{Limiter: limiter.Config{IPv6Prefix: f.ipv6Prefix}, Metrics: m, Logger: log,
 		EnvoyHeaders: o.f.envoyHeaders, QuotaHeaders: o.f.quotaHeaders,
 		EnvoyLimitHeader: f.envoy.headers[0], EnvoyRemainingHeader: f.envoy.headers[1], EnvoyResetHeader: f.envoy.headers[2],
-		NearLimitRatio: f.envoy.nearLimitRatio}
+		NearLimitRatio: f.envoy.nearLimitRatio, OnDenied: onDenied}
 	if o.f.accessLog {
 		cfg.AccessLog = log
 	}

@@ -104,9 +104,13 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err := f.net.validate(); err != nil {
 		return err
 	}
+	// The operator console's top list: the callers denied most, fed on
+	// the denial path only, by the check API and the Envoy API alike.
+	hitters := console.NewHitters(0, nil)
+	onDenied := func(d *limiter.Decision, client string) { hitters.Denied(d.Rule.ID, client) }
 	var obs *observer
 	eng, err := openEngine(ctx, f, func(log *slog.Logger, src rulestore.Source, store limiter.Store) limiter.Store {
-		obs = newObserver(f, log, src, store)
+		obs = newObserver(f, log, src, store, onDenied)
 		return obs.store
 	})
 	if err != nil {
@@ -115,9 +119,8 @@ func runServe(ctx context.Context, f serveFlags) error {
 	defer eng.Close()
 	log, src, lim, storeInfo := eng.log, eng.src, eng.lim, eng.storeInfo
 
-	// The operator console: the callers denied most (fed on the denial
-	// path only) and the rates read from the metrics once a second.
-	hitters := console.NewHitters(0, nil)
+	// The operator console: the top list above and the rates read from
+	// the metrics once a second.
 	sampler := console.NewSampler(obs.metrics.Registry())
 	go sampler.Run(ctx, time.Second)
 	go hitters.Run(ctx)
@@ -126,7 +129,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		Ready:      eng.ready,
 		OnDecision: obs.metrics.Decision,
 		OnError:    obs.metrics.HTTPError,
-		OnDenied:   func(d *limiter.Decision, client string) { hitters.Denied(d.Rule.ID, client) },
+		OnDenied:   onDenied,
 	})
 	acfg := f.adminGuard.config(f.adminListen, f.adminToken, log)
 	acfg.Console = &admin.Console{Limiter: lim, Sampler: sampler, Hitters: hitters, Store: storeInfo, Instance: f.adminListen}
