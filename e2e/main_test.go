@@ -58,20 +58,26 @@ type instance struct {
 	exited    chan struct{}
 	dataPort  int
 	adminPort int
+	// freshPorts: the ports were picked free for this instance, so a
+	// start that finds one taken meanwhile may pick others.
+	freshPorts bool
 }
 
 // serve starts `sluice serve` with a rules file at rulesPath (created by
 // sluice when missing) and extra flags, and waits until it is healthy.
 func serve(t testing.TB, rulesPath string, extra ...string) *instance {
 	t.Helper()
-	in := &instance{t: t, rules: rulesPath, dataPort: listentest.FreePort(t), adminPort: listentest.FreePort(t), args: extra}
+	in := &instance{t: t, rules: rulesPath, dataPort: listentest.FreePort(t), adminPort: listentest.FreePort(t), args: extra, freshPorts: true}
 	in.start()
+	in.freshPorts = false
 	t.Cleanup(in.stop)
 	return in
 }
 
 func (in *instance) start() {
 	in.t.Helper()
+	tries := 0
+start:
 	in.data = "http://127.0.0.1:" + strconv.Itoa(in.dataPort)
 	in.admin = "http://127.0.0.1:" + strconv.Itoa(in.adminPort)
 	// gRPC on a free port (the default :8081 would collide between
@@ -101,6 +107,13 @@ func (in *instance) start() {
 		}
 		select {
 		case <-in.exited:
+			// A port picked free can be taken by another process before
+			// sluice binds it: pick others, a few times, on a first start.
+			if in.freshPorts && tries < 3 && strings.Contains(in.log.String(), "address already in use") {
+				tries++
+				in.dataPort, in.adminPort = listentest.FreePort(in.t), listentest.FreePort(in.t)
+				goto start
+			}
 			in.t.Fatalf("sluice serve exited: %s", in.log)
 		default:
 		}
