@@ -4,7 +4,9 @@
 # It installs what the tests need when it is missing (redis-server,
 # redis-tools and python3 — the gateway's third-party upstream in e2e —
 # from Debian's packages; postgresql, whose server it starts when none
-# answers; staticcheck, at the version below, with go install), then runs
+# answers; chromium for the console's browser test; podman, runc,
+# prometheus (promtool) and systemd (systemd-analyze) for the deploy
+# checks; staticcheck, at the version below, with go install), then runs
 # go vet, staticcheck, every test with the race detector, and each native
 # fuzz target for a short bounded time.
 #
