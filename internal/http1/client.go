@@ -510,6 +510,12 @@ func (f *Client) writeRequest(uc *upConn, r *http.Request, h *Forwarded) error {
 	hb.field("Host", f.host)
 	conn := r.Header["Connection"]
 	for k, vv := range r.Header {
+		if !validFieldName(k) {
+			// A name no upstream may be sent (one net/http's reader
+			// let through, such as "Name " before its colon) is left
+			// out, as http.Request.Write leaves it out.
+			continue
+		}
 		if skipRequestHeader(k, conn) {
 			// "TE: trailers" is passed on, as ReverseProxy does: it is
 			// how a gRPC client says it reads trailers.
