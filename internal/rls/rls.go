@@ -431,7 +431,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		s.addHeaders(resp, &d, &a.headers, statuses)
+		s.addHeaders(resp, &d, &a.headers, statuses, nil)
 		if m := s.cfg.Metrics; m != nil {
 			m.Decision(&d)
 		}
@@ -445,7 +445,9 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		handled bool
 		err     error
 	)
+	var quotaOver []bool // the quota descriptors over their limit, for the headers
 	if q := vs.quota; q != nil && q.by[req.GetDomain()] != nil {
+		quotaOver = make([]bool, len(live))
 		ds, over, denied, handled, err = s.decideQuota(ctx, lim, q.by[req.GetDomain()], live)
 		if err != nil {
 			return nil, limiter.Decision{}, err
@@ -472,6 +474,12 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		if over != nil && over[i] {
 			statuses[i].Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
+		if quotaOver != nil {
+			// Over by a quota rule (step 3's decision, or step 4's shadow
+			// denial), not by a plain one.
+			quotaOver[i] = statuses[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT &&
+				(d.Rule != nil && d.Rule.Quota || over != nil && over[i] && d.Allowed)
+		}
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
@@ -482,7 +490,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			m.Decision(d)
 		}
 	}
-	s.addHeaders(resp, &ds[best], &a.headers, statuses)
+	s.addHeaders(resp, &ds[best], &a.headers, statuses, quotaOver)
 	return resp, ds[best], nil
 }
 
