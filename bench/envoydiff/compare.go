@@ -96,7 +96,11 @@ func limitString(l *rlsv3.RateLimitResponse_RateLimit) string {
 	if l == nil {
 		return "none"
 	}
-	return fmt.Sprintf("{name:%q %d/%v}", l.Name, l.RequestsPerUnit, l.Unit)
+	s := fmt.Sprintf("{name:%q %d/%v", l.Name, l.RequestsPerUnit, l.Unit)
+	if l.UnitMultiplier != nil {
+		s += fmt.Sprintf("×%d", l.UnitMultiplier.Value)
+	}
+	return s + "}"
 }
 
 func durString(d *durationpb.Duration) string {
