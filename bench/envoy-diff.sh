@@ -14,7 +14,10 @@
 #
 #   PEER=/path/to/ratelimit bench/envoy-diff.sh            # every scenario
 #   PEER=/path/to/ratelimit bench/envoy-diff.sh -v -only replaces
+#   PEER=... ENV="LOCAL_CACHE_SIZE_IN_BYTES=1000000" bench/envoy-diff.sh
 #
+# ENV: more envoyproxy/ratelimit settings for both (space-separated
+# NAME=value), as its integration tests vary them.
 # Arguments go to envoydiff. Needs go, curl, redis-server, redis-cli. Uses
 # free loopback ports; kills only the processes it started.
 set -euo pipefail
@@ -43,7 +46,7 @@ for svc in peer sluice; do
   env -i PATH="$PATH" HOME="${HOME:-/tmp}" USE_STATSD=false LOG_LEVEL=warn \
     REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$redis_port" \
     RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_IGNOREDOTFILES=true \
-    LIMIT_RESPONSE_HEADERS_ENABLED=true \
+    LIMIT_RESPONSE_HEADERS_ENABLED=true ${ENV:-} \
     HOST=127.0.0.1 PORT="$http" GRPC_HOST=127.0.0.1 GRPC_PORT="$g" DEBUG_HOST=127.0.0.1 DEBUG_PORT="$dbg" \
     "$bin" $([ "$svc" = sluice ] && echo serve) > "$tmp/$svc.log" 2>&1 &
   pids+=($!)
