@@ -4,21 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/rls"
-	"github.com/sluicehq/sluice/internal/testkit/limitertest"
+	"github.com/sluicehq/sluice/internal/testkit/rlstest"
 	"github.com/sluicehq/sluice/rules"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -36,17 +34,7 @@ func serve(t *testing.T, limit int64) rlsv3.RateLimitServiceClient {
 	}}
 	mc := memory.DefaultConfig()
 	mc.Clock = func() int64 { return 1_777_777_740_000_000 }
-	srv := rls.New(limitertest.Store(t, mc), rls.Config{EnvoyHeaders: true})
-	srv.SetRules(limitertest.Compile(t, set))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(rls.ServerOptions()...)
-	srv.Register(g)
-	go g.Serve(ln)
-	t.Cleanup(g.Stop)
-	return client(ln.Addr().String())
+	return client(rlstest.ServeOn(t, set, mc, rls.Config{EnvoyHeaders: true}, rls.ServerOptions()))
 }
 
 func pick(list []scenario, names ...string) []scenario {
