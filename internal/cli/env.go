@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sluicehq/sluice/internal/envoyconf"
 	"github.com/sluicehq/sluice/internal/rulestore"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // envPrefix starts the environment variable of every flag (docs/guide.md,
@@ -338,7 +338,7 @@ func readEnvoyEnv(fl *pflag.FlagSet, f *serveFlags, lookup func(string) (string,
 	merge, _ := on("MERGE_DOMAIN_CONFIG")
 	shadow, _ := on("SHADOW_MODE")
 	quota, _ := on("QUOTA_MODE")
-	opt := rules.EnvoyOptions{MergeDomains: merge, Shadow: shadow, Quota: quota}
+	opt := envoyconf.Options{MergeDomains: merge, Shadow: shadow, Quota: quota}
 	xds := false
 	switch ct := strings.ToUpper(get("CONFIG_TYPE")); ct {
 	case "FILE":

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/envoyconf"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -44,7 +45,7 @@ directly, following its changes: RUNTIME_ROOT, RUNTIME_SUBDIRECTORY.)
 			if err != nil {
 				return err
 			}
-			set, notes, err := rules.LoadEnvoy(files, rules.EnvoyOptions{MergeDomains: merge})
+			set, notes, err := envoyconf.Load(files, envoyconf.Options{MergeDomains: merge})
 			if err != nil {
 				return fmt.Errorf("rules import: %w", err)
 			}
@@ -80,7 +81,7 @@ directly, following its changes: RUNTIME_ROOT, RUNTIME_SUBDIRECTORY.)
 
 // readEnvoyFiles reads path, a file or a directory of *.yaml/*.yml files
 // (not recursive, hidden files skipped), in name order.
-func readEnvoyFiles(path string) ([]rules.EnvoyFile, error) {
+func readEnvoyFiles(path string) ([]envoyconf.File, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("rules import: %w", err)
@@ -105,13 +106,13 @@ func readEnvoyFiles(path string) ([]rules.EnvoyFile, error) {
 	} else {
 		names = []string{path}
 	}
-	var files []rules.EnvoyFile
+	var files []envoyconf.File
 	for _, n := range names {
 		b, err := os.ReadFile(n)
 		if err != nil {
 			return nil, fmt.Errorf("rules import: %w", err)
 		}
-		files = append(files, rules.EnvoyFile{Name: n, Data: b})
+		files = append(files, envoyconf.File{Name: n, Data: b})
 	}
 	return files, nil
 }

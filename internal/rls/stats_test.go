@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/internal/envoyconf"
 )
 
 // TestEnvoyStatistics: the Envoy API counts envoyproxy/ratelimit's
@@ -13,7 +13,7 @@ import (
 // and the key as envoyproxy/ratelimit names it: one series per key of the
 // configuration, whatever values the requests carry.
 func TestEnvoyStatistics(t *testing.T) {
-	set, err := rules.ImportEnvoy([]rules.EnvoyFile{{Name: "sms.yaml", Data: []byte(envoyConf)}})
+	set, _, err := envoyconf.Load([]envoyconf.File{{Name: "sms.yaml", Data: []byte(envoyConf)}}, envoyconf.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
