@@ -369,7 +369,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	if vs.by[req.GetDomain()] != nil { // a domain no rule names has no limits, as in envoyproxy/ratelimit
 		for i, d := range req.GetDescriptors() {
 			if d.GetLimit() != nil && !calls[i].empty {
-				calls[i].req.Own, calls[i].req.OwnBucket = ownLimit(req.GetDomain(), d)
+				calls[i].desc.Own, calls[i].desc.OwnBucket = ownLimit(req.GetDomain(), d)
 			}
 		}
 	}
