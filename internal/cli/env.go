@@ -339,6 +339,11 @@ func readEnvoyEnv(fl *pflag.FlagSet, f *serveFlags, lookup func(string) (string,
 	shadow, _ := on("SHADOW_MODE")
 	quota, _ := on("QUOTA_MODE")
 	opt := envoyconf.Options{MergeDomains: merge, Shadow: shadow, Quota: quota}
+	charge, err := envoyconf.ParseSelectors(f.obs.envoyCharge)
+	if err != nil {
+		return fmt.Errorf("--envoy-charge-after-response (SLUICE_ENVOY_CHARGE_AFTER_RESPONSE) %w", err)
+	}
+	opt.ChargeAfterResponse = charge
 	xds := false
 	switch ct := strings.ToUpper(get("CONFIG_TYPE")); ct {
 	case "FILE":
@@ -374,6 +379,10 @@ func readEnvoyEnv(fl *pflag.FlagSet, f *serveFlags, lookup func(string) (string,
 			if b, _ := on(name); b {
 				return fmt.Errorf("environment %s=true applies to envoyproxy/ratelimit's configuration: set RUNTIME_SUBDIRECTORY (and RUNTIME_ROOT) to serve it", name)
 			}
+		}
+		if len(opt.ChargeAfterResponse) > 0 {
+			return errors.New("--envoy-charge-after-response (SLUICE_ENVOY_CHARGE_AFTER_RESPONSE) applies to envoyproxy/ratelimit's configuration: " +
+				"set RUNTIME_SUBDIRECTORY (and RUNTIME_ROOT) to serve it, or write charge: after_response on the rules of a sluice rules file")
 		}
 	}
 	f.envoy.healthConfig, _ = on("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")

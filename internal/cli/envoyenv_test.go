@@ -197,6 +197,9 @@ func TestServeEnvoyEnvRefused(t *testing.T) {
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS"}, `environment CONFIG_TYPE="GRPC_XDS": want FILE or GRPC_XDS_SOTW`},
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "x"}, "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"},
 		{map[string]string{"RUNTIME_ROOT": "/nonexistent", "RUNTIME_SUBDIRECTORY": "rl"}, "runtime directory /nonexistent/rl/config"},
+		{map[string]string{"SLUICE_ENVOY_CHARGE_AFTER_RESPONSE": "ai"}, "--envoy-charge-after-response (SLUICE_ENVOY_CHARGE_AFTER_RESPONSE) applies to envoyproxy/ratelimit's configuration"},
+		{map[string]string{"SLUICE_ENVOY_CHARGE_AFTER_RESPONSE": "ai:user,ai=x", "RUNTIME_SUBDIRECTORY": "rl"},
+			`--envoy-charge-after-response (SLUICE_ENVOY_CHARGE_AFTER_RESPONSE) "ai=x": want domain, domain:key or domain:key=value; a value needs a key`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

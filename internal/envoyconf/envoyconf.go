@@ -48,6 +48,13 @@ type Options struct {
 	Shadow bool
 	// Quota is its QUOTA_MODE: every rule is quota.
 	Quota bool
+	// ChargeAfterResponse selects the descriptors whose calls with a
+	// hits_addend above 0 are charges after the response: their rules
+	// get charge: after_response (unlimited ones excepted). It is
+	// sluice's, not envoyproxy/ratelimit's: its configuration has no
+	// such field, and Envoy marks nothing in the report it sends after
+	// the response.
+	ChargeAfterResponse []Selector
 }
 
 // Load converts envoyproxy/ratelimit configuration files — one
@@ -99,7 +106,8 @@ type Options struct {
 // validated.
 func Load(files []File, opt Options) (*rules.Set, []string, error) {
 	s := &rules.Set{Rules: []rules.Rule{}}
-	ld := &envoyLoad{opt: opt, set: s, ids: make(map[string]bool), domains: make(map[string]*envoyDomain)}
+	ld := &envoyLoad{opt: opt, set: s, ids: make(map[string]bool), domains: make(map[string]*envoyDomain),
+		charged: make([]bool, len(opt.ChargeAfterResponse))}
 	for _, f := range files {
 		n, err := doctree.ParseYAML(f.Data)
 		if err != nil {
@@ -108,6 +116,11 @@ func Load(files []File, opt Options) (*rules.Set, []string, error) {
 		im := envoyImport{envoyLoad: ld, file: f.Name}
 		if err := im.file1(n); err != nil {
 			return nil, nil, err
+		}
+	}
+	for i, sel := range opt.ChargeAfterResponse {
+		if !ld.charged[i] {
+			ld.notes = append(ld.notes, fmt.Sprintf("charge after response: %s selects no descriptor with a rate_limit", quote.Short(sel.String())))
 		}
 	}
 	if err := s.Validate(); err != nil {
@@ -123,6 +136,7 @@ type envoyLoad struct {
 	ids     map[string]bool
 	domains map[string]*envoyDomain
 	notes   []string
+	charged []bool // charged[i]: opt.ChargeAfterResponse[i] selected a rule
 }
 
 // envoyDomain is a domain loaded so far.
@@ -537,6 +551,13 @@ func (im *envoyImport) add(line int, chain []rules.Entry, shared []bool, f envoy
 	r.By = rules.ByGlobal
 	r.Shadow = f.shadow || im.opt.Shadow
 	r.Quota = f.quota || im.opt.Quota
+	if !r.Unlimited {
+		for i, sel := range im.opt.ChargeAfterResponse {
+			if sel.selects(im.domain, chain) {
+				r.Charge, im.charged[i] = rules.ChargeAfterResponse, true
+			}
+		}
+	}
 	for _, x := range []struct {
 		on   bool
 		text string

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/envoyconf"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -54,6 +55,63 @@ func TestChargeAfterResponse(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// tokenQuotaConf is the token-quota scenario's limit in
+// envoyproxy/ratelimit's own format: 10 tokens an hour per user.
+const tokenQuotaConf = `domain: ai
+descriptors:
+  - key: user
+    rate_limit:
+      unit: hour
+      requests_per_unit: 10
+`
+
+// TestChargeAfterResponseEnvoyConf is TestChargeAfterResponse with the
+// limit in envoyproxy/ratelimit's format, unchanged: the descriptors the
+// setting --envoy-charge-after-response selects (here the domain, or its
+// key) take their charges into debt, and 3 of 6 calls are served, as
+// envoyproxy/ratelimit serves them; with no selector, or one that names
+// no descriptor of the configuration (a value is the configuration's, not
+// a call's), the calls are requests and 6 of 6 are served.
+func TestChargeAfterResponseEnvoyConf(t *testing.T) {
+	for name, newStore := range stores(t) {
+		for _, tt := range []struct {
+			sel  string
+			want int
+		}{{"ai", 3}, {"ai:user", 3}, {"", 6}, {"ai:user=alice", 6}, {"ai:tenant", 6}, {"other", 6}} {
+			t.Run(name+"/"+tt.sel, func(t *testing.T) {
+				var opt envoyconf.Options
+				if tt.sel != "" {
+					sel, err := envoyconf.ParseSelector(tt.sel)
+					if err != nil {
+						t.Fatal(err)
+					}
+					opt.ChargeAfterResponse = []envoyconf.Selector{sel}
+				}
+				set, _, err := envoyconf.Load([]envoyconf.File{{Name: "ai.yaml", Data: []byte(tokenQuotaConf)}}, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e := newEnvStore(t, set, name, newStore(t), nil)
+				served := 0
+				for range 6 {
+					check := desc("user", "alice")
+					check.HitsAddend = wrapperspb.UInt64(0)
+					if e.call(t, request("ai", check)).OverallCode != ok {
+						continue
+					}
+					served++
+					cost := desc("user", "alice")
+					cost.HitsAddend = wrapperspb.UInt64(4)
+					e.call(t, request("ai", cost))
+				}
+				if served != tt.want {
+					t.Errorf("served %d of 6, want %d", served, tt.want)
+				}
+			})
 		}
 	}
 }
