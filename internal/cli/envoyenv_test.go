@@ -161,6 +161,14 @@ func TestServeEnvoyRuntimeDirectory(t *testing.T) {
 	if r, err := http.Post(base+"/json", "application/json", strings.NewReader(`{"domain": 5}`)); err != nil || r.StatusCode != 400 {
 		t.Errorf("POST /json of a bad body = %v, %v; want 400", r, err)
 	}
+
+	// detailed_metric: the statistics count per value.
+	kubeletSwap(t, conf, "04", map[string]string{"gw.yaml": "domain: default/eg/https\ndescriptors:\n  - key: k\n    detailed_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"})
+	waitFor(t, "detailed_metric counted per value", func() bool {
+		ask("d")
+		r, err := http.Get(base + "/metrics")
+		return err == nil && strings.Contains(body(r), `sluice_envoy_total_hits_total{domain="default/eg/https",key="k_d"}`)
+	})
 }
 
 func body(r *http.Response) string {

@@ -93,6 +93,11 @@ func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store lim
 	if o.f.accessLog {
 		cfg.AccessLog = log
 	}
+	if d, ok := src.(interface {
+		DetailedMetric(*rules.Index) map[string]bool
+	}); ok { // envoyproxy/ratelimit's configuration: its detailed_metric
+		cfg.DetailedMetric = d.DetailedMetric
+	}
 	o.rls = rls.New(o.store, cfg)
 	o.setRules(src.Current())
 	src.Subscribe(o.setRules)

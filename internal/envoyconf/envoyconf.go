@@ -81,8 +81,10 @@ type Options struct {
 //     unused rule id, else the id is <domain>.<n> (n counts the domain's
 //     rules in file order, the domain's characters outside a-z 0-9 . _ -
 //     as "-"); replaces is the rule's replaces; the description names the
-//     file, the descriptor chain, detailed_metric and value_to_metric
-//     (sluice's metrics are per rule). metadata is read and checked, and
+//     file, the descriptor chain, detailed_metric and value_to_metric;
+//     the rules with detailed_metric are also in LoadResult's
+//     Result.DetailedMetric (statistics per value, internal/rls).
+//     metadata is read and checked, and
 //     kept nowhere: it only goes into envoyproxy/ratelimit's answers with
 //     RESPONSE_DYNAMIC_METADATA, which sluice does not offer.
 //
@@ -105,17 +107,35 @@ type Options struct {
 // ignored, as it ignores it, and named in the notes. The rules.Set is
 // validated.
 func Load(files []File, opt Options) (*rules.Set, []string, error) {
+	r, err := LoadResult(files, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.Set, r.Notes, nil
+}
+
+// Result is what Load makes of the files, and the ids of the rules whose
+// descriptor has detailed_metric: true (envoyproxy/ratelimit's statistics
+// per descriptor value; internal/rls counts them so).
+type Result struct {
+	Set            *rules.Set
+	Notes          []string
+	DetailedMetric map[string]bool
+}
+
+// LoadResult is Load, with the rules that have detailed_metric.
+func LoadResult(files []File, opt Options) (*Result, error) {
 	s := &rules.Set{Rules: []rules.Rule{}}
 	ld := &envoyLoad{opt: opt, set: s, ids: make(map[string]bool), domains: make(map[string]*envoyDomain),
 		charged: make([]bool, len(opt.ChargeAfterResponse))}
 	for _, f := range files {
 		n, err := doctree.ParseYAML(f.Data)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", f.Name, err)
+			return nil, fmt.Errorf("%s: %w", f.Name, err)
 		}
 		im := envoyImport{envoyLoad: ld, file: f.Name}
 		if err := im.file1(n); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	for i, sel := range opt.ChargeAfterResponse {
@@ -124,19 +144,20 @@ func Load(files []File, opt Options) (*rules.Set, []string, error) {
 		}
 	}
 	if err := s.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("imported rules: %w", err)
+		return nil, fmt.Errorf("imported rules: %w", err)
 	}
-	return s, ld.notes, nil
+	return &Result{Set: s, Notes: ld.notes, DetailedMetric: ld.detailed}, nil
 }
 
 // envoyLoad is the state of one Load.
 type envoyLoad struct {
-	opt     Options
-	set     *rules.Set
-	ids     map[string]bool
-	domains map[string]*envoyDomain
-	notes   []string
-	charged []bool // charged[i]: opt.ChargeAfterResponse[i] selected a rule
+	opt      Options
+	set      *rules.Set
+	ids      map[string]bool
+	domains  map[string]*envoyDomain
+	notes    []string
+	charged  []bool          // charged[i]: opt.ChargeAfterResponse[i] selected a rule
+	detailed map[string]bool // ids of the rules with detailed_metric
 }
 
 // envoyDomain is a domain loaded so far.
@@ -574,6 +595,12 @@ func (im *envoyImport) add(line int, chain []rules.Entry, shared []bool, f envoy
 	}
 	if err := r.Validate(); err != nil {
 		return im.fail(line, what, err.Error())
+	}
+	if f.detailed && !r.Unlimited {
+		if im.detailed == nil {
+			im.detailed = make(map[string]bool)
+		}
+		im.detailed[r.ID] = true
 	}
 	im.set.Rules = append(im.set.Rules, r)
 	return nil

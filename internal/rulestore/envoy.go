@@ -26,7 +26,8 @@ type envoyHead struct {
 	log            *slog.Logger
 	now            func() time.Time
 
-	cur atomic.Pointer[rules.Index]
+	cur      atomic.Pointer[rules.Index]
+	detailed atomic.Pointer[detailedOf] // of cur
 
 	// mu serializes loads and with them the subscriber calls, and guards
 	// hash and bad.
@@ -38,6 +39,23 @@ type envoyHead struct {
 }
 
 func (h *envoyHead) Current() *rules.Index { return h.cur.Load() }
+
+// detailedOf is the ids of the rules of ix whose descriptor has
+// detailed_metric.
+type detailedOf struct {
+	ix  *rules.Index
+	ids map[string]bool
+}
+
+// DetailedMetric returns the ids of the rules of ix whose descriptor has
+// envoyproxy/ratelimit's detailed_metric, nil when ix is not the rules in
+// force (or none has it).
+func (h *envoyHead) DetailedMetric(ix *rules.Index) map[string]bool {
+	if d := h.detailed.Load(); d != nil && d.ix == ix {
+		return d.ids
+	}
+	return nil
+}
 
 // Update refuses: the configuration is envoyproxy/ratelimit's, changed
 // where it lives.
@@ -73,9 +91,12 @@ func (h *envoyHead) load(files []envoyconf.File, first bool) error {
 	if !first && key == h.bad {
 		return fmt.Errorf("%s", h.Status().Error)
 	}
-	set, notes, err := envoyconf.Load(files, h.opt)
+	res, err := envoyconf.LoadResult(files, h.opt)
 	var ix *rules.Index
+	var set *rules.Set
+	var notes []string
 	if err == nil {
+		set, notes = res.Set, res.Notes
 		if cur := h.cur.Load(); cur != nil {
 			set.Revision = cur.Revision() + 1
 		} else {
@@ -95,6 +116,7 @@ func (h *envoyHead) load(files []envoyconf.File, first bool) error {
 	}
 	h.hash = sum
 	h.clearBadLocked()
+	h.detailed.Store(&detailedOf{ix: ix, ids: res.DetailedMetric})
 	h.cur.Store(ix)
 	h.loaded(ix, h.now())
 	if !first {
