@@ -41,15 +41,7 @@ func TestEnvoyChargeAfterResponse(t *testing.T) {
 				}
 				return resp.OverallCode
 			}
-			served := 0
-			for range 6 {
-				if call(0) != rlsv3.RateLimitResponse_OK {
-					continue
-				}
-				served++
-				call(4)
-			}
-			if served != 3 {
+			if served := tokenQuota(call); served != 3 {
 				t.Errorf("served %d of 6, want 3", served)
 			}
 		})
@@ -103,14 +95,7 @@ func TestEnvoyChargeAfterResponseEnvoyFiles(t *testing.T) {
 					}
 					return resp.OverallCode
 				}
-				served := 0
-				for range 6 {
-					if call(0) != rlsv3.RateLimitResponse_OK {
-						continue
-					}
-					served++
-					call(4)
-				}
+				served := tokenQuota(call)
 				want := 3
 				if charge == "" {
 					want = 6
@@ -121,4 +106,19 @@ func TestEnvoyChargeAfterResponseEnvoyFiles(t *testing.T) {
 			})
 		}
 	}
+}
+
+// tokenQuota runs the token-quota scenario through call, which sends a
+// descriptor of hits_addend hits: six times a check of 0 and, when it is
+// OK, a charge of 4. It returns how many calls were served.
+func tokenQuota(call func(hits uint64) rlsv3.RateLimitResponse_Code) int {
+	served := 0
+	for range 6 {
+		if call(0) != rlsv3.RateLimitResponse_OK {
+			continue
+		}
+		served++
+		call(4)
+	}
+	return served
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/algorithm"
@@ -31,21 +32,11 @@ func TestChargeAfterResponse(t *testing.T) {
 					set := &rules.Set{Rules: []rules.Rule{{ID: "tokens", Limit: 10, Window: rules.Duration(time.Hour), Burst: burst,
 						By: rules.ByUser, Algorithm: kind, Charge: charge}}}
 					e := newEnvStore(t, set, name, newStore(t), nil)
-					served := 0
-					for i := range 6 {
-						check := desc("user", "alice")
-						check.HitsAddend = wrapperspb.UInt64(0)
-						if e.call(t, request("ai", check)).OverallCode != ok {
-							continue
-						}
-						served++
-						cost := desc("user", "alice")
-						cost.HitsAddend = wrapperspb.UInt64(4)
-						resp := e.call(t, request("ai", cost))
+					served := tokenQuota(t, e, func(i int, resp *rlsv3.RateLimitResponse) {
 						if want := i < 2 || charge == ""; charge != "" && (resp.OverallCode == ok) != want {
 							t.Errorf("charge %d = %v, want OK %v", i+1, resp.OverallCode, want)
 						}
-					}
+					})
 					want := 3
 					if charge == "" {
 						want = 6
@@ -95,23 +86,34 @@ func TestChargeAfterResponseEnvoyConf(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				e := newEnvStore(t, set, name, newStore(t), nil)
-				served := 0
-				for range 6 {
-					check := desc("user", "alice")
-					check.HitsAddend = wrapperspb.UInt64(0)
-					if e.call(t, request("ai", check)).OverallCode != ok {
-						continue
-					}
-					served++
-					cost := desc("user", "alice")
-					cost.HitsAddend = wrapperspb.UInt64(4)
-					e.call(t, request("ai", cost))
-				}
+				served := tokenQuota(t, newEnvStore(t, set, name, newStore(t), nil), nil)
 				if served != tt.want {
 					t.Errorf("served %d of 6, want %d", served, tt.want)
 				}
 			})
 		}
 	}
+}
+
+// tokenQuota runs the token-quota scenario on e, six times: user alice's
+// check of 0 in domain ai and, when it is OK, her charge of 4, whose
+// answer goes to charged (when set) with the round i. It returns how many
+// calls were served.
+func tokenQuota(t *testing.T, e *env, charged func(i int, resp *rlsv3.RateLimitResponse)) int {
+	t.Helper()
+	served := 0
+	for i := range 6 {
+		check := desc("user", "alice")
+		check.HitsAddend = wrapperspb.UInt64(0)
+		if e.call(t, request("ai", check)).OverallCode != ok {
+			continue
+		}
+		served++
+		cost := desc("user", "alice")
+		cost.HitsAddend = wrapperspb.UInt64(4)
+		if resp := e.call(t, request("ai", cost)); charged != nil {
+			charged(i, resp)
+		}
+	}
+	return served
 }
