@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"sync"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -113,11 +114,12 @@ func (m *Metrics) EnvoyDetail(domain, key string) *EnvoyDetail {
 
 // Stats returns the counters of label, a descriptor's key with its
 // values; nil when the key has MaxDetailedValues series already (or was
-// dropped): its hits then count under the key.
+// dropped), or label is not UTF-8 (which no Prometheus label may be): its
+// hits then count under the key.
 func (d *EnvoyDetail) Stats(label string) *EnvoyStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if st := d.values[label]; st != nil || d.values == nil || len(d.values) >= MaxDetailedValues {
+	if st := d.values[label]; st != nil || d.values == nil || len(d.values) >= MaxDetailedValues || !utf8.ValidString(label) {
 		return st
 	}
 	st := d.m.EnvoyStats(d.domain, label)
