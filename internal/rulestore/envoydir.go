@@ -261,18 +261,7 @@ func (d *EnvoyDir) hint(stamps []fileStamp, err error) error {
 // Run polls every PollInterval until ctx is done (returning ctx.Err()) or
 // the EnvoyDir is closed (returning nil).
 func (d *EnvoyDir) Run(ctx context.Context) error {
-	c, stop := d.cfg.Tick(d.cfg.PollInterval)
-	defer stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-d.done:
-			return nil
-		case <-c:
-			_ = d.Poll() // problems are logged and kept in Status
-		}
-	}
+	return pollEvery(ctx, d.cfg.Tick, d.cfg.PollInterval, d.done, d.Poll)
 }
 
 // Close stops Run. It is safe to call more than once.

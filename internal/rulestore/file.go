@@ -418,18 +418,7 @@ func (f *File) installLocked(ix *rules.Index) {
 // Run polls the file every PollInterval until ctx is done (returning
 // ctx.Err()) or the File is closed (returning nil).
 func (f *File) Run(ctx context.Context) error {
-	c, stop := f.tick(f.poll)
-	defer stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-f.done:
-			return nil
-		case <-c:
-			_ = f.Poll() // problems are logged and kept in Status
-		}
-	}
+	return pollEvery(ctx, f.tick, f.poll, f.done, f.Poll)
 }
 
 // Close stops Run; later Updates fail with ErrClosed. It is safe to call

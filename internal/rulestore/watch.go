@@ -1,6 +1,7 @@
 package rulestore
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -62,5 +63,24 @@ func (w *watched) tell(ix *rules.Index) {
 	w.subMu.Unlock()
 	for _, fn := range subs {
 		fn(ix)
+	}
+}
+
+// pollEvery calls poll at every tick of interval until ctx is done
+// (returning ctx.Err()) or done is closed (returning nil). poll's problems
+// are its own to log and keep in Status.
+func pollEvery(ctx context.Context, tick func(time.Duration) (<-chan time.Time, func()), interval time.Duration,
+	done <-chan struct{}, poll func() error) error {
+	c, stop := tick(interval)
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-done:
+			return nil
+		case <-c:
+			_ = poll()
+		}
 	}
 }
