@@ -91,7 +91,7 @@ func Lint(b []byte) ([]Finding, error) {
 		return nil, err
 	}
 	line := func(i int, field ...string) int {
-		return n.lineOf(append([]string{"rules", strconv.Itoa(i)}, field...))
+		return n.LineOf(append([]string{"rules", strconv.Itoa(i)}, field...))
 	}
 	var out []Finding
 
@@ -174,7 +174,7 @@ func Lint(b []byte) ([]Finding, error) {
 		}
 		// burst: 0 written on a leaky bucket.
 		if r.Algorithm == algorithm.LeakyBucket && r.Burst == 0 {
-			if bn := n.lookup("rules", strconv.Itoa(i), "burst"); bn != nil && bn.kind == tnumber {
+			if bn := n.Lookup("rules", strconv.Itoa(i), "burst"); bn != nil && bn.Kind == tnumber {
 				out = append(out, Finding{Line: line(i, "burst"), Rule: r.ID, Message: fmt.Sprintf(
 					"burst: 0 on a leaky_bucket is the default burst, 1 call on top of the conforming one, so %d calls pass at once, not 1; write burst: 1 to say so, or use a token_bucket of burst 1 for calls strictly one by one",
 					r.Params().Capacity())})
@@ -207,27 +207,4 @@ func upperFirst(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
-}
-
-// lookup returns the node at path (member names and item indexes), nil if
-// there is none.
-func (n *tnode) lookup(path ...string) *tnode {
-	for _, p := range path {
-		if n == nil {
-			return nil
-		}
-		switch n.kind {
-		case tobject:
-			n = n.get(p)
-		case tarray:
-			i, err := strconv.Atoi(p)
-			if err != nil || i < 0 || i >= len(n.items) {
-				return nil
-			}
-			n = n.items[i]
-		default:
-			return nil
-		}
-	}
-	return n
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/ruleid"
 )
 
 // Limits on rule fields. They bound what a rule can ask of the counter
@@ -30,7 +31,7 @@ const (
 )
 
 const (
-	maxIDLen          = 64
+	maxIDLen          = ruleid.MaxLen
 	validAlgorithmSet = "token_bucket, leaky_bucket, fixed_window, sliding_window, sliding_log"
 )
 

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/quote"
+	"github.com/sluicehq/sluice/internal/ruleid"
 )
 
 // Validate checks every field of r and returns a *FieldError naming the
@@ -373,9 +374,7 @@ func validID(id string) error {
 	if id == "" {
 		return fieldErr("required", "id")
 	}
-	if len(id) > maxIDLen || !isLowerAlnum(id[0]) || strings.IndexFunc(id, func(c rune) bool {
-		return !isLowerAlnum(byte(c)) && c != '.' && c != '_' && c != '-' || c >= utf8.RuneSelf
-	}) >= 0 {
+	if !ruleid.Valid(id) {
 		return fieldErr(fmt.Sprintf("must be 1 to 64 of a-z 0-9 . _ - starting with a letter or digit, got %s", quote.Short(id)), "id")
 	}
 	return nil

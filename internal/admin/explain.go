@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/console"
+	"github.com/sluicehq/sluice/internal/descriptor"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -147,9 +148,9 @@ func (eb *explainBody) request() (limiter.Request, error) {
 		}
 	}
 	if len(eb.Entries) > 0 {
-		req.Entries = eb.Entries
+		descriptor.Attach(&req, &descriptor.Descriptor{Entries: eb.Entries})
 	}
-	if req.User == "" && req.APIKey == "" && req.IP == "" && len(req.Entries) == 0 {
+	if req.User == "" && req.APIKey == "" && req.IP == "" && len(eb.Entries) == 0 {
 		return req, invalid("user, api_key, ip: give at least one, the caller to explain (or an Envoy descriptor's entries)")
 	}
 	if req.Method != "" && req.Path == "" {

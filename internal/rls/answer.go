@@ -78,8 +78,15 @@ func DescriptorKey(r *rules.Compiled) string {
 	if len(r.Match.Entries) == 0 {
 		return r.ID
 	}
+	return entriesKey(r.Match.Entries)
+}
+
+// entriesKey is the descriptor key of entries es, as envoyproxy/ratelimit
+// names it in its statistics (a request's entries: with detailed_metric):
+// each key, with "_" and its value when it has one, joined by ".".
+func entriesKey(es []rules.Entry) string {
 	var b []byte
-	for i, e := range r.Match.Entries {
+	for i, e := range es {
 		if i > 0 {
 			b = append(b, '.')
 		}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/envoyconf"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/testkit/limitertest"
 	"github.com/sluicehq/sluice/rules"
@@ -78,14 +79,14 @@ func TestEnvoyHeadersPickAsEnvoyproxy(t *testing.T) {
 // without one, as envoyproxy/ratelimit answers; a descriptor's own limit
 // has none either. A sluice rule is named by its name, else its id.
 func TestCurrentLimitName(t *testing.T) {
-	set, err := rules.ImportEnvoy([]rules.EnvoyFile{{Name: "c.yaml", Data: []byte(`
+	set, _, err := envoyconf.Load([]envoyconf.File{{Name: "c.yaml", Data: []byte(`
 domain: d
 descriptors:
   - key: named
     rate_limit: {unit: minute, requests_per_unit: 5, name: the-name}
   - key: nameless
     rate_limit: {unit: minute, requests_per_unit: 5}
-`)}})
+`)}}, envoyconf.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,6 +73,12 @@ type Config struct {
 	// would with the same settings, so that replacing it changes no
 	// response Envoy sends.
 	QuotaHeaders bool
+	// DetailedMetric, when set, returns the ids of the rules of a rule
+	// set whose descriptor has envoyproxy/ratelimit's detailed_metric
+	// (rulestore's envoyproxy/ratelimit sources): with Metrics, their hits
+	// count per descriptor value, for at most metrics.MaxDetailedValues
+	// values a rule, the rest under the rule's key.
+	DetailedMetric func(*rules.Index) map[string]bool
 	// EnvoyHeaders adds envoyproxy/ratelimit's response headers (its
 	// LIMIT_RESPONSE_HEADERS_ENABLED): the limit, remaining and reset of
 	// the descriptor it picks (see addEnvoyHeaders), after sluice's own
@@ -121,6 +127,7 @@ type views struct {
 	by     map[string]*limiter.Limiter
 	limits []*rlsv3.RateLimitResponse_RateLimit // CurrentLimit of each rule, by Seq
 	stats  []*metrics.EnvoyStats                // statistics of each limited rule, by Seq (nil without Config.Metrics)
+	detail []*metrics.EnvoyDetail               // per-value statistics of each rule with detailed_metric, by Seq
 	ix     *rules.Index
 	// entries: some enabled rule matches on descriptor entries or is keyed
 	// by one, so each descriptor is decided with its own entries, never
@@ -188,18 +195,25 @@ func (s *Server) SetRules(ix *rules.Index) {
 	}
 	rs := ix.Rules()
 	vs.limits = make([]*rlsv3.RateLimitResponse_RateLimit, len(rs))
-	var keys map[[2]string]bool
 	if m := s.cfg.Metrics; m != nil {
-		vs.stats = make([]*metrics.EnvoyStats, len(rs))
-		keys = make(map[[2]string]bool)
+		var detailed map[string]bool
+		if s.cfg.DetailedMetric != nil {
+			detailed = s.cfg.DetailedMetric(ix)
+		}
+		vs.stats, vs.detail = make([]*metrics.EnvoyStats, len(rs)), make([]*metrics.EnvoyDetail, len(rs))
+		keys, details := make(map[[2]string]bool), make(map[[2]string]bool)
 		for i, r := range rs {
 			if r.IsEnabled() && !r.Unlimited {
 				k := [2]string{r.Match.Domain, DescriptorKey(r)}
 				keys[k] = true
 				vs.stats[i] = m.EnvoyStats(k[0], k[1])
+				if detailed[r.ID] && len(r.Match.Entries) > 0 {
+					details[k] = true
+					vs.detail[i] = m.EnvoyDetail(k[0], k[1])
+				}
 			}
 		}
-		m.SetEnvoyKeys(keys)
+		m.SetEnvoyKeys(keys, details)
 	}
 	for i, r := range rs {
 		vs.limits[i] = CurrentLimit(r)
@@ -230,14 +244,21 @@ func (vs *views) limiter(domain string) *limiter.Limiter {
 // allowed call within the limit, and those of them past NearLimitRatio
 // of the limit also near it. A denied call takes nothing, so all its hits
 // are over the limit. Nothing for a decision without a rule or by a
-// descriptor's own limit.
-func (s *Server) count(vs *views, d *limiter.Decision, cost int64) {
+// descriptor's own limit. A rule with detailed_metric counts on the series
+// of the descriptor's values, es, while it has one (see
+// Config.DetailedMetric).
+func (s *Server) count(vs *views, d *limiter.Decision, cost int64, es []rules.Entry) {
 	if vs.stats == nil || d.Rule == nil || d.Rule.Seq >= len(vs.stats) || vs.ix.Rules()[d.Rule.Seq] != d.Rule {
 		return
 	}
 	st := vs.stats[d.Rule.Seq]
 	if st == nil {
 		return
+	}
+	if det := vs.detail[d.Rule.Seq]; det != nil && len(es) > 0 {
+		if dst := det.Stats(entriesKey(es)); dst != nil {
+			st = dst
+		}
 	}
 	c := float64(cost)
 	st.Total.Add(c)
@@ -369,7 +390,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	if vs.by[req.GetDomain()] != nil { // a domain no rule names has no limits, as in envoyproxy/ratelimit
 		for i, d := range req.GetDescriptors() {
 			if d.GetLimit() != nil && !calls[i].empty {
-				calls[i].req.Own, calls[i].req.OwnBucket = ownLimit(req.GetDomain(), d)
+				calls[i].desc.Own, calls[i].desc.OwnBucket = ownLimit(req.GetDomain(), d)
 			}
 		}
 	}
@@ -419,7 +440,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			return nil, limiter.Decision{}, s.unavailable(ctx, err)
 		}
 		s.noteTooMany(req, &d)
-		s.count(vs, &d, cost(&c.req))
+		s.count(vs, &d, cost(&c.req), c.desc.Entries)
 		if !d.Allowed && s.cfg.OnDenied != nil {
 			s.denied(lim, &d, &c.req)
 		}
@@ -466,7 +487,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	for i := range ds {
 		d := &ds[i]
 		s.noteTooMany(req, d)
-		s.count(vs, d, cost(&live[i].req))
+		s.count(vs, d, cost(&live[i].req), live[i].desc.Entries)
 		if !d.Allowed && s.cfg.OnDenied != nil {
 			s.denied(lim, d, &live[i].req)
 		}
