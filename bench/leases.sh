@@ -11,11 +11,15 @@
 #   incr:     bench/redis -mode incr -global: one pipeline of INCRBY+EXPIRE
 #             on the caller's key and on the global key per decision, as
 #             envoyproxy/ratelimit does for two descriptors
+#   textbook: bench/redis -mode textbook -global: the textbook script
+#             (bench/redis/textbook.lua, EVALSHA) on the caller's key and on
+#             the global key, one pipeline per decision
 # Prints per run the RESULT line, then per contender the medians of Redis
 # CPU per 1,000 decisions (INFO cpu), decisions/s and p99.
 #
 #   bench/leases.sh                      # defaults
 #   ROUNDS=5 DURATION=10s bench/leases.sh
+#   CONTENDERS='leases incr' bench/leases.sh   # some of them only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5s} KEYSPACE=${KEYSPACE:-1000000}
@@ -34,13 +38,20 @@ run() { # name, args...
     -keyspace "$KEYSPACE" -zipf "$ZIPF" -global "$GLOBAL" "$@" | grep '^RESULT' | sed "s/^RESULT/RESULT contender=$name/"
 }
 out=$bin/results
+CONTENDERS=${CONTENDERS:-leases noleases incr textbook}
 for r in $(seq "$ROUNDS"); do
-  run leases >>"$out"
-  run noleases -leases=false >>"$out"
-  run incr -mode incr >>"$out"
+  for c in $CONTENDERS; do
+    case $c in
+      leases) run leases ;;
+      noleases) run noleases -leases=false ;;
+      incr) run incr -mode incr ;;
+      textbook) run textbook -mode textbook ;;
+      *) echo "leases.sh: unknown contender $c" >&2; exit 2 ;;
+    esac >>"$out"
+  done
 done
 cat "$out"
-for c in leases noleases incr; do
+for c in $CONTENDERS; do
   python3 - "$out" "$c" <<'PY'
 import sys, statistics
 rows = [dict(kv.split('=', 1) for kv in l.split()[1:]) for l in open(sys.argv[1]) if f"contender={sys.argv[2]} " in l]

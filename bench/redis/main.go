@@ -22,6 +22,13 @@
 // (bench/redis/floor.lua, FCALL; Redis 7 or later). No decision: the
 // least such a decision can cost Redis, beside the counter's two commands.
 //
+// -mode textbook runs, per decision, the textbook token bucket
+// (bench/redis/textbook.lua, EVALSHA, time from the caller in seconds) on
+// the caller's key, capacity 100 refilling 10 a second (sluice's rule),
+// and with -global on the global key too (capacity and refill -global),
+// both in one pipeline: what a limiter built on that script costs for the
+// same two rules.
+//
 // -mode reserve makes each decision a reservation (limiter.Reserve, up to
 // -max-wait) on the same rule and users instead of a check: what a
 // reservation costs Redis beside a check (bench/reserve.sh). A decision
@@ -46,6 +53,8 @@ import (
 
 	_ "embed"
 
+	"github.com/redis/rueidis"
+
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/bench/redis/redisinfo"
 	"github.com/sluicehq/sluice/internal/bench/loadgen"
@@ -57,6 +66,9 @@ import (
 
 //go:embed floor.lua
 var floorLibrary string
+
+//go:embed textbook.lua
+var textbookScript string
 
 func main() {
 	var (
@@ -72,7 +84,7 @@ func main() {
 		maxBatch    = flag.Int("max-batch", sredis.DefaultConfig().MaxBatch, "store/redis Config.MaxBatch (1: no batching)")
 		batchConc   = flag.Int("batch-concurrency", sredis.DefaultConfig().BatchConcurrency, "store/redis Config.BatchConcurrency")
 		gcFloor     = flag.Int("gc-floor-mib", 64, "as sluice serve's --gc-floor-mib (0: Go's default pacing)")
-		mode        = flag.String("mode", "sluice", "sluice: limiter.Limiter over store/redis; reserve: the same, each decision a reservation (Limiter.Reserve); incr: one INCRBY+EXPIRE pipeline per decision (the counter baseline); floor: one run per decision of a script that reads TIME, GETs and SETs the key and decides nothing (bench/redis/floor.lua)")
+		mode        = flag.String("mode", "sluice", "sluice: limiter.Limiter over store/redis; reserve: the same, each decision a reservation (Limiter.Reserve); incr: one INCRBY+EXPIRE pipeline per decision (the counter baseline); textbook: the textbook script (bench/redis/textbook.lua) per key, one pipeline per decision; floor: one run per decision of a script that reads TIME, GETs and SETs the key and decides nothing (bench/redis/floor.lua)")
 		maxWait     = flag.Duration("max-wait", time.Second, "-mode reserve: the longest a reservation may wait for its slot")
 		evalsha     = flag.Bool("evalsha", false, "store/redis Config.Evalsha: run take.lua with EVALSHA, not FCALL")
 		batchWait   = flag.Duration("batch-wait", 0, "store/redis Config.BatchWait: how long a call that would start a script run waits for others to share it (0: it goes at once; up to 10ms)")
@@ -97,8 +109,8 @@ func main() {
 	cfg.BatchWait = *batchWait
 	cfg.NoLeases = !*leases
 	pickZipf, globalLimit = *zipf, *global
-	if *mode != "sluice" && *mode != "incr" && *mode != "reserve" && *mode != "floor" {
-		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice, reserve, incr or floor\n", *mode)
+	if *mode != "sluice" && *mode != "incr" && *mode != "reserve" && *mode != "floor" && *mode != "textbook" {
+		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice, reserve, incr, textbook or floor\n", *mode)
 		os.Exit(2)
 	}
 	if err := run(cfg, *mode, *duration, *concurrency, *keyspace, *requests, *rate, *warmup, *cpuprofile, *maxWait); err != nil {
@@ -223,6 +235,40 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		}
 	}
 
+	if mode == "textbook" {
+		c := store.Client()
+		command = "evalsha"
+		sha, err := c.Do(context.Background(), c.B().ScriptLoad().Script(textbookScript).Build()).ToString()
+		if err != nil {
+			return fmt.Errorf("-mode textbook: SCRIPT LOAD: %w", err)
+		}
+		newCall = func(worker int) loadgen.Call {
+			r := rand.New(rand.NewPCG(uint64(worker)+1, uint64(time.Now().UnixNano())))
+			pick := picker(r, len(users))
+			return func(ctx context.Context) (bool, error) {
+				now := strconv.FormatInt(time.Now().Unix(), 10)
+				key := "rl:{user:" + users[pick()] + "}:bench"
+				cmds := make(rueidis.Commands, 0, 2)
+				cmds = append(cmds, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(key).Arg("100", "10", "1", now).Build())
+				if globalLimit > 0 {
+					g := strconv.FormatInt(globalLimit, 10)
+					cmds = append(cmds, c.B().Evalsha().Sha1(sha).Numkeys(1).Key("rl:{global}:global").Arg(g, g, "1", now).Build())
+				}
+				allowed := true
+				for _, rs := range c.DoMulti(ctx, cmds...) {
+					v, err := rs.ToArray()
+					if err != nil {
+						return false, err
+					}
+					if a, err := v[0].AsInt64(); err != nil || a != 1 {
+						allowed = false
+					}
+				}
+				return allowed, nil
+			}
+		}
+	}
+
 	if mode == "floor" {
 		c := store.Client()
 		command = "fcall"
@@ -254,6 +300,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		}
 	}
 
+	denied0, leased0 := store.LocalDenials(), store.Leases().Decided
 	cpu0, err := redisinfo.CPU(ctx, store.Client())
 	if err != nil {
 		return err
@@ -304,6 +351,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	}
 
 	cpu := cpu1 - cpu0
+	// ops decided in process: denials from the local denial cache, and
+	// ops decided from a lease (two rules: a decision has two ops)
+	localDenials, leased := store.LocalDenials()-denied0, store.Leases().Decided-leased0
 	perSec := res.PerSecond()
 	perCPU := 0.0
 	if cpu > 0 {
@@ -344,9 +394,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if res.Errors > 0 {
 		fmt.Printf("  first error   %v\n", res.FirstErr)
 	}
-	fmt.Printf("RESULT mode=%s command=%s decisions=%d errors=%d decisions_per_s=%.0f p50_us=%.1f p99_us=%.1f redis_cpu_s=%.3f decisions_per_cpu_s=%.0f cpu_ms_per_1000=%.2f usec_per_call=%.2f calls=%d late=%d reads_per_1000=%.0f writes_per_1000=%.0f\n",
+	fmt.Printf("RESULT mode=%s command=%s decisions=%d errors=%d decisions_per_s=%.0f p50_us=%.1f p99_us=%.1f redis_cpu_s=%.3f decisions_per_cpu_s=%.0f cpu_ms_per_1000=%.2f usec_per_call=%.2f calls=%d late=%d reads_per_1000=%.0f writes_per_1000=%.0f local_denials=%d leased_ops=%d\n",
 		mode, strings.ToLower(command), res.Requests, res.Errors, perSec, micros(res.Latency.Quantile(0.5)), micros(res.Latency.Quantile(0.99)), cpu, perCPU,
-		perThousand(cpu, res.Requests), usecPerCall, cmd1[0].Calls-cmd0[0].Calls, res.Late, readsPer, writesPer)
+		perThousand(cpu, res.Requests), usecPerCall, cmd1[0].Calls-cmd0[0].Calls, res.Late, readsPer, writesPer, localDenials, leased)
 	if res.Errors > 0 {
 		return fmt.Errorf("%d calls failed", res.Errors)
 	}
