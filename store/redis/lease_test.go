@@ -342,3 +342,42 @@ func TestLeaseFixedWindow(t *testing.T) {
 		t.Error("no decision from a lease")
 	}
 }
+
+// TestLeaseOrigin: a call decided from leases alone says so
+// (limiter.OriginLease), whether its leased bucket allowed or denied; a
+// call that also went to Redis says the store decided it.
+func TestLeaseOrigin(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, nil, srv.Addr())
+	leased := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: limiter.LeaseOn,
+		Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1000, Window: 1e6}}
+	cold := limiter.Op{Client: "user:a", Rule: "per-user", Cost: 1, Lease: limiter.LeaseOff,
+		Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1e6, Window: 1e6}}
+	for i := range 3 {
+		res, info := take(t, s, leased)
+		if !res[0].Allowed || info.Origin != limiter.OriginLease {
+			t.Fatalf("call %d of a leased bucket alone: allowed %v, origin %s; want allowed, from the lease", i, res[0].Allowed, info.Origin)
+		}
+	}
+	if res, info := take(t, s, leased, cold); !res[0].Allowed || !res[1].Allowed || info.Origin != limiter.OriginStore {
+		t.Errorf("a leased and a cold bucket: allowed %v %v, origin %s; want both allowed, from the store", res[0].Allowed, res[1].Allowed, info.Origin)
+	}
+	// until the leased bucket is spent: its denial vetoes the call before
+	// Redis is asked about the cold bucket
+	for i := 0; ; i++ {
+		res, info := take(t, s, leased, cold)
+		if res[0].Allowed {
+			if i > 100_000 {
+				t.Fatal("the leased bucket never denied")
+			}
+			continue
+		}
+		if info.Origin != limiter.OriginLease {
+			t.Errorf("a spent leased bucket: origin %s; want lease", info.Origin)
+		}
+		break
+	}
+	if st := s.Leases(); st.Decided == 0 {
+		t.Errorf("no decision from a lease: %+v", st)
+	}
+}
