@@ -1,8 +1,13 @@
 package redis_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -379,5 +384,103 @@ func TestLeaseOrigin(t *testing.T) {
 	}
 	if st := s.Leases(); st.Decided == 0 {
 		t.Errorf("no decision from a lease: %+v", st)
+	}
+}
+
+// killedOp is the bucket TestLeaseKilledProcess's child leases: 1,000
+// tokens refilling 1,000 a second (a token a ms).
+var killedOp = limiter.Op{Client: "global", Rule: "killed", Cost: 1, Lease: limiter.LeaseOn,
+	Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1000, Window: 1e6}}
+
+// TestLeaseHelperProcess is TestLeaseKilledProcess's child: it leases
+// killedOp's bucket on the Redis at $SLUICE_LEASE_HELPER, uses one token,
+// prints "leased <Unix µs before its call> <tokens granted> <tokens
+// held>" and waits to be killed.
+func TestLeaseHelperProcess(t *testing.T) {
+	addr := os.Getenv("SLUICE_LEASE_HELPER")
+	if addr == "" {
+		t.Skip("the child of TestLeaseKilledProcess")
+	}
+	// leases sized for 1,000 decisions a second: the largest the rule
+	// allows (50 tokens: a quarter of its refill over 200 ms)
+	s := openStore(t, func(c *sredis.Config) { c.LeaseRate = 1000 }, addr)
+	start := time.Now()
+	if res, info := take(t, s, killedOp); !res[0].Allowed || info.Origin != limiter.OriginLease {
+		t.Fatalf("the first call: allowed %v, origin %s; want allowed from a lease", res[0].Allowed, info.Origin)
+	}
+	st := s.Leases()
+	fmt.Printf("leased %d %d %d\n", start.UnixMicro(), st.Granted, st.Stranded)
+	time.Sleep(time.Minute)
+}
+
+// TestLeaseKilledProcess: a process that holds a lease is killed
+// (SIGKILL: no give-back, no goodbye). The tokens it held stay out of the
+// bucket — taking the whole bucket right after the kill is denied — and
+// come back with the refill, as if used at the lease's end: the bucket,
+// left alone, is whole again within LeaseTTL of the lease, and no sooner
+// than its tokens take to refill.
+func TestLeaseKilledProcess(t *testing.T) {
+	srv := redistest.Start(t)
+	child := exec.Command(os.Args[0], "-test.run=^TestLeaseHelperProcess$", "-test.count=1")
+	child.Env = append(os.Environ(), "SLUICE_LEASE_HELPER="+srv.Addr())
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() }) //nolint:errcheck // killed already, normally
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "leased ") {
+				lines <- sc.Text()
+				return
+			}
+		}
+		close(lines)
+	}()
+	var line string
+	select {
+	case line = <-lines:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the child never leased")
+	}
+	if line == "" {
+		t.Fatal("the child ended without leasing")
+	}
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait() //nolint:errcheck // killed
+	var start, granted, held int64
+	if _, err := fmt.Sscanf(line, "leased %d %d %d", &start, &granted, &held); err != nil || granted < 8 || held != granted-1 {
+		t.Fatalf("the child said %q (%v): want a lease of 8 tokens or more, one used", line, err)
+	}
+
+	probe := openStore(t, func(c *sredis.Config) { c.NoLeases, c.NoDenialCache = true, true }, srv.Addr())
+	all := killedOp
+	all.Lease, all.Cost = limiter.LeaseOff, all.Params.Limit
+	res, info := take(t, probe, all)
+	token := all.Params.Window / all.Params.Limit // µs
+	whole := info.Now + res[0].RetryAfter         // when the bucket is whole again (Unix µs, Redis's clock)
+	ttl := sredis.DefaultConfig().LeaseTTL.Microseconds()
+	t.Logf("killed %d µs after it asked for a lease of %d tokens (holding %d); the bucket is whole %d µs after it asked (LeaseTTL %d µs, the tokens' refill %d µs)",
+		info.Now-start, granted, held, whole-start, ttl, granted*token)
+	if res[0].Allowed {
+		t.Fatalf("the whole bucket right after the kill: allowed; the killed process's %d tokens were handed out again", held)
+	}
+	if whole-start < granted*token {
+		t.Errorf("whole again %d µs after the lease: sooner than its %d tokens refill (%d µs)", whole-start, granted, granted*token)
+	}
+	if whole-start > ttl {
+		t.Errorf("whole again %d µs after the lease: later than LeaseTTL (%d µs)", whole-start, ttl)
+	}
+	time.Sleep(time.Duration(whole-info.Now+1000) * time.Microsecond)
+	if res, _ := take(t, probe, all); !res[0].Allowed {
+		t.Errorf("the whole bucket after it refilled: denied (retry after %d µs)", res[0].RetryAfter)
 	}
 }
