@@ -24,6 +24,7 @@ import (
 type leaseRun struct {
 	admitted [][]time.Duration // per instance, since start: when each admitted call returned
 	started  [][]time.Duration // per instance: when each admitted call was made
+	tried    []time.Duration   // when each call that was decided (admitted or not) was made
 	calls    atomic.Int64      // decisions, admitted or not
 	errs     atomic.Int64      // calls that failed (Redis down)
 	slowest  atomic.Int64      // ns of the slowest call
@@ -50,7 +51,7 @@ func runFleet(t *testing.T, stores []*sredis.Store, op limiter.Op, workers int, 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				var adm, st []time.Duration
+				var adm, st, tried []time.Duration
 				res := make([]algorithm.Result, 1)
 				ops := []limiter.Op{op}
 				for n := 0; n < max && live[i].Load(); n++ {
@@ -76,6 +77,7 @@ func runFleet(t *testing.T, stores []*sredis.Store, op limiter.Op, workers int, 
 						time.Sleep(time.Millisecond)
 						continue
 					}
+					tried = append(tried, b.Sub(start))
 					if res[0].Allowed {
 						adm = append(adm, e.Sub(start))
 						st = append(st, b.Sub(start))
@@ -84,6 +86,7 @@ func runFleet(t *testing.T, stores []*sredis.Store, op limiter.Op, workers int, 
 				mu.Lock()
 				r.admitted[i] = append(r.admitted[i], adm...)
 				r.started[i] = append(r.started[i], st...)
+				r.tried = append(r.tried, tried...)
 				mu.Unlock()
 			}()
 		}
@@ -117,10 +120,34 @@ func excess(all []time.Duration, c int64, r float64) float64 {
 	return worst
 }
 
+// ideal is how many of the calls made at tried a perfect token bucket
+// of capacity c refilling r tokens a second, full at the first call,
+// would have admitted: the most any limiter of that rule could admit of
+// that demand. Where demand exceeds the rule throughout, it is the
+// budget (c + r × the run's length); where the callers fell short of it
+// (a machine too loaded to call as fast as the rule allows), less.
+func ideal(tried []time.Duration, c int64, r float64) int64 {
+	slices.Sort(tried)
+	if len(tried) == 0 {
+		return 0
+	}
+	tokens, last, n := float64(c), tried[0], int64(0)
+	for _, t := range tried {
+		tokens = min(float64(c), tokens+r*(t-last).Seconds())
+		last = t
+		if tokens >= 1 {
+			tokens--
+			n++
+		}
+	}
+	return n
+}
+
 // TestLeaseFleetExact: three instances on one Redis decide a global token
 // bucket as fast as this machine goes. Together they admit no more than
-// the bucket allows over the run and in any interval, use at least 98 % of
-// it, and make at most 0.05 Redis calls per decision; the same with one
+// the bucket allows over the run and in any interval, admit at least 98 %
+// of what a perfect bucket would of the same calls (the budget, while
+// demand exceeds it), and make at most 0.05 Redis calls per decision; the same with one
 // instance's store crashed mid-run, and with Redis killed and restarted
 // mid-run (appendfsync always).
 func TestLeaseFleetExact(t *testing.T) {
@@ -216,34 +243,37 @@ func TestLeaseFleetExact(t *testing.T) {
 			slack := lim * time.Duration(r.slowest.Load()).Seconds()
 			ex := excess(slices.Clone(all), limit, lim)
 			perDecision := float64(redisCalls) / float64(r.calls.Load())
+			best := ideal(r.tried, limit, lim)
 			slices.Sort(r.lat)
 			p99 := r.lat[len(r.lat)*99/100]
-			t.Logf("%s: a rule of %d a second; %d decisions, %d admitted of a budget of %.0f (%.2f %%), %d errors; %d Redis calls (%.4f a decision); worst interval %.0f over the bucket (slack %.0f: slowest call %s); p99 %s; held by the killed instance %d, in hand at the end %d; leases %+v",
-				tc.name, limit, r.calls.Load(), n, budget, 100*float64(n)/budget, r.errs.Load(), redisCalls, perDecision, ex, slack, time.Duration(r.slowest.Load()), p99, stranded, inHand, stats)
+			t.Logf("%s: a rule of %d a second; %d decisions, %d admitted of a budget of %.0f (%.2f %%; a perfect bucket, of these calls: %d, %.2f %%), %d errors; %d Redis calls (%.4f a decision); worst interval %.0f over the bucket (slack %.0f: slowest call %s); p99 %s; held by the killed instance %d, in hand at the end %d; leases %+v",
+				tc.name, limit, r.calls.Load(), n, budget, 100*float64(n)/budget, best, 100*float64(n)/float64(best), r.errs.Load(), redisCalls, perDecision, ex, slack, time.Duration(r.slowest.Load()), p99, stranded, inHand, stats)
 			if float64(n) > budget+1 {
 				t.Errorf("admitted %d, more than the bucket's %.0f over the run", n, budget)
 			}
 			if ex > slack+1 {
 				t.Errorf("an interval admitted %.0f more than the bucket allows (slack %.0f)", ex, slack)
 			}
-			if tc.name == "redis restarted" {
-				// A lease call Redis ran but whose answer the kill lost:
-				// charged, never received. At most one a store, of at
-				// most a quarter of the refill over a lease's life.
-				stranded = int64(len(stores)) * limit * int64(sredis.DefaultConfig().LeaseTTL/time.Millisecond) / 1000 / 4
+			// A lease call Redis ran but whose answer was lost: charged,
+			// never received. At most one a store when Redis restarts,
+			// one when the instance dies; at most a quarter of the refill
+			// over a lease's life each.
+			lease := limit * int64(sredis.DefaultConfig().LeaseTTL/time.Millisecond) / 1000 / 4
+			switch tc.name {
+			case "redis restarted":
+				stranded = int64(len(stores)) * lease
+			case "instance killed":
+				stranded += lease
 			}
-			share := 0.98
-			if tc.name == "instance killed" {
-				// 98 % holds alone (99.0-99.6 % measured, with and
-				// without -race); beside the whole suite under -race
-				// (a rule of 5,000/s) this run has used 93 %, a loss not
-				// yet explained (never an over-admission): the bound
-				// here is what holds there.
-				share = 0.90
-			}
-			want := share * (budget - float64(stranded+inHand))
+			// Against what a perfect bucket admits of the calls made (the
+			// budget, while demand exceeds the rule): beside the whole
+			// suite under -race the callers fall short of the rule at
+			// times (slowest calls of hundreds of ms), and no limiter
+			// admits calls that were not made. Measured so: 90.1 % of the
+			// budget, 99.2 % of the perfect bucket's.
+			want := 0.98 * (float64(best) - float64(stranded+inHand))
 			if float64(n) < want {
-				t.Errorf("admitted %d, less than %.0f (%.0f %% of the budget less what the killed instance held and what is in hand)", n, want, 100*share)
+				t.Errorf("admitted %d, less than %.0f (98 %% of the %d a perfect bucket admits of these calls, less what the killed instance held, what lost answers stranded and what is in hand)", n, want, best)
 			}
 			if perDecision > 0.05 {
 				t.Errorf("%.4f Redis calls a decision, want ≤ 0.05", perDecision)
