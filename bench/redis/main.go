@@ -9,6 +9,8 @@
 //	go run ./bench/redis -redis 127.0.0.1:6390 -rate 30000       # fixed rate
 //	go run ./bench/redis -redis 127.0.0.1:6390 -mode incr        # the counter baseline
 //	go run ./bench/redis -redis 127.0.0.1:6390 -mode reserve -rate 5000   # reservations
+//	go run ./bench/redis -redis 127.0.0.1:6390 -zipf 1.1 -global 100000   # Zipf callers and a global rule
+//	go run ./bench/redis -redis 127.0.0.1:6390 -global 100000 -caller=false   # the global rule alone: a hot key
 //
 // -mode incr measures, under the same load, what a fixed-window counter
 // in the manner of envoyproxy/ratelimit costs Redis per decision: one
@@ -89,7 +91,8 @@ func main() {
 		evalsha     = flag.Bool("evalsha", false, "store/redis Config.Evalsha: run take.lua with EVALSHA, not FCALL")
 		batchWait   = flag.Duration("batch-wait", 0, "store/redis Config.BatchWait: how long a call that would start a script run waits for others to share it (0: it goes at once; up to 10ms)")
 		zipf        = flag.Float64("zipf", 0, "pick users by a Zipf law of this exponent (> 1; a few heavy callers), not uniformly (0)")
-		global      = flag.Int64("global", 0, "add a by: global rule of this many calls a second (a hot key; 0: none); -mode incr then counts a global key too")
+		global      = flag.Int64("global", 0, "add a by: global rule of this many calls a second (a hot key; 0: none); -mode incr and textbook then count a global key too")
+		caller      = flag.Bool("caller", true, "the per-user rule (false, with -global: the global rule alone, hot-key traffic only)")
 		leases      = flag.Bool("leases", true, "store/redis leases for hot buckets (false: Config.NoLeases)")
 		flushDelay  = flag.Duration("flush-delay", 0, "store/redis Config.FlushDelay: how long a connection may hold a write for more commands while a reply is out (0: write at once)")
 	)
@@ -108,7 +111,7 @@ func main() {
 	cfg.FlushDelay = *flushDelay
 	cfg.BatchWait = *batchWait
 	cfg.NoLeases = !*leases
-	pickZipf, globalLimit = *zipf, *global
+	pickZipf, globalLimit, perCaller = *zipf, *global, *caller || *global == 0
 	if *mode != "sluice" && *mode != "incr" && *mode != "reserve" && *mode != "floor" && *mode != "textbook" {
 		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice, reserve, incr, textbook or floor\n", *mode)
 		os.Exit(2)
@@ -130,10 +133,11 @@ const (
 	incrLimit  = 10
 )
 
-// pickZipf and globalLimit are -zipf and -global.
+// pickZipf, globalLimit and perCaller are -zipf, -global and -caller.
 var (
 	pickZipf    float64
 	globalLimit int64
+	perCaller   bool
 )
 
 // picker returns a function that picks a user index: uniformly, or by a
@@ -167,6 +171,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if globalLimit > 0 {
 		set.Rules = append(set.Rules, rules.Rule{ID: "global", By: rules.ByGlobal, Limit: globalLimit,
 			Window: rules.Duration(time.Second), Algorithm: algorithm.TokenBucket})
+	}
+	if !perCaller {
+		set.Rules = set.Rules[1:]
 	}
 	ix, err := rules.Compile(set)
 	if err != nil {
@@ -211,6 +218,14 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 			return func(ctx context.Context) (bool, error) {
 				start := time.Now().Unix() / incrWindow * incrWindow
 				key := "rl:{user:" + users[pick()] + "}:bench_" + strconv.FormatInt(start, 10)
+				if globalLimit > 0 && !perCaller {
+					gkey := "rl:{global}:global_" + strconv.FormatInt(start, 10)
+					rs := c.DoMulti(ctx,
+						c.B().Incrby().Key(gkey).Increment(1).Build(),
+						c.B().Expire().Key(gkey).Seconds(incrWindow).Build())
+					g, err := rs[0].AsInt64()
+					return g <= globalLimit, errors.Join(err, rs[1].Error())
+				}
 				if globalLimit > 0 {
 					// two descriptors: each key its INCRBY and EXPIRE, one round trip
 					gkey := "rl:{global}:global_" + strconv.FormatInt(start, 10)
@@ -249,7 +264,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 				now := strconv.FormatInt(time.Now().Unix(), 10)
 				key := "rl:{user:" + users[pick()] + "}:bench"
 				cmds := make(rueidis.Commands, 0, 2)
-				cmds = append(cmds, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(key).Arg("100", "10", "1", now).Build())
+				if perCaller {
+					cmds = append(cmds, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(key).Arg("100", "10", "1", now).Build())
+				}
 				if globalLimit > 0 {
 					g := strconv.FormatInt(globalLimit, 10)
 					cmds = append(cmds, c.B().Evalsha().Sha1(sha).Numkeys(1).Key("rl:{global}:global").Arg(g, g, "1", now).Build())
