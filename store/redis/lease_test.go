@@ -418,28 +418,33 @@ func TestLeaseOrigin(t *testing.T) {
 }
 
 // killedOp is the bucket TestLeaseKilledProcess's child leases: 1,000
-// tokens refilling 1,000 a second (a token a ms).
+// tokens refilling 100 a second (a token each 10 ms), and killedTTL the
+// child's LeaseTTL: long enough that the lease's tokens take over a second
+// to refill, so that a loaded machine still probes the bucket before.
 var killedOp = limiter.Op{Client: "global", Rule: "killed", Cost: 1, Lease: limiter.LeaseOn,
-	Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1000, Window: 1e6}}
+	Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 100, Window: 1e6, Burst: 1000}}
+
+const killedTTL = 10 * time.Second
 
 // TestLeaseHelperProcess is TestLeaseKilledProcess's child: it leases
 // killedOp's bucket on the Redis at $SLUICE_LEASE_HELPER, uses one token,
-// prints "leased <Unix µs before its call> <tokens granted> <tokens
-// held>" and waits to be killed.
+// prints "leased <Unix µs before its call> <Unix µs after> <tokens
+// granted> <tokens held>" and waits to be killed.
 func TestLeaseHelperProcess(t *testing.T) {
 	addr := os.Getenv("SLUICE_LEASE_HELPER")
 	if addr == "" {
 		t.Skip("the child of TestLeaseKilledProcess")
 	}
 	// leases sized for 1,000 decisions a second: the largest the rule
-	// allows (50 tokens: a quarter of its refill over 200 ms)
-	s := openStore(t, func(c *sredis.Config) { c.LeaseRate = 1000 }, addr)
+	// allows (125 tokens: an eighth of its capacity)
+	s := openStore(t, func(c *sredis.Config) { c.LeaseRate, c.LeaseTTL = 1000, killedTTL }, addr)
 	start := time.Now()
 	if res, info := take(t, s, killedOp); !res[0].Allowed || info.Origin != limiter.OriginLease {
 		t.Fatalf("the first call: allowed %v, origin %s; want allowed from a lease", res[0].Allowed, info.Origin)
 	}
+	end := time.Now()
 	st := s.Leases()
-	fmt.Printf("leased %d %d %d\n", start.UnixMicro(), st.Granted, st.Stranded)
+	fmt.Printf("leased %d %d %d %d\n", start.UnixMicro(), end.UnixMicro(), st.Granted, st.Stranded)
 	time.Sleep(time.Minute)
 }
 
@@ -486,28 +491,28 @@ func TestLeaseKilledProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	child.Wait() //nolint:errcheck // killed
-	var start, granted, held int64
-	if _, err := fmt.Sscanf(line, "leased %d %d %d", &start, &granted, &held); err != nil || granted < 8 || held != granted-1 {
+	var start, end, granted, held int64
+	if _, err := fmt.Sscanf(line, "leased %d %d %d %d", &start, &end, &granted, &held); err != nil || granted < 8 || held != granted-1 {
 		t.Fatalf("the child said %q (%v): want a lease of 8 tokens or more, one used", line, err)
 	}
 
 	probe := openStore(t, func(c *sredis.Config) { c.NoLeases, c.NoDenialCache = true, true }, srv.Addr())
 	all := killedOp
-	all.Lease, all.Cost = limiter.LeaseOff, all.Params.Limit
+	all.Lease, all.Cost = limiter.LeaseOff, all.Params.Capacity()
 	res, info := take(t, probe, all)
 	token := all.Params.Window / all.Params.Limit // µs
 	whole := info.Now + res[0].RetryAfter         // when the bucket is whole again (Unix µs, Redis's clock)
-	ttl := sredis.DefaultConfig().LeaseTTL.Microseconds()
-	t.Logf("killed %d µs after it asked for a lease of %d tokens (holding %d); the bucket is whole %d µs after it asked (LeaseTTL %d µs, the tokens' refill %d µs)",
-		info.Now-start, granted, held, whole-start, ttl, granted*token)
+	ttl := killedTTL.Microseconds()
+	t.Logf("the child asked for a lease at 0 and had %d tokens (holding %d) at %d µs; killed, probed at %d µs; the bucket is whole at %d µs (LeaseTTL %d µs, the tokens' refill %d µs)",
+		granted, held, end-start, info.Now-start, whole-start, ttl, granted*token)
 	if res[0].Allowed {
 		t.Fatalf("the whole bucket right after the kill: allowed; the killed process's %d tokens were handed out again", held)
 	}
 	if whole-start < granted*token {
-		t.Errorf("whole again %d µs after the lease: sooner than its %d tokens refill (%d µs)", whole-start, granted, granted*token)
+		t.Errorf("whole again %d µs after the lease was asked for: sooner than its %d tokens refill (%d µs)", whole-start, granted, granted*token)
 	}
-	if whole-start > ttl {
-		t.Errorf("whole again %d µs after the lease: later than LeaseTTL (%d µs)", whole-start, ttl)
+	if whole-end > ttl {
+		t.Errorf("whole again %d µs after the lease was granted: later than LeaseTTL (%d µs)", whole-end, ttl)
 	}
 	time.Sleep(time.Duration(whole-info.Now+1000) * time.Microsecond)
 	if res, _ := take(t, probe, all); !res[0].Allowed {
