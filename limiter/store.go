@@ -48,6 +48,10 @@ const (
 	// OriginLocalDenialCache: a denial the shared store gave earlier is
 	// still in force; no round trip was made.
 	OriginLocalDenialCache
+	// OriginLease: every rule of the call was decided from tokens this
+	// instance leased from the shared store earlier (a hot bucket); no
+	// round trip was made.
+	OriginLease
 	// OriginLocalFallback: the shared store is unavailable; the call was
 	// decided by a coarse in-process limit (rules with failure_mode: open).
 	OriginLocalFallback
@@ -56,7 +60,7 @@ const (
 	OriginUnavailable
 )
 
-var originNames = [...]string{"store", "local_denial_cache", "local_fallback", "unavailable"}
+var originNames = [...]string{"store", "local_denial_cache", "lease", "local_fallback", "unavailable"}
 
 // String returns the name used in metrics and answers, e.g. "local_fallback".
 func (s Origin) String() string {
