@@ -18,7 +18,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/sluicehq/sluice/rules"
+	planname "github.com/sluicehq/sluice/internal/plan"
 )
 
 // DefaultPlanClaim is the claim a token's plan is read from by default.
@@ -159,7 +159,7 @@ func (v *JWTVerifier) Verify(token string) (user, plan string, err error) {
 	if sub == "" {
 		return "", "", errors.New("middleware: jwt: sub must be a non-empty string")
 	}
-	if p, ok := claims[v.planClaim].(string); ok && rules.ValidPlan(p) {
+	if p, ok := claims[v.planClaim].(string); ok && planname.Valid(p) {
 		plan = p
 	}
 	return sub, plan, nil

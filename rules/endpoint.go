@@ -11,7 +11,7 @@ import (
 )
 
 // MaxEndpoint is the longest endpoint pattern, in bytes.
-const MaxEndpoint = 512
+const maxEndpoint = 512
 
 // Endpoint is a parsed endpoint pattern, "METHOD /path". Method is an
 // uppercase HTTP method, a set of them joined by "|" ("GET|HEAD",
@@ -40,8 +40,8 @@ func ParseEndpoint(s string) (Endpoint, error) {
 	bad := func(format string, args ...any) (Endpoint, error) {
 		return Endpoint{}, fieldErr(fmt.Sprintf(format, args...), "endpoint")
 	}
-	if len(s) > MaxEndpoint {
-		return bad("must be at most %d bytes, got %d", MaxEndpoint, len(s))
+	if len(s) > maxEndpoint {
+		return bad("must be at most %d bytes, got %d", maxEndpoint, len(s))
 	}
 	if !utf8.ValidString(s) {
 		return bad("must be valid UTF-8")
@@ -73,7 +73,7 @@ func ParseEndpoint(s string) (Endpoint, error) {
 }
 
 // MaxMethods is the most methods an endpoint's method set names.
-const MaxMethods = 16
+const maxMethods = 16
 
 // methodProblem returns what is wrong with the method of an endpoint
 // pattern, or "".
@@ -82,8 +82,8 @@ func methodProblem(m string) string {
 	if m == "*" {
 		return ""
 	}
-	if strings.Count(m, "|") >= MaxMethods {
-		return fmt.Sprintf("at most %d methods joined by \"|\", got %d", MaxMethods, strings.Count(m, "|")+1)
+	if strings.Count(m, "|") >= maxMethods {
+		return fmt.Sprintf("at most %d methods joined by \"|\", got %d", maxMethods, strings.Count(m, "|")+1)
 	}
 	parts := strings.Split(m, "|")
 	for i, one := range parts {

@@ -116,7 +116,7 @@ func FuzzParseEndpoint(f *testing.F) {
 			t.Fatalf("ParseEndpoint(%q).Matches(%q, %q) = %v, want %v", s, method, path, got, want)
 		}
 		// The index agrees with the matcher.
-		ix, err := Compile(&Set{Rules: []Rule{{ID: "r", Match: Match{Endpoint: s}, Limit: 1, Window: Duration(MinWindow)}}})
+		ix, err := Compile(&Set{Rules: []Rule{{ID: "r", Match: Match{Endpoint: s}, Limit: 1, Window: Duration(minWindow)}}})
 		if err != nil {
 			t.Fatalf("Compile(rule with endpoint %q) = %v", s, err)
 		}

@@ -114,7 +114,7 @@ type call struct {
 // pathIndex holds rules with an endpoint by path or prefix base.
 type pathIndex struct {
 	m    map[string]*pathRules
-	lens [MaxEndpoint / 64]uint64 // the lengths of prefix bases
+	lens [maxEndpoint / 64]uint64 // the lengths of prefix bases
 }
 
 // pathRules holds the enabled rules whose endpoint names one path: exact

@@ -71,7 +71,7 @@ func (m *matcher) match(dst []*Compiled, c *call) []*Compiled {
 		// Rule paths are shorter than MaxEndpoint: the lower case of the
 		// first MaxEndpoint+1 bytes finds every rule that fits, and no
 		// exact rule fits a path of that length.
-		var lower [MaxEndpoint + 1]byte
+		var lower [maxEndpoint + 1]byte
 		dst = m.folded.match(dst, c, bytesString(urlpath.AppendLower(lower[:0], c.path[:min(len(c.path), len(lower))])))
 	}
 	if len(c.header) == 0 { // no header: no rule on one fits
@@ -96,7 +96,7 @@ func (pi *pathIndex) match(dst []*Compiled, c *call, path string) []*Compiled {
 	// the part before each "/" whose length some prefix base has, visiting
 	// those lengths (fewer than the path's bytes, as a rule) rather than
 	// the bytes.
-	n := min(len(path), MaxEndpoint)
+	n := min(len(path), maxEndpoint)
 	for w := 0; w*64 < n; w++ {
 		set := pi.lens[w]
 		if rest := n - w*64; rest < 64 {

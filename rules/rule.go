@@ -22,11 +22,10 @@ import (
 // algorithms.
 const (
 	MaxLimit         = algorithm.MaxLimit   // largest limit and burst
-	MinWindow        = time.Millisecond     // shortest window
-	MaxWindow        = 366 * 24 * time.Hour // longest window
-	MaxDescription   = 1024                 // bytes
-	MaxClientIDValue = identity.MaxValue    // bytes after "user:", "api_key:" or "ip:"
-	MaxPlan          = 64                   // bytes of a plan name
+	minWindow        = time.Millisecond     // shortest window
+	maxWindow        = 366 * 24 * time.Hour // longest window
+	maxDescription   = 1024                 // bytes
+	maxClientIDValue = identity.MaxValue    // bytes after "user:", "api_key:" or "ip:"
 )
 
 const (
@@ -196,8 +195,8 @@ type Rule struct {
 	// MaxReserveWait caps how far ahead a reservation (POST
 	// /ratelimit/reserve, Limiter.Reserve) may be granted on this rule's
 	// buckets: a caller asking to wait longer is refused as one whose
-	// max_wait_ms is this. 0 means MaxReserveWait, one hour. Bucket
-	// algorithms only, since only they reserve.
+	// max_wait_ms is this. 0 means one hour, the most any reservation
+	// waits. Bucket algorithms only, since only they reserve.
 	MaxReserveWait Duration    `json:"max_reserve_wait,omitempty" yaml:"max_reserve_wait,omitempty"`
 	FailureMode    FailureMode `json:"failure_mode,omitempty" yaml:"failure_mode,omitempty"`
 	Charge         Charge      `json:"charge,omitempty" yaml:"charge,omitempty"`   // "" = request
@@ -210,14 +209,14 @@ type Rule struct {
 	Replaces       []string    `json:"replaces,omitempty" yaml:"replaces,omitempty"` // names of the rules this one overrides
 }
 
-// MaxReserveWait is the longest a reservation may wait, and the largest
+// maxReserveWait is the longest a reservation may wait, and the largest
 // Rule.MaxReserveWait: one hour.
-const MaxReserveWait = Duration(time.Hour)
+const maxReserveWait = Duration(time.Hour)
 
 // Limits on name and replaces.
 const (
-	MaxName     = 128 // bytes of a rule's name
-	MaxReplaces = 32  // names in one rule's replaces
+	maxName     = 128 // bytes of a rule's name
+	maxReplaces = 32  // names in one rule's replaces
 )
 
 // IsEnabled reports whether the rule is in force (Enabled nil or true).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/plan"
 	"github.com/sluicehq/sluice/internal/quote"
 )
 
@@ -21,7 +22,7 @@ func (r *Rule) Validate() error {
 	if err := validID(r.ID); err != nil {
 		return err
 	}
-	if err := validText("description", r.Description, MaxDescription); err != nil {
+	if err := validText("description", r.Description, maxDescription); err != nil {
 		return err
 	}
 	if r.Match.Domain != "" {
@@ -111,9 +112,9 @@ func (r *Rule) Validate() error {
 	switch {
 	case w == 0:
 		return fieldErr(`required, e.g. "1m"`, "window")
-	case w < MinWindow:
+	case w < minWindow:
 		return fieldErr(fmt.Sprintf("must be ≥ 1ms, got %s", r.Window), "window")
-	case w > MaxWindow:
+	case w > maxWindow:
 		return fieldErr(fmt.Sprintf("must be ≤ 366d, got %s", r.Window), "window")
 	case w%time.Microsecond != 0:
 		return fieldErr(fmt.Sprintf("must be a whole number of microseconds, got %s", r.Window), "window")
@@ -143,7 +144,7 @@ func (r *Rule) Validate() error {
 		return fieldErr(fmt.Sprintf("only token_bucket and leaky_bucket rules reserve; remove max_reserve_wait or change the algorithm (got %s)", r.Algorithm), "max_reserve_wait")
 	case mw < Duration(time.Millisecond) || time.Duration(mw)%time.Millisecond != 0:
 		return fieldErr(fmt.Sprintf("must be a whole number of milliseconds, at least 1ms, got %s", mw), "max_reserve_wait")
-	case mw > MaxReserveWait:
+	case mw > maxReserveWait:
 		return fieldErr(fmt.Sprintf("must be ≤ 1h, the longest any reservation waits, got %s", mw), "max_reserve_wait")
 	}
 	// What keeps the algorithms exact: a bucket's full refill within
@@ -167,8 +168,8 @@ func (r *Rule) validateNames() error {
 			return err
 		}
 	}
-	if len(r.Replaces) > MaxReplaces {
-		return fieldErr(fmt.Sprintf("at most %d names, got %d", MaxReplaces, len(r.Replaces)), "replaces")
+	if len(r.Replaces) > maxReplaces {
+		return fieldErr(fmt.Sprintf("at most %d names, got %d", maxReplaces, len(r.Replaces)), "replaces")
 	}
 	for i, n := range r.Replaces {
 		at := fmt.Sprintf("replaces[%d]", i)
@@ -188,8 +189,8 @@ func (r *Rule) validateNames() error {
 // validName checks a non-empty rule name.
 func validName(n, field string) error {
 	switch {
-	case len(n) > MaxName:
-		return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", MaxName, len(n)), field)
+	case len(n) > maxName:
+		return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", maxName, len(n)), field)
 	case !utf8.ValidString(n) || strings.ContainsFunc(n, unicode.IsControl):
 		return fieldErr(fmt.Sprintf("must be UTF-8 without control characters, got %s", quote.Short(n)), field)
 	}
@@ -270,8 +271,8 @@ func ValidClientID(id string) error {
 	switch {
 	case val == "":
 		return fieldErr(fmt.Sprintf("want a value after %q, got %s", kind+":", quote.Short(id)), "client")
-	case len(val) > MaxClientIDValue:
-		return fieldErr(fmt.Sprintf("the value after %q is %d bytes, want at most %d", kind+":", len(val), MaxClientIDValue), "client")
+	case len(val) > maxClientIDValue:
+		return fieldErr(fmt.Sprintf("the value after %q is %d bytes, want at most %d", kind+":", len(val), maxClientIDValue), "client")
 	case !utf8.ValidString(val):
 		return fieldErr(fmt.Sprintf("%s is not valid UTF-8", quote.Short(id)), "client")
 	case strings.ContainsFunc(val, unicode.IsControl):
@@ -383,37 +384,22 @@ func validID(id string) error {
 
 // planProblem returns what is wrong with a non-empty plan name, or "".
 func planProblem(p string) string {
-	if !ValidPlan(p) {
+	if !plan.Valid(p) {
 		return fmt.Sprintf("must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got %s", quote.Short(p))
 	}
 	return ""
 }
 
-// ValidPlan reports whether p is a plan name: 1 to MaxPlan of A-Z a-z 0-9
-// . _ - starting with a letter or digit. Rules, the decision API and JWT
-// plan claims all take a plan by it.
-func ValidPlan(p string) bool {
-	if p == "" || len(p) > MaxPlan || !isAlnum(p[0]) {
-		return false
-	}
-	for i := 1; i < len(p); i++ {
-		if c := p[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
 // MaxDomain is the longest match.domain, in bytes.
-const MaxDomain = 1024
+const maxDomain = 1024
 
 // domainProblem checks an Envoy domain: any UTF-8 text, as Envoy and
 // envoyproxy/ratelimit take it (Envoy Gateway's look like
 // "default/eg/https"), of at most MaxDomain bytes.
 func domainProblem(d string) string {
 	switch {
-	case len(d) > MaxDomain:
-		return fmt.Sprintf("must be at most %d bytes, got %d", MaxDomain, len(d))
+	case len(d) > maxDomain:
+		return fmt.Sprintf("must be at most %d bytes, got %d", maxDomain, len(d))
 	case !utf8.ValidString(d):
 		return "must be valid UTF-8"
 	}

@@ -6,17 +6,17 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/jsonhttp"
+	planname "github.com/sluicehq/sluice/internal/plan"
 	"github.com/sluicehq/sluice/internal/quote"
 	"github.com/sluicehq/sluice/limiter"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // Limits on the fields of a check request. user, api_key, ip and the
 // endpoint's path have none: whatever a caller sends there is decided (see
 // ParseCheck), within the body's size limit.
 const (
-	MaxPlan = rules.MaxPlan // bytes of plan
-	MaxCost = 1000000000    // largest cost, as rules.MaxLimit
+	MaxPlan = planname.MaxLen // bytes of plan
+	MaxCost = 1000000000      // largest cost, as rules.MaxLimit
 )
 
 // CheckRequest is the body of POST /ratelimit/check (docs/api.md):
@@ -171,7 +171,7 @@ func (r *rawCheck) validate(dst *CheckRequest) error {
 		}
 	}
 	user, apiKey, ip, plan, endpoint := s[fUser], s[fAPIKey], s[fIP], s[fPlan], s[fEndpoint]
-	if plan != "" && !rules.ValidPlan(plan) {
+	if plan != "" && !planname.Valid(plan) {
 		return invalid("plan: must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got " + quote.Short(plan))
 	}
 	var method, path string
