@@ -174,7 +174,7 @@ func appendValue(buf []byte, v string) []byte {
 
 // appendEndpoint appends the endpoint a call is counted under: its method
 // in upper case (HEAD as GET, which rules match it as), a space and its
-// clean path (rules.CleanPath), with ASCII letters in lower case when fold
+// clean path (see Paths in package rules), with ASCII letters in lower case when fold
 // (as a path_case insensitive rule compares it), or the digest of that
 // when it is not plain.
 func appendEndpoint(buf []byte, method, path string, fold bool) []byte {

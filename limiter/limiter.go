@@ -49,7 +49,7 @@ var (
 // keyed by its digest, an IPv6 address by its prefix, an IP in brackets or
 // with a port as the address). Method and Path name the endpoint as the
 // call gave it, query included or not: rules compare the clean path
-// (rules.CleanPath). Plan is the call's plan when the rules name it (a
+// (see Paths in package rules). Plan is the call's plan when the rules name it (a
 // rule, a client or the default plan), else — empty, or a plan nobody
 // defined — the plan comes from the client registry or the default plan
 // (rules.Index.Plan); Cost 0 means 1. Peek checks without taking: every

@@ -69,7 +69,7 @@ func WithErrorHandler(fn func(w http.ResponseWriter, r *http.Request, err error)
 
 // DefaultEndpoint is the endpoint of r as rules see it: its method and its
 // path as the request spelled it (URL.EscapedPath). The limiter cleans it
-// as it does for every entry point (rules.CleanPath), so that
+// as it does for every entry point (see Paths in package rules), so that
 // "/api//orders/", "/api/./orders", "/api/%6frders", "/api%2Forders" and
 // "/api/orders;jsessionid=1" all count as "/api/orders" and an upstream
 // that normalizes paths cannot be reached around a rule. The query is not

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/quote"
+	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
 // MaxEndpoint is the longest endpoint pattern, in bytes.
@@ -113,17 +114,17 @@ func validMethod(m string) bool {
 
 // Matches reports whether a call with this method and path (the request
 // path as given) fits the pattern, as Index.Match decides: both paths are
-// compared in their clean form (CleanPath), methods without regard to
+// compared in their clean form (see Paths in the package doc), methods without regard to
 // ASCII case, and a pattern on GET (alone or in a set) also fits HEAD.
 func (e Endpoint) Matches(method, path string) bool {
 	if !methodFits(e.Method, method) {
 		return false
 	}
-	return e.matchesPath(CleanPath(path))
+	return e.matchesPath(urlpath.Clean(path))
 }
 
 func (e Endpoint) matchesPath(path string) bool {
-	base := CleanPath(e.Path)
+	base := urlpath.Clean(e.Path)
 	if !e.Prefix {
 		return path == base
 	}

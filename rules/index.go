@@ -41,7 +41,7 @@ type Compiled struct {
 // Index is a compiled Set: it finds the rules that apply to a call in time
 // that does not grow with the number of rules. Rules with an endpoint are
 // kept in one map by path (the exact path, or the base of a prefix pattern,
-// "/api" for "/api/*", each made clean with CleanPath), and under each path
+// "/api" for "/api/*", each made clean with urlpath.Clean), and under each path
 // by plan; rules for any path are kept by plan. A call looks up its own
 // clean path and, for prefix rules, each part of it before a "/" (only for
 // lengths some prefix base has); every list is in set order and filtered
@@ -282,7 +282,7 @@ func (ix *Index) add(c *Compiled) {
 	}
 	c.method = e.Method
 	c.methods, c.otherMethod = methodMask(e.Method)
-	path := CleanPath(e.Path)
+	path := urlpath.Clean(e.Path)
 	if e.Prefix && path == "/" {
 		path = "" // "/*", "//*", "/./*": every path
 	}

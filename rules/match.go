@@ -21,7 +21,7 @@ func (ix *Index) Match(plan, method, path string, dst []*Compiled) []*Compiled {
 // Seq), and returns dst. Rules that name a domain fit only on the view of
 // their domain (Domain). A rule without a plan fits every plan; plan ""
 // fits only those. path is the request path as the call gave it: Match
-// makes it clean (CleanPath) before it compares. Methods compare without
+// makes it clean (see Paths in the package doc) before it compares. Methods compare without
 // regard to ASCII case, and a rule on GET also fits HEAD. h is read as
 // net/http keeps it, by canonical name (textproto.CanonicalMIMEHeaderKey),
 // and a header's first value is the one compared. MatchHeader allocates

@@ -6,6 +6,29 @@
 // A Set is plain data: build one, Validate it, then Compile it into an Index.
 // An Index is immutable; to change the rules, compile a new one and swap it
 // in (an atomic.Pointer[Index] is the intended holder).
+//
+// # Paths
+//
+// Rules match a request path in its clean form, the same for every entry
+// point (the decision API, the Envoy API, the gateway and the middleware)
+// and for the paths of endpoint patterns:
+//
+//   - the query and fragment are dropped (from the first "?" or "#");
+//   - each segment loses its parameters, from a ";" to the end of the
+//     segment ("/api/orders;jsessionid=1" is "/api/orders", "/a/..;/b" is
+//     "/b"), as Tomcat and Spring route;
+//   - percent escapes ("%6f", "%2F", "%2e") are decoded, once; a decoded
+//     "/" separates segments; an escape that is not "%" and two hex
+//     digits stays as it is;
+//   - empty segments and "." are dropped and ".." removes the segment
+//     before it (never above the root), so "//api/orders", "/api/orders/",
+//     "/api//orders", "/api/./orders" and "/api/x/../orders" are all
+//     "/api/orders";
+//   - the result starts with "/" and has no trailing "/" ("/" alone for
+//     the root).
+//
+// "" stays "" (a call without a path). Letter case is kept: a rule asks
+// for case-insensitive matching with match.path_case.
 package rules
 
 import (
@@ -111,8 +134,8 @@ func (m LeaseMode) Valid() bool {
 // every method and path, a rule with no headers or domain to every call.
 //
 // The endpoint's path and the call's are compared in their clean form
-// (CleanPath), with letter case unless PathCase is insensitive; methods are
-// compared without regard to case, and a rule on GET (alone or in a method
+// (see Paths in the package doc), with letter case unless PathCase is
+// insensitive; methods are compared without regard to case, and a rule on GET (alone or in a method
 // set such as "GET|POST") also applies to HEAD.
 //
 // Headers maps request header names to the value a call must carry:

@@ -34,7 +34,7 @@ type CheckRequest struct {
 	Cost     int64  `json:"cost"`               // 1..MaxCost; 1 when absent
 
 	// Method and Path are the parts of Endpoint, as given: the limiter
-	// drops the query and cleans the path (rules.CleanPath).
+	// drops the query and cleans the path (urlpath.Clean).
 	Method string `json:"-"`
 	Path   string `json:"-"`
 }
@@ -58,7 +58,7 @@ func (r *CheckRequest) limiterRequest() limiter.Request {
 // refused: user, api_key and ip may be any string (one too long or odd is
 // keyed by its digest, see package identity), the method any word (rules
 // compare it without regard to case), and the path anything (the limiter
-// drops its query and cleans it, see rules.CleanPath).
+// drops its query and cleans it, see urlpath.Clean).
 //
 // The returned strings do not alias body.
 func ParseCheck(body []byte) (CheckRequest, error) {
