@@ -264,8 +264,9 @@ type Client struct {
 }
 
 // Set is the whole rule configuration: what the rules file holds and what
-// the admin API edits. Rules apply in order; Clients maps a client id (see
-// ValidClientID) to its plan; callers not in Clients get DefaultPlan. The
+// the admin API edits. Rules apply in order; Clients maps a client id
+// ("user:<id>", "api_key:<key>" or "ip:<address or prefix>", which
+// Validate checks) to its plan; callers not in Clients get DefaultPlan. The
 // zero value is an empty, valid configuration. A Set is plain data with no
 // locking: share it read-only or Clone it.
 type Set struct {

@@ -212,7 +212,7 @@ func TestValidClientID(t *testing.T) {
 		{"user:h:0123456789abcdef0123456789abcdef0", `names a digest`},
 	}
 	for _, tt := range tests {
-		checkErr(t, fmt.Sprintf("ValidClientID(%q)", tt.id), ValidClientID(tt.id), tt.want)
+		checkErr(t, fmt.Sprintf("validClientID(%q)", tt.id), validClientID(tt.id), tt.want)
 	}
 }
 

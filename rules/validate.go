@@ -242,7 +242,7 @@ func (s *Set) validateFields() error {
 		seen[r.ID] = i
 	}
 	for _, id := range sortedKeys(s.Clients) {
-		if err := ValidClientID(id); err != nil {
+		if err := validClientID(id); err != nil {
 			fe := err.(*FieldError)
 			return &FieldError{Field: clientField(id), Message: fe.Message, path: []string{"clients", id}}
 		}
@@ -254,7 +254,7 @@ func (s *Set) validateFields() error {
 	return nil
 }
 
-// ValidClientID checks a client id as used in Set.Clients and the admin
+// validClientID checks a client id as used in Set.Clients and the admin
 // API: "user:<id>", "api_key:<key>" or "ip:<address or prefix>". The value
 // after the colon is non-empty, at most 256 bytes of UTF-8 without control
 // characters; a user or key value starting with "h:" is a digest, "h:" and
@@ -263,7 +263,7 @@ func (s *Set) validateFields() error {
 // a masked prefix in canonical form
 // ("2001:db8::/64", not "2001:DB8:0::1/64"), since clients are looked up by
 // exact string. The error is a *FieldError for the field "client".
-func ValidClientID(id string) error {
+func validClientID(id string) error {
 	kind, val, ok := strings.Cut(id, ":")
 	if !ok || (kind != "user" && kind != "api_key" && kind != "ip") {
 		return fieldErr(fmt.Sprintf(`want "user:<id>", "api_key:<key>" or "ip:<address or prefix>", got %s`, quote.Short(id)), "client")

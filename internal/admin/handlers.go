@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/sluicehq/sluice/internal/rulecheck"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -217,7 +218,7 @@ func (s *server) readPlan(w http.ResponseWriter, r *http.Request) (string, error
 
 func (s *server) putClient(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if err := rules.ValidClientID(id); err != nil {
+	if err := rulecheck.ValidClientID(id); err != nil {
 		return s.apiError(err)
 	}
 	ifRev, err := s.ifMatch(r)

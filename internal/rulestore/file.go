@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/rulecheck"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -201,11 +202,11 @@ func OpenFile(cfg FileConfig) (*File, error) {
 	return f, nil
 }
 
-// warnFindings logs at WARN what rules.Lint finds in data, a rules file
+// warnFindings logs at WARN what rulecheck.Lint finds in data, a rules file
 // just loaded: limits it probably misses (`sluice rules lint` prints the
 // same).
 func (f *File) warnFindings(data []byte) {
-	fs, err := rules.Lint(data)
+	fs, err := rulecheck.Lint(data)
 	if err != nil {
 		return
 	}
