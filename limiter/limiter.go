@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/everyresult"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -296,7 +297,7 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 	res := make([]algorithm.Result, len(all))
 	var info TakeInfo
 	if len(reqs) > 1 {
-		ctx = WithEveryResult(ctx) // each request's decision is its own buckets'
+		ctx = everyresult.With(ctx) // each request's decision is its own buckets'
 	}
 	for start := 0; start < len(all); start += MaxRulesPerCall {
 		end := min(start+MaxRulesPerCall, len(all))
