@@ -109,14 +109,7 @@ func DefaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return
 	}
-	WriteError(w, http.StatusServiceUnavailable, "unavailable", "the rate limiter could not decide")
-}
-
-// WriteError answers status with Content-Type: application/json and
-// {"error":"<code>","message":"<message>"}, any code and message escaped as
-// JSON needs: the error body of every sluice API (docs/api.md).
-func WriteError(w http.ResponseWriter, status int, code, message string) {
-	jsonhttp.WriteError(w, status, code, message)
+	jsonhttp.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the rate limiter could not decide")
 }
 
 // Middleware returns a middleware that checks every call with l before
