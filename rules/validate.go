@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/clientkey"
 	"github.com/sluicehq/sluice/internal/plan"
 	"github.com/sluicehq/sluice/internal/quote"
 )
@@ -279,9 +280,9 @@ func validClientID(id string) error {
 		return fieldErr(fmt.Sprintf("%s contains a control character", quote.Short(id)), "client")
 	}
 	if kind != "ip" {
-		if d, ok := strings.CutPrefix(val, identity.DigestPrefix); ok && !isDigest(d) {
+		if d, ok := strings.CutPrefix(val, clientkey.DigestPrefix); ok && !isDigest(d) {
 			return fieldErr(fmt.Sprintf(`%s: a value starting with %q names a digest: want %q and %d lowercase hex digits, the first %d bytes of the SHA-256 of the %s (how sluice keys a value over %d bytes, with control characters, not UTF-8, or itself starting with %q)`,
-				quote.Short(id), identity.DigestPrefix, identity.DigestPrefix, identity.DigestLen, identity.DigestLen/2, strings.ReplaceAll(kind, "_", " "), identity.MaxValue, identity.DigestPrefix), "client")
+				quote.Short(id), clientkey.DigestPrefix, clientkey.DigestPrefix, clientkey.DigestLen, clientkey.DigestLen/2, strings.ReplaceAll(kind, "_", " "), identity.MaxValue, clientkey.DigestPrefix), "client")
 		}
 		return nil
 	}
@@ -305,9 +306,9 @@ func validClientID(id string) error {
 	return nil
 }
 
-// isDigest reports whether s is identity.DigestLen lowercase hex digits.
+// isDigest reports whether s is clientkey.DigestLen lowercase hex digits.
 func isDigest(s string) bool {
-	if len(s) != identity.DigestLen {
+	if len(s) != clientkey.DigestLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
