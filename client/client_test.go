@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/internal/testkit/limitertest"
@@ -26,9 +27,10 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-// These tests run the client against sluice itself, in process: the data
-// plane (internal/server over a limiter and a memory store whose clock does
-// not move) and the admin API (internal/admin over a rules file), wired as
+// These tests run the client, and internal/adminclient which sends its
+// requests through it, against sluice itself, in process: the data plane
+// (internal/server over a limiter and a memory store whose clock does not
+// move) and the admin API (internal/admin over a rules file), wired as
 // sluice serve wires them — the limiter follows every change of the rules.
 // Only TestErrors also uses a canned handler, for answers sluice never
 // gives (a body that is not JSON, an empty one).
@@ -189,7 +191,7 @@ func show(r *client.CheckResponse) string {
 func TestErrors(t *testing.T) {
 	s := newSluice(t)
 	ctx := context.Background()
-	data, adm := client.New(s.data), client.New(s.admin, client.WithToken(token))
+	data, adm := client.New(s.data), adminclient.New(s.admin, client.WithToken(token))
 
 	// Answers sluice gives.
 	var e *client.Error
@@ -201,7 +203,7 @@ func TestErrors(t *testing.T) {
 	if !errors.As(err, &e) || e.Status != 404 || e.Code != "not_found" || !strings.Contains(e.Message, `"x"`) || !client.IsNotFound(err) {
 		t.Errorf("GetRule(x) = %v, want a 404 not_found *client.Error naming x", err)
 	}
-	_, err = client.New(s.admin).ListRules(ctx)
+	_, err = adminclient.New(s.admin).ListRules(ctx)
 	if !errors.As(err, &e) || e.Status != 401 || e.Code != "unauthorized" {
 		t.Errorf("ListRules without the token = %v, want a 401 unauthorized *Error", err)
 	}
@@ -222,7 +224,7 @@ func TestErrors(t *testing.T) {
 	})
 	canned := httptest.NewServer(mux)
 	t.Cleanup(canned.Close)
-	c := client.New(canned.URL)
+	c := adminclient.New(canned.URL)
 	tests := []struct {
 		name string
 		call func() error
@@ -256,7 +258,7 @@ func TestErrors(t *testing.T) {
 	// A server that is not there: a transport error, not an *Error.
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
-	_, err = client.New(dead.URL).ListRules(ctx)
+	_, err = adminclient.New(dead.URL).ListRules(ctx)
 	if err == nil || errors.As(err, &e) || !strings.HasPrefix(err.Error(), "client: ") {
 		t.Errorf("ListRules on a closed port = %v, want a client: transport error", err)
 	}
@@ -266,7 +268,7 @@ func TestErrors(t *testing.T) {
 // through it limits the data plane's next decision.
 func TestAdmin(t *testing.T) {
 	s := newSluice(t)
-	c := client.New(s.admin, client.WithToken(token), client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second}))
+	c := adminclient.New(s.admin, client.WithToken(token), client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second}))
 	data := client.New(s.data)
 	ctx := context.Background()
 
@@ -354,7 +356,7 @@ func TestAdmin(t *testing.T) {
 
 func TestApply(t *testing.T) {
 	s := newSluice(t)
-	c := client.New(s.admin, client.WithToken(token))
+	c := adminclient.New(s.admin, client.WithToken(token))
 	data := client.New(s.data)
 	ctx := context.Background()
 	rev := s.src.Current().Revision()

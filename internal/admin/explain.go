@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/limiter"
 )
@@ -21,7 +21,7 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var eb client.ExplainRequest
+	var eb adminclient.ExplainRequest
 	if err := decodeStrict(body, &eb); err != nil {
 		return err
 	}
@@ -34,7 +34,7 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := client.Explanation{Plan: ex.Plan, Matched: ex.Matched, Buckets: []client.ExplainBucket{},
+	out := adminclient.Explanation{Plan: ex.Plan, Matched: ex.Matched, Buckets: []adminclient.ExplainBucket{},
 		Note: "read without taking: the buckets are as they are now, and this call was not counted"}
 	if ix != nil {
 		out.Revision = ix.Revision()
@@ -43,7 +43,7 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) error {
 		out.Matched = []string{}
 	}
 	for _, b := range ex.Buckets {
-		eb := client.ExplainBucket{Rule: b.Rule, Bucket: displayClient(b.Client), Shadow: b.Shadow, Limit: b.Limit,
+		eb := adminclient.ExplainBucket{Rule: b.Rule, Bucket: displayClient(b.Client), Shadow: b.Shadow, Limit: b.Limit,
 			Remaining: b.Result.Remaining, ResetAfter: secs(b.Result.ResetAfter), Allows: b.Allows}
 		if !b.Allows {
 			eb.Reason, eb.RetryAfter = b.Result.Reason.String(), secs(b.Result.RetryAfter)
@@ -64,7 +64,7 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) error {
 func secs(us int64) float64 { return (time.Duration(us) * time.Microsecond).Seconds() }
 
 // explainRequest is the limiter.Request of an explain body.
-func explainRequest(eb *client.ExplainRequest) (limiter.Request, error) {
+func explainRequest(eb *adminclient.ExplainRequest) (limiter.Request, error) {
 	req := limiter.Request{User: eb.User, APIKey: eb.APIKey, IP: eb.IP, Method: eb.Method, Path: eb.Path,
 		Plan: eb.Plan, Cost: eb.Cost}
 	if eb.Cost < 0 {
