@@ -379,7 +379,7 @@ func (d decoder) duration(v *tnode, name string, dst *Duration) error {
 		}
 		return err
 	}
-	w, perr := ParseDuration(s)
+	w, perr := parseDuration(s)
 	if perr != nil {
 		return d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, name)
 	}

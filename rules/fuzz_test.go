@@ -97,23 +97,23 @@ func FuzzParseEndpoint(f *testing.F) {
 		if len(s)+len(method)+len(path) > maxFuzzInput {
 			return
 		}
-		e, err := ParseEndpoint(s)
+		e, err := parseEndpoint(s)
 		if err != nil {
 			var fe *FieldError
 			if !errors.As(err, &fe) || fe.Field != "endpoint" {
-				t.Fatalf("ParseEndpoint(%q) = %#v, want a *FieldError for endpoint", s, err)
+				t.Fatalf("parseEndpoint(%q) = %#v, want a *FieldError for endpoint", s, err)
 			}
 			return
 		}
 		if got := e.String(); got != s {
-			t.Fatalf("ParseEndpoint(%q).String() = %q, want the input", s, got)
+			t.Fatalf("parseEndpoint(%q).String() = %q, want the input", s, got)
 		}
-		if e2, err := ParseEndpoint(e.String()); err != nil || e2 != e {
-			t.Fatalf("ParseEndpoint(%q) = %+v, %v, want %+v", e.String(), e2, err, e)
+		if e2, err := parseEndpoint(e.String()); err != nil || e2 != e {
+			t.Fatalf("parseEndpoint(%q) = %+v, %v, want %+v", e.String(), e2, err, e)
 		}
 		want := refMatches(s, method, path)
 		if got := e.Matches(method, path); got != want {
-			t.Fatalf("ParseEndpoint(%q).Matches(%q, %q) = %v, want %v", s, method, path, got, want)
+			t.Fatalf("parseEndpoint(%q).Matches(%q, %q) = %v, want %v", s, method, path, got, want)
 		}
 		// The index agrees with the matcher.
 		ix, err := Compile(&Set{Rules: []Rule{{ID: "r", Match: Match{Endpoint: s}, Limit: 1, Window: Duration(minWindow)}}})

@@ -24,7 +24,7 @@ const headerValueForm = `the exact value, a prefix ending in "*" such as "prod-*
 
 // validHeaders checks a rule's match.headers: each name an HTTP header name
 // (RFC 9110 token, at most 128 bytes), no name twice in any letter case;
-// each value non-empty, at most MaxHeaderValue bytes of UTF-8 without
+// each value non-empty, at most maxHeaderValue bytes of UTF-8 without
 // control characters, one of
 //
 //	acme      the exact value (letter case counts)

@@ -276,9 +276,9 @@ func (ix *Index) add(c *Compiled) {
 		ix.addEntries(c)
 		return
 	}
-	e := Endpoint{Method: "*", Prefix: true} // no endpoint: any call
+	e := endpointPattern{Method: "*", Prefix: true} // no endpoint: any call
 	if c.Match.Endpoint != "" {
-		e, _ = ParseEndpoint(c.Match.Endpoint) // valid: the Set was validated
+		e, _ = parseEndpoint(c.Match.Endpoint) // valid: the Set was validated
 	}
 	c.method = e.Method
 	c.methods, c.otherMethod = methodMask(e.Method)
@@ -353,7 +353,7 @@ func (pi *pathIndex) add(c *Compiled, path string, prefix bool) {
 	}
 	if prefix {
 		l.prefix = append(l.prefix, c)
-		n := len(path) // < MaxEndpoint
+		n := len(path) // < maxEndpoint
 		pi.lens[n/64] |= 1 << (n % 64)
 	} else {
 		l.exact = append(l.exact, c)

@@ -68,8 +68,8 @@ func (m *matcher) match(dst []*Compiled, c *call) []*Compiled {
 		dst = m.paths.match(dst, c, c.path)
 	}
 	if m.folded.m != nil && c.path != "" {
-		// Rule paths are shorter than MaxEndpoint: the lower case of the
-		// first MaxEndpoint+1 bytes finds every rule that fits, and no
+		// Rule paths are shorter than maxEndpoint: the lower case of the
+		// first maxEndpoint+1 bytes finds every rule that fits, and no
 		// exact rule fits a path of that length.
 		var lower [maxEndpoint + 1]byte
 		dst = m.folded.match(dst, c, bytesString(urlpath.AppendLower(lower[:0], c.path[:min(len(c.path), len(lower))])))

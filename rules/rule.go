@@ -133,10 +133,16 @@ func (m LeaseMode) Valid() bool {
 // to every plan (and to callers with none), a rule with no endpoint to
 // every method and path, a rule with no headers or domain to every call.
 //
-// The endpoint's path and the call's are compared in their clean form
-// (see Paths in the package doc), with letter case unless PathCase is
-// insensitive; methods are compared without regard to case, and a rule on GET (alone or in a method
-// set such as "GET|POST") also applies to HEAD.
+// Endpoint is "METHOD /path": an uppercase HTTP method (at most 16
+// letters), up to 16 of them joined by "|" (each once), or "*" for any;
+// exactly one space; a path starting with "/". A path ending in "/*" is a
+// prefix: "* /api/*" matches /api and everything under it, "/*" every
+// path; no other "*" may appear. No whitespace or control characters, at
+// most 512 bytes of UTF-8. The endpoint's path and the call's are compared
+// in their clean form (see Paths in the package doc), with letter case
+// unless PathCase is insensitive; methods are compared without regard to
+// case, and a rule on GET (alone or in a method set such as "GET|POST")
+// also applies to HEAD.
 //
 // Headers maps request header names to the value a call must carry:
 // "acme" (exactly), "prod-*" (starting with "prod-") or "*" (any value).
@@ -152,7 +158,7 @@ func (m LeaseMode) Valid() bool {
 type Match struct {
 	Domain   string            `json:"domain,omitempty" yaml:"domain,omitempty"` // same syntax as a plan
 	Plan     string            `json:"plan,omitempty" yaml:"plan,omitempty"`
-	Endpoint string            `json:"endpoint,omitempty" yaml:"endpoint,omitempty"`   // "GET /api/orders", "* /api/*", "POST /login"; see ParseEndpoint
+	Endpoint string            `json:"endpoint,omitempty" yaml:"endpoint,omitempty"`   // "GET /api/orders", "* /api/*", "POST /login"
 	PathCase PathCase          `json:"path_case,omitempty" yaml:"path_case,omitempty"` // insensitive: "/API/Orders" fits "GET /api/orders"
 	Headers  map[string]string `json:"headers,omitempty" yaml:"headers,omitempty"`     // {"X-Tenant": "acme", "X-Env": "prod-*", "X-Internal": "*"}
 	// Entries, when set, select the Envoy descriptors made of exactly these

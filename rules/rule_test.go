@@ -255,22 +255,22 @@ func TestDuration(t *testing.T) {
 		{"366d", 366 * day, "366d"},
 	}
 	for _, tt := range tests {
-		d, err := ParseDuration(tt.in)
+		d, err := parseDuration(tt.in)
 		if err != nil || time.Duration(d) != tt.want {
-			t.Errorf("ParseDuration(%q) = %v, %v, want %v", tt.in, time.Duration(d), err, tt.want)
+			t.Errorf("parseDuration(%q) = %v, %v, want %v", tt.in, time.Duration(d), err, tt.want)
 			continue
 		}
 		if got := d.String(); got != tt.out {
 			t.Errorf("Duration(%v).String() = %q, want %q", tt.want, got, tt.out)
 		}
-		back, err := ParseDuration(d.String())
+		back, err := parseDuration(d.String())
 		if err != nil || back != d {
-			t.Errorf("ParseDuration(%q) = %v, %v, want %v", d.String(), back, err, d)
+			t.Errorf("parseDuration(%q) = %v, %v, want %v", d.String(), back, err, d)
 		}
 	}
 	for _, in := range []string{"", "d", "1", "1x", "1D", "1.5d", "1d-5h", "1d+5h", "d1", "m", "1m1d", "--1m", "99999999999999d", "1d 1h"} {
-		if d, err := ParseDuration(in); err == nil {
-			t.Errorf("ParseDuration(%q) = %v, want an error", in, d)
+		if d, err := parseDuration(in); err == nil {
+			t.Errorf("parseDuration(%q) = %v, want an error", in, d)
 		}
 	}
 	var d Duration

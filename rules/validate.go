@@ -37,7 +37,7 @@ func (r *Rule) Validate() error {
 		}
 	}
 	if r.Match.Endpoint != "" {
-		if _, err := ParseEndpoint(r.Match.Endpoint); err != nil {
+		if _, err := parseEndpoint(r.Match.Endpoint); err != nil {
 			return fieldErr(err.(*FieldError).Message, "match", "endpoint")
 		}
 	}
@@ -391,12 +391,12 @@ func planProblem(p string) string {
 	return ""
 }
 
-// MaxDomain is the longest match.domain, in bytes.
+// maxDomain is the longest match.domain, in bytes.
 const maxDomain = 1024
 
 // domainProblem checks an Envoy domain: any UTF-8 text, as Envoy and
 // envoyproxy/ratelimit take it (Envoy Gateway's look like
-// "default/eg/https"), of at most MaxDomain bytes.
+// "default/eg/https"), of at most maxDomain bytes.
 func domainProblem(d string) string {
 	switch {
 	case len(d) > maxDomain:
