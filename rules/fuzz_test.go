@@ -146,20 +146,20 @@ func FuzzDecodeRuleJSON(f *testing.F) {
 		if len(b) > maxFuzzInput {
 			return
 		}
-		r, err := DecodeRuleJSON(b)
+		r, err := decodeRuleJSON(b)
 		if err != nil {
 			return
 		}
 		if err := r.Validate(); err != nil {
-			t.Fatalf("DecodeRuleJSON(%q) returned a rule that does not validate: %v", b, err)
+			t.Fatalf("decodeRuleJSON(%q) returned a rule that does not validate: %v", b, err)
 		}
 		out, err := json.Marshal(r)
 		if err != nil {
 			t.Fatalf("json.Marshal(%+v) = %v", r, err)
 		}
-		r2, err := DecodeRuleJSON(out)
+		r2, err := decodeRuleJSON(out)
 		if err != nil || !reflect.DeepEqual(r2, r) {
-			t.Fatalf("DecodeRuleJSON(%s) = %+v, %v, want %+v", out, r2, err, r)
+			t.Fatalf("decodeRuleJSON(%s) = %+v, %v, want %+v", out, r2, err, r)
 		}
 		// The same rule survives the rules file too.
 		s := &Set{Rules: []Rule{r}}
@@ -187,7 +187,7 @@ func FuzzDecodeSetJSON(f *testing.F) {
 		if len(b) > maxFuzzInput {
 			return
 		}
-		s, err := DecodeSetJSON(b)
+		s, err := decodeSetJSON(b)
 		if err != nil {
 			return
 		}
@@ -242,7 +242,7 @@ func checkSet(t *testing.T, s *Set) {
 	if err != nil {
 		t.Fatalf("json.Marshal(%+v) = %v", s, err)
 	}
-	if s2, err := DecodeSetJSON(j); err != nil || !reflect.DeepEqual(s2, s) {
-		t.Fatalf("DecodeSetJSON(%s) = %+v, %v, want %+v", j, s2, err, s)
+	if s2, err := decodeSetJSON(j); err != nil || !reflect.DeepEqual(s2, s) {
+		t.Fatalf("decodeSetJSON(%s) = %+v, %v, want %+v", j, s2, err, s)
 	}
 }

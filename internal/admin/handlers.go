@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice/internal/rulecheck"
+	"github.com/sluicehq/sluice/internal/rulewire"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -114,7 +115,8 @@ func decodeRule(body []byte, id string) (rules.Rule, error) {
 			body = append(b, body[i+1:]...)
 		}
 	}
-	rule, err := rules.DecodeRuleJSON(body)
+	var rule rules.Rule
+	err := rulewire.DecodeRuleJSON(body, &rule)
 	if err != nil {
 		var fe *rules.FieldError
 		if errors.As(err, &fe) {
