@@ -38,9 +38,9 @@ type Identity struct {
 
 // Kind prefixes of client ids.
 const (
-	PrefixUser   = "user:"
-	PrefixAPIKey = "api_key:"
-	PrefixIP     = "ip:"
+	prefixUser   = "user:"
+	prefixAPIKey = "api_key:"
+	prefixIP     = "ip:"
 )
 
 // DefaultIPv6Prefix is the prefix length IPv6 callers are keyed by: one host
@@ -53,7 +53,7 @@ const MaxValue = clientkey.MaxValue
 
 // MaxID is the longest client id AppendUser, AppendAPIKey and AppendIP
 // build.
-const MaxID = len(PrefixAPIKey) + MaxValue
+const MaxID = len(prefixAPIKey) + MaxValue
 
 // AppendDigest appends "h:" and the digest of v to dst: how a value that
 // is not kept as itself stands in a client id.
@@ -62,11 +62,11 @@ func AppendDigest(dst []byte, v string) []byte { return clientkey.AppendDigest(d
 // AppendUser appends the client id of user ("user:alice", or
 // "user:h:<hex>" for a value not kept as itself) to dst; nothing for "".
 // It does not allocate when dst has room for MaxID bytes.
-func AppendUser(dst []byte, user string) []byte { return appendValue(dst, PrefixUser, user) }
+func AppendUser(dst []byte, user string) []byte { return appendValue(dst, prefixUser, user) }
 
 // AppendAPIKey appends the client id of key ("api_key:k_live_42", or
 // "api_key:h:<hex>") to dst; nothing for "".
-func AppendAPIKey(dst []byte, key string) []byte { return appendValue(dst, PrefixAPIKey, key) }
+func AppendAPIKey(dst []byte, key string) []byte { return appendValue(dst, prefixAPIKey, key) }
 
 func appendValue(dst []byte, prefix, v string) []byte {
 	if v == "" {
@@ -86,7 +86,7 @@ func AppendIP(dst []byte, ip string, bits int) []byte {
 	if ip == "" {
 		return dst
 	}
-	dst = append(dst, PrefixIP...)
+	dst = append(dst, prefixIP...)
 	if _, ok := parseIPv4(ip); ok {
 		// Its key is itself: netip spells an IPv4 address one way, the
 		// only way parseIPv4 takes.

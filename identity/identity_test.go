@@ -142,7 +142,7 @@ func appendIPSlow(dst []byte, ip string, bits int) []byte {
 	if ip == "" {
 		return dst
 	}
-	dst = append(dst, PrefixIP...)
+	dst = append(dst, prefixIP...)
 	if a, err := parseIPAny(ip); err == nil {
 		return appendIPKey(dst, a, bits)
 	}
