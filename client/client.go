@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -69,12 +68,6 @@ type Error struct {
 
 func (e *Error) Error() string {
 	return "sluice: " + strconv.Itoa(e.Status) + " " + e.Code + ": " + e.Message
-}
-
-// IsNotFound reports whether err is an *Error with status 404.
-func IsNotFound(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Status == http.StatusNotFound
 }
 
 func init() {

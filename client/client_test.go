@@ -200,7 +200,7 @@ func TestErrors(t *testing.T) {
 		t.Errorf("Check(endpoint x) = %v, want a 400 invalid_request *client.Error naming the endpoint", err)
 	}
 	_, err = adm.GetRule(ctx, "x")
-	if !errors.As(err, &e) || e.Status != 404 || e.Code != "not_found" || !strings.Contains(e.Message, `"x"`) || !client.IsNotFound(err) {
+	if !errors.As(err, &e) || e.Status != 404 || e.Code != "not_found" || !strings.Contains(e.Message, `"x"`) || !adminclient.IsNotFound(err) {
 		t.Errorf("GetRule(x) = %v, want a 404 not_found *client.Error naming x", err)
 	}
 	_, err = adminclient.New(s.admin).ListRules(ctx)
@@ -251,7 +251,7 @@ func TestErrors(t *testing.T) {
 	if got, want := nf.Error(), `sluice: 404 not_found: rule "x" does not exist`; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
-	if !client.IsNotFound(nf) || client.IsNotFound(&client.Error{Status: 400}) || client.IsNotFound(errors.New("x")) {
+	if !adminclient.IsNotFound(nf) || adminclient.IsNotFound(&client.Error{Status: 400}) || adminclient.IsNotFound(errors.New("x")) {
 		t.Error("IsNotFound: want true for a 404 *client.Error only")
 	}
 
@@ -335,10 +335,10 @@ func TestAdmin(t *testing.T) {
 	if err := c.DeleteClient(ctx, v6); err != nil {
 		t.Errorf("DeleteClient: %v", err)
 	}
-	if _, err := c.GetClient(ctx, v6); !client.IsNotFound(err) {
+	if _, err := c.GetClient(ctx, v6); !adminclient.IsNotFound(err) {
 		t.Errorf("GetClient after DeleteClient = %v, want a 404", err)
 	}
-	if err := c.DeleteClient(ctx, v6); !client.IsNotFound(err) {
+	if err := c.DeleteClient(ctx, v6); !adminclient.IsNotFound(err) {
 		t.Errorf("DeleteClient of an unknown id = %v, want a 404", err)
 	}
 
@@ -346,7 +346,7 @@ func TestAdmin(t *testing.T) {
 	if err := c.DeleteRule(ctx, "burst"); err != nil {
 		t.Fatalf("DeleteRule: %v", err)
 	}
-	if _, err := c.GetRule(ctx, "burst"); !client.IsNotFound(err) {
+	if _, err := c.GetRule(ctx, "burst"); !adminclient.IsNotFound(err) {
 		t.Errorf("GetRule after DeleteRule = %v, want a 404", err)
 	}
 	if d, err := data.Check(ctx, client.CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule != nil {

@@ -31,6 +31,13 @@ func New(baseURL string, opts ...client.Option) *Client {
 	return &Client{c: client.New(baseURL, opts...)}
 }
 
+// IsNotFound reports whether err is a *client.Error with status 404: a
+// rule or client id the admin API does not know.
+func IsNotFound(err error) bool {
+	var e *client.Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (http.Header, error) {
 	return clientcall.Do(c.c, ctx, method, path, in, out)
 }
@@ -83,7 +90,7 @@ func (c *Client) ListRules(ctx context.Context) (*rules.Set, error) {
 }
 
 // GetRule returns the rule id; an unknown id is a *client.Error with
-// status 404 (see client.IsNotFound).
+// status 404 (see IsNotFound).
 func (c *Client) GetRule(ctx context.Context, id string) (*rules.Rule, error) {
 	var r rules.Rule
 	if _, err := c.do(ctx, http.MethodGet, "/rules/"+url.PathEscape(id), nil, &r); err != nil {
