@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/descriptor"
+	"github.com/sluicehq/sluice/internal/everyresult"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -50,7 +51,7 @@ var (
 // keyed by its digest, an IPv6 address by its prefix, an IP in brackets or
 // with a port as the address). Method and Path name the endpoint as the
 // call gave it, query included or not: rules compare the clean path
-// (rules.CleanPath). Plan is the call's plan when the rules name it (a
+// (see Paths in package rules). Plan is the call's plan when the rules name it (a
 // rule, a client or the default plan), else — empty, or a plan nobody
 // defined — the plan comes from the client registry or the default plan
 // (rules.Index.Plan); Cost 0 means 1. Peek checks without taking: every
@@ -313,7 +314,7 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 	res := make([]algorithm.Result, len(all))
 	var info TakeInfo
 	if len(reqs) > 1 {
-		ctx = WithEveryResult(ctx) // each request's decision is its own buckets'
+		ctx = everyresult.With(ctx) // each request's decision is its own buckets'
 	}
 	for start := 0; start < len(all); start += MaxRulesPerCall {
 		end := min(start+MaxRulesPerCall, len(all))

@@ -85,25 +85,6 @@ type TakeInfo struct {
 // unavailable, without counting it toward opening its breaker.
 var ErrStoreReply = errors.New("limiter: the store's answer cannot be read")
 
-// everyResult is the context key of EveryResult.
-type everyResult struct{}
-
-// WithEveryResult returns ctx marked so that a Store answers a Take with a
-// result of its own for every op: a local shortcut that would fill the
-// ops it did not evaluate with a stand-in (the Redis store's denial cache
-// answers one denial and reports the others as allowing without reading
-// them) must not answer. CheckMany marks the takes of several requests
-// with it: each request's decision is then its buckets' own.
-func WithEveryResult(ctx context.Context) context.Context {
-	return context.WithValue(ctx, everyResult{}, true)
-}
-
-// EveryResult reports whether ctx is marked by WithEveryResult.
-func EveryResult(ctx context.Context) bool {
-	v, _ := ctx.Value(everyResult{}).(bool)
-	return v
-}
-
 // Store holds bucket state. Implementations: store/memory (embedded) and
 // store/redis (shared).
 type Store interface {

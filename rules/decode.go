@@ -9,7 +9,27 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/quote"
+	"github.com/sluicehq/sluice/internal/rulewire"
 )
+
+// The admin API's bodies and the PostgreSQL store's rows are read through
+// internal/rulewire, which this sets.
+func init() {
+	rulewire.DecodeRuleJSON = func(b []byte, r any) (err error) {
+		*r.(*Rule), err = decodeRuleJSON(b)
+		return err
+	}
+	rulewire.DecodeSetJSON = func(b []byte, s any) error {
+		set, err := decodeSetJSON(b)
+		if err == nil {
+			*s.(*Set) = *set
+		}
+		return err
+	}
+	rulewire.EncodeYAMLOnto = func(prev []byte, s any) ([]byte, error) {
+		return encodeYAMLOnto(prev, s.(*Set))
+	}
+}
 
 // Outside input (an admin API body, a rules file) is read in two steps:
 // the JSON or YAML text becomes a small generic tree (tnode) that keeps
@@ -20,10 +40,10 @@ import (
 // wanted and what was found ("want an integer, got 1.5"), and carry the YAML
 // line — and it keeps JSON and YAML to exactly one schema.
 
-// DecodeRuleJSON decodes one rule from JSON strictly (unknown or duplicate
+// decodeRuleJSON decodes one rule from JSON strictly (unknown or duplicate
 // fields, wrong types and trailing data are errors) and validates it. Errors
 // about a field are *FieldError.
-func DecodeRuleJSON(b []byte) (Rule, error) {
+func decodeRuleJSON(b []byte) (Rule, error) {
 	n, err := parseJSON(b)
 	if err != nil {
 		return Rule{}, err
@@ -38,9 +58,9 @@ func DecodeRuleJSON(b []byte) (Rule, error) {
 	return r, nil
 }
 
-// DecodeSetJSON decodes a whole Set from JSON strictly, like DecodeRuleJSON,
+// decodeSetJSON decodes a whole Set from JSON strictly, like decodeRuleJSON,
 // and validates it.
-func DecodeSetJSON(b []byte) (*Set, error) {
+func decodeSetJSON(b []byte) (*Set, error) {
 	n, err := parseJSON(b)
 	if err != nil {
 		return nil, err
@@ -379,7 +399,7 @@ func (d decoder) duration(v *tnode, name string, dst *Duration) error {
 		}
 		return err
 	}
-	w, perr := ParseDuration(s)
+	w, perr := parseDuration(s)
 	if perr != nil {
 		return d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, name)
 	}

@@ -5,58 +5,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/descriptor"
 	"github.com/sluicehq/sluice/limiter"
-	"github.com/sluicehq/sluice/rules"
 )
-
-// explainBody is the body of POST /explain: a call as the check API or a
-// gateway sees it, or as one Envoy descriptor.
-type explainBody struct {
-	User    string            `json:"user"`
-	APIKey  string            `json:"api_key"`
-	IP      string            `json:"ip"`
-	Method  string            `json:"method"`
-	Path    string            `json:"path"`
-	Plan    string            `json:"plan"`
-	Headers map[string]string `json:"headers"`
-	Cost    int64             `json:"cost"`
-	// Entries are one Envoy descriptor's entries: the keys user, api_key,
-	// remote_address (or ip), plan, method and path fill the fields above
-	// that are empty, as the Envoy API reads them, and every entry is
-	// what rules on match.entries and keyed by entry:<key> read.
-	Entries []rules.Entry `json:"entries"`
-}
-
-// explainBucket is one bucket of an explanation.
-type explainBucket struct {
-	Rule       string  `json:"rule"`
-	Bucket     string  `json:"bucket"` // the bucket's client as an operator recognises it, never a secret
-	Shadow     bool    `json:"shadow,omitempty"`
-	Limit      int64   `json:"limit"`
-	Remaining  int64   `json:"remaining"`
-	ResetAfter float64 `json:"reset_after_s"`
-	Allows     bool    `json:"allows"`
-	RetryAfter float64 `json:"retry_after_s,omitempty"`
-	Reason     string  `json:"reason,omitempty"`
-}
-
-type explanation struct {
-	Revision int64           `json:"revision"`
-	Plan     string          `json:"plan"`
-	Matched  []string        `json:"matched"`
-	Buckets  []explainBucket `json:"buckets"`
-	Decision struct {
-		Allowed    bool    `json:"allowed"`
-		Rule       string  `json:"rule,omitempty"`
-		Reason     string  `json:"reason,omitempty"`
-		Remaining  int64   `json:"remaining"`
-		RetryAfter float64 `json:"retry_after_s,omitempty"`
-		Source     string  `json:"source"`
-	} `json:"decision"`
-	Note string `json:"note"`
-}
 
 // explain handles POST /explain: which rules a call matches, the bucket
 // each would take from and its state, and the decision sluice would make
@@ -69,11 +22,11 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var eb explainBody
+	var eb adminclient.ExplainRequest
 	if err := decodeStrict(body, &eb); err != nil {
 		return err
 	}
-	req, err := eb.request()
+	req, err := explainRequest(&eb)
 	if err != nil {
 		return err
 	}
@@ -82,7 +35,7 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := explanation{Plan: ex.Plan, Matched: ex.Matched, Buckets: []explainBucket{},
+	out := adminclient.Explanation{Plan: ex.Plan, Matched: ex.Matched, Buckets: []adminclient.ExplainBucket{},
 		Note: "read without taking: the buckets are as they are now, and this call was not counted"}
 	if ix != nil {
 		out.Revision = ix.Revision()
@@ -91,7 +44,7 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) error {
 		out.Matched = []string{}
 	}
 	for _, b := range ex.Buckets {
-		eb := explainBucket{Rule: b.Rule, Bucket: displayClient(b.Client), Shadow: b.Shadow, Limit: b.Limit,
+		eb := adminclient.ExplainBucket{Rule: b.Rule, Bucket: displayClient(b.Client), Shadow: b.Shadow, Limit: b.Limit,
 			Remaining: b.Result.Remaining, ResetAfter: secs(b.Result.ResetAfter), Allows: b.Allows}
 		if !b.Allows {
 			eb.Reason, eb.RetryAfter = b.Result.Reason.String(), secs(b.Result.RetryAfter)
@@ -111,8 +64,8 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) error {
 
 func secs(us int64) float64 { return (time.Duration(us) * time.Microsecond).Seconds() }
 
-// request is the limiter.Request of an explain body.
-func (eb *explainBody) request() (limiter.Request, error) {
+// explainRequest is the limiter.Request of an explain body.
+func explainRequest(eb *adminclient.ExplainRequest) (limiter.Request, error) {
 	req := limiter.Request{User: eb.User, APIKey: eb.APIKey, IP: eb.IP, Method: eb.Method, Path: eb.Path,
 		Plan: eb.Plan, Cost: eb.Cost}
 	if eb.Cost < 0 {

@@ -9,14 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/rules"
 )
 
 // newRulesExplainCmd is `sluice rules explain`: POST /explain.
 func newRulesExplainCmd(f *adminFlags) *cobra.Command {
 	var (
-		req      client.ExplainRequest
+		req      adminclient.ExplainRequest
 		endpoint string
 		headers  []string
 		entries  []string
@@ -89,7 +89,7 @@ anything, so the caller's quota is untouched.
 }
 
 // writeExplanation prints an explanation: the decision, then a bucket a line.
-func writeExplanation(w io.Writer, ex *client.Explanation) error {
+func writeExplanation(w io.Writer, ex *adminclient.Explanation) error {
 	d := ex.Decision
 	if d.Allowed {
 		fmt.Fprintf(w, "ALLOWED")

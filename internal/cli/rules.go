@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -37,7 +38,7 @@ type adminFlags struct {
 // client returns an admin API client for the flags. An --admin without a
 // scheme ("127.0.0.1:9090") is taken as http. A --admin-token that is not
 // one token (blank, a list, a space inside) is an error naming the flag.
-func (f *adminFlags) client() (*client.Client, error) {
+func (f *adminFlags) client() (*adminclient.Client, error) {
 	if f.token != "" {
 		if err := admin.ParseTokens(f.token).Err(); err != nil || strings.Contains(f.token, ",") {
 			return nil, fmt.Errorf("--admin-token (%s): want one of the tokens of sluice serve --admin-token, e.g. \"alice:Zx81…\" (not blank, no list, no spaces inside)", EnvName("admin-token"))
@@ -58,7 +59,7 @@ func (f *adminFlags) client() (*client.Client, error) {
 		}
 		hc.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
 	}
-	return client.New(u, client.WithToken(strings.TrimSpace(f.token)), client.WithHTTPClient(hc)), nil
+	return adminclient.New(u, client.WithToken(strings.TrimSpace(f.token)), client.WithHTTPClient(hc)), nil
 }
 
 // explain adds to an error of the admin API what to do about it: a 401
@@ -412,7 +413,7 @@ func newRulesDeleteCmd(f *adminFlags) *cobra.Command {
 
 // writeApplyResult prints the changes of an apply, one a line, then what
 // became of them.
-func writeApplyResult(w io.Writer, res *client.ApplyResult, dryRun bool) error {
+func writeApplyResult(w io.Writer, res *adminclient.ApplyResult, dryRun bool) error {
 	var b bytes.Buffer
 	var created, updated, deleted int
 	for _, c := range res.Changes {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/rulecheck"
+	"github.com/sluicehq/sluice/internal/rulewire"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -197,11 +199,11 @@ func OpenFile(cfg FileConfig) (*File, error) {
 	return f, nil
 }
 
-// warnFindings logs at WARN what rules.Lint finds in data, a rules file
+// warnFindings logs at WARN what rulecheck.Lint finds in data, a rules file
 // just loaded: limits it probably misses (`sluice rules lint` prints the
 // same).
 func (f *File) warnFindings(data []byte) {
-	fs, err := rules.Lint(data)
+	fs, err := rulecheck.Lint(data)
 	if err != nil {
 		return
 	}
@@ -311,11 +313,11 @@ func writeError(path string, rev int64, err error) error {
 
 // renderOnto is the file content for s written over prev, the content in
 // force: prev's layout — the order of its keys, its comments, the text of
-// what did not change — kept (rules.EncodeYAMLOnto), or, when prev has
+// what did not change — kept (rulewire.EncodeYAMLOnto), or, when prev has
 // none to keep, render's.
 func renderOnto(prev []byte, s *rules.Set) ([]byte, error) {
 	if len(bytes.TrimSpace(prev)) > 0 {
-		if b, err := rules.EncodeYAMLOnto(prev, s); err == nil {
+		if b, err := rulewire.EncodeYAMLOnto(prev, s); err == nil {
 			return b, nil
 		}
 	}
