@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testkit/listentest"
 )
 
 // Server is one redis-server process started by the test.
@@ -41,27 +43,12 @@ func lookup(t testing.TB, name string) string {
 	return p
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago. For a
+// FreePort returns a loopback TCP port that was free a moment ago, below
+// the kernel's ephemeral range (listentest.FreePort says why). For a
 // cluster node the bus port (port+10000) must be free too.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("redistest: %v", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if port+10000 > 65535 {
-			continue
-		}
-		if bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000)); err == nil {
-			bus.Close()
-			return port
-		}
-	}
-	t.Fatal("redistest: no free port")
-	return 0
+	return listentest.FreePortIn(t, 12000, 22767, func(port int) bool { return listentest.Bindable(port + 10000) })
 }
 
 // Start starts a standalone redis-server with no persistence.
