@@ -345,8 +345,9 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 // take that did not happen, its cost (the sum of the requests naming the
 // bucket) added back. Exact on every algorithm, for the integer costs ops
 // have: an allowed take of cost c leaves a Remaining c below the bucket's
-// (TestDeniedCallReportsWhatStands in internal/rls checks it on the memory
-// and Redis stores). ResetAfter stays that of the take.
+// (algorithm's TestTakeLowersRemainingByCost; TestDeniedCallReportsWhatStands
+// in internal/rls on the memory and Redis stores). ResetAfter stays that
+// of the take.
 func asItStands(ops []Op, res []algorithm.Result) {
 	denied := false
 	for i := range ops {
