@@ -271,3 +271,50 @@ func TestExtremesNeverOverAdmit(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeLowersRemainingByCost: a call of cost c that is allowed (and not
+// a charge) leaves a Remaining exactly c below what a call of cost 0 reads
+// of the same bucket at the same instant. limiter.CheckMany relies on it
+// to report, for a denied call that took nothing, what each bucket that
+// would have allowed holds (its Remaining plus its cost); take.lua answers
+// as these functions do (store/redis's differential test).
+func TestTakeLowersRemainingByCost(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	for _, k := range algorithm.Kinds() {
+		t.Run(k.String(), func(t *testing.T) {
+			checked := 0
+			for iter := 0; iter < 400; iter++ {
+				p := conformance.RandomParams(r, k)
+				if iter%4 == 3 {
+					p = conformance.ExtremeParams(r, k)
+				}
+				var s algorithm.State
+				now := conformance.Base + r.Int64N(conformance.Day)
+				for step := 0; step < 40; step++ {
+					now += r.Int64N(p.Window/4 + 1)
+					if r.IntN(20) == 0 {
+						now -= r.Int64N(p.Window + 1) // the clock jumps back
+					}
+					cost := 1 + r.Int64N(min(p.Capacity(), 1<<29))
+					if cost > 50 && k == algorithm.SlidingLog {
+						cost = 1 + r.Int64N(5)
+					}
+					read, _ := algorithm.Apply(p, s, now, 0)
+					res, ns := algorithm.Apply(p, s, now, cost)
+					if res.Allowed {
+						checked++
+						if res.Remaining+cost != read.Remaining {
+							t.Fatalf("%+v at %d: a call of cost %d leaves %d remaining, a read %d; want %d", p, now, cost, res.Remaining, read.Remaining, read.Remaining-cost)
+						}
+					}
+					if res.Changed {
+						s = ns
+					}
+				}
+			}
+			if checked < 1000 {
+				t.Fatalf("only %d allowed calls checked", checked)
+			}
+		})
+	}
+}

@@ -118,9 +118,9 @@ func replay(t *testing.T, dir string, rulesYAML []byte, name string, extra ...st
 		{"two limits 2", []entry{search, acme}, ok,
 			[]wantStatus{{ok, 3, hour, 1, true}, {ok, 2, minute, 0, true}}, "0"},
 		// tenant is used up: OVER_LIMIT, and (sluice) nothing taken from
-		// search, whose status says what would have remained.
+		// search, whose status says what it holds.
 		{"one over", []entry{search, acme}, over,
-			[]wantStatus{{ok, 3, hour, 0, true}, {over, 2, minute, 0, true}}, "0"},
+			[]wantStatus{{ok, 3, hour, 1, true}, {over, 2, minute, 0, true}}, "0"},
 		{"nothing taken by the denial", []entry{search}, ok,
 			[]wantStatus{{ok, 3, hour, 0, true}}, "0"},
 		// hits_addend 0 checks without taking: OK with 0 remaining once
@@ -307,7 +307,7 @@ func TestEnvoyImportedFeatures(t *testing.T) {
 		{"no rate_limit: the key's limit does not apply", d(descriptor("client", "trusted")), []want{unl}},
 		{"requests_per_unit 0", d(descriptor("client", "banned")), []want{lim(over, 0, 0, "")}},
 		{"requests_per_unit 0 denies the request, takes nothing", d(descriptor("client", "acme"), descriptor("client", "banned")),
-			[]want{lim(ok, 3, 1, ""), lim(over, 0, 0, "")}},
+			[]want{lim(ok, 3, 2, ""), lim(over, 0, 0, "")}},
 		{"acme kept its call", d(descriptor("client", "acme")), []want{lim(ok, 3, 1, "")}},
 		{"a named limit", d(north), []want{lim(ok, 2, 1, "member_north")}},
 		{"replaced across descriptors", d(north, south), []want{none, lim(ok, 4, 3, "")}},

@@ -232,7 +232,9 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (d Decision, err erro
 // it from the results of its own rules. A denial consumes nothing — unless
 // the requests name more than MaxRulesPerCall buckets together: they are
 // then taken in atomic steps of MaxRulesPerCall, and a step that denies
-// gives back nothing the other steps took. A request that matches more
+// gives back nothing the other steps took. The buckets of a step that
+// denied report the Remaining they hold, those that would have allowed
+// too: not what would remain had the call passed (see asItStands). A request that matches more
 // than MaxRulesPerCall rules is denied as Check denies it, and the others
 // are then only read (Request.Peek): a denial consumes nothing. Every
 // request is decided under the same rules. ds must be at least as long as
@@ -324,6 +326,7 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 		}
 		info.Now = max(info.Now, step.Now)
 		info.Origin = max(info.Origin, step.Origin) // the most degraded
+		asItStands(all[start:end], res[start:end])
 	}
 	for i, sc := range scs {
 		if n[i] == 0 {
@@ -335,6 +338,30 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 		fold(&ds[i], sc, n[i], info)
 	}
 	return nil
+}
+
+// asItStands turns the results of a step of CheckMany that some op denied
+// — it took nothing but its charges — into what its buckets hold: each
+// other op that allowed reports the Remaining of its bucket before the
+// take that did not happen, its cost (the sum of the requests naming the
+// bucket) added back. Exact on every algorithm, for the integer costs ops
+// have: an allowed take of cost c leaves a Remaining c below the bucket's
+// (algorithm's TestTakeLowersRemainingByCost; TestDeniedCallReportsWhatStands
+// in internal/rls on the memory and Redis stores). ResetAfter stays that
+// of the take.
+func asItStands(ops []Op, res []algorithm.Result) {
+	denied := false
+	for i := range ops {
+		denied = denied || !res[i].Allowed && !ops[i].Shadow
+	}
+	if !denied {
+		return
+	}
+	for i := range ops {
+		if r := &res[i]; r.Allowed && !(ops[i].Params.Charge && ops[i].Cost > 0) {
+			r.Remaining += ops[i].Cost
+		}
+	}
 }
 
 // plan builds in sc the client ids of req and the ops of the rules that

@@ -7,6 +7,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/testkit/limitertest"
@@ -92,5 +93,54 @@ func TestRaisedLimitNotMasked(t *testing.T) {
 				t.Errorf("the call after the limit was raised to 5 = %v, want OK with 3 remaining", st)
 			}
 		})
+	}
+}
+
+// TestDeniedCallReportsWhatStands: the descriptors of a denied request
+// that would have allowed report the limit_remaining their buckets hold —
+// nothing was taken from them, so what a hits_addend 0 check reads — not
+// what would remain had the call passed, on every algorithm; a descriptor
+// sent twice beside the one that denies included (one bucket, two hits
+// not taken).
+func TestDeniedCallReportsWhatStands(t *testing.T) {
+	for name, newStore := range stores(t) {
+		for _, alg := range []algorithm.Kind{algorithm.TokenBucket, algorithm.LeakyBucket, algorithm.FixedWindow, algorithm.SlidingWindow, algorithm.SlidingLog} {
+			t.Run(name+"/"+alg.String(), func(t *testing.T) {
+				set := &rules.Set{Rules: []rules.Rule{
+					{ID: "a", Match: rules.Match{Domain: "d", Entries: []rules.Entry{{Key: "a"}}}, By: "entry:a", Limit: 1, Window: rules.Duration(time.Hour), Algorithm: algorithm.FixedWindow},
+					{ID: "b", Match: rules.Match{Domain: "d", Entries: []rules.Entry{{Key: "b"}}}, By: "entry:b", Limit: 10, Window: rules.Duration(time.Hour), Algorithm: alg},
+				}}
+				if alg == algorithm.LeakyBucket {
+					set.Rules[1].Burst = 9 // room for 10, as the others have
+				}
+				e := newEnvStore(t, set, name, newStore(t), nil)
+				if resp := e.call(t, request("d", desc("a", "1"), desc("b", "1"))); resp.OverallCode != ok {
+					t.Fatalf("call 1 = %v, want OK", resp.OverallCode)
+				}
+				check := desc("b", "1")
+				check.HitsAddend = wrapperspb.UInt64(0)
+				stands := e.call(t, request("d", check)).Statuses[0].LimitRemaining
+				if stands != 9 {
+					t.Fatalf("b after one call = %d remaining, want 9", stands)
+				}
+				for i, req := range []*rlsv3.RateLimitRequest{
+					request("d", desc("a", "1"), desc("b", "1")),
+					request("d", desc("b", "1"), desc("a", "1"), desc("b", "1")),
+				} {
+					resp := e.call(t, req)
+					if resp.OverallCode != over {
+						t.Fatalf("request %d = %v, want OVER_LIMIT", i+2, resp.OverallCode)
+					}
+					for j, st := range resp.Statuses {
+						if st.CurrentLimit.GetRequestsPerUnit() == 10 && (st.Code != ok || st.LimitRemaining != stands) {
+							t.Errorf("request %d, status %d = %v, want OK with %d remaining (what b holds: nothing was taken)", i+2, j, st, stands)
+						}
+					}
+				}
+				if st := e.call(t, request("d", desc("b", "1"))).Statuses[0]; st.LimitRemaining != stands-1 {
+					t.Errorf("b alone after the denied requests = %v, want %d remaining", st, stands-1)
+				}
+			})
+		}
 	}
 }

@@ -79,12 +79,11 @@ func TestEnvoyConfiguration(t *testing.T) {
 			{"sms", promo("555"), []want{{ok, 3, 2, day}, {ok, 10, 9, day}}},
 			{"sms", promo("555"), []want{{ok, 3, 1, day}, {ok, 10, 8, day}}},
 			{"sms", promo("555"), []want{{ok, 3, 0, day}, {ok, 10, 7, day}}},
-			// Over the nested limit: the call is denied. The other
-			// descriptor's status reads as envoyproxy/ratelimit's would
-			// (what remains once this call is counted), but — where sluice
-			// differs — the denied call took nothing from it: the next
-			// call still finds 7 and leaves 6.
-			{"sms", promo("555"), []want{{over, 3, 0, day}, {ok, 10, 6, day}}},
+			// Over the nested limit: the call is denied and — where
+			// sluice differs from envoyproxy/ratelimit, which counts it —
+			// takes nothing: the other descriptor's status reads the 7 its
+			// bucket holds, and the next call still finds 7 and leaves 6.
+			{"sms", promo("555"), []want{{over, 3, 0, day}, {ok, 10, 7, day}}},
 			{"sms", []*ratelimitv3.RateLimitDescriptor{desc("phone", "555")}, []want{{ok, 10, 6, day}}},
 			{"sms", promo("777"), []want{{ok, 3, 2, day}, {ok, 10, 9, day}}}, // another value, other buckets
 		}},
