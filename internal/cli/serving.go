@@ -67,10 +67,15 @@ func (s *serving) run(ctx context.Context, src rulestore.Source, listeners []net
 	if started != nil {
 		started(errc)
 	}
-	s.notify(sdnotify.Ready)
+	// SIGHUP is caught before READY=1: from then on a service manager may
+	// send it (systemctl reload), and its default action ends the process.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	if testHookReady != nil {
+		testHookReady()
+	}
+	s.notify(sdnotify.Ready)
 
 	var runErr error
 wait:
@@ -104,6 +109,9 @@ wait:
 	}
 	return nil
 }
+
+// testHookReady, when set by a test, runs just before READY=1 is sent.
+var testHookReady func()
 
 // notify tells the service manager state (systemd's Type=notify: READY=1
 // once every listener serves, STOPPING=1 when the drain starts); a failure
