@@ -107,10 +107,11 @@ func runServe(ctx context.Context, f serveFlags) error {
 	// The operator console's top list: the callers denied most, fed on
 	// the denial path only, by the check API and the Envoy API alike.
 	hitters := console.NewHitters(0, nil)
-	onDenied := func(d *limiter.Decision, client string) { hitters.Denied(d.Rule.ID, client) }
+	var feed *console.Feed
 	var obs *observer
 	eng, err := openEngine(ctx, f, func(log *slog.Logger, src rulestore.Source, store limiter.Store) limiter.Store {
-		obs = newObserver(f, log, src, store, onDenied)
+		feed = console.NewFeed(hitters, src.Current, limiter.Config{IPv6Prefix: f.ipv6Prefix})
+		obs = newObserver(f, log, src, store, feed.Denied)
 		return obs.store
 	})
 	if err != nil {
@@ -129,7 +130,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		Ready:      eng.ready,
 		OnDecision: obs.metrics.Decision,
 		OnError:    obs.metrics.HTTPError,
-		OnDenied:   onDenied,
+		OnDenied:   feed.Denied,
 	})
 	acfg := f.adminGuard.config(f.adminListen, f.adminToken, log)
 	acfg.Console = &admin.Console{Limiter: lim, Sampler: sampler, Hitters: hitters, Store: storeInfo, Instance: f.adminListen}

@@ -46,7 +46,7 @@ func BenchmarkEngine(b *testing.B) {
 	cfg := server.Config{OnDecision: m.Decision}
 	if on {
 		h := console.NewHitters(0, nil)
-		cfg.OnDenied = func(d *limiter.Decision, client string) { h.Denied(d.Rule.ID, client) }
+		cfg.OnDenied = console.NewFeed(h, lim.Rules, limiter.Config{}).Denied
 		s := console.NewSampler(m.Registry())
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

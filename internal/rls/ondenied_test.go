@@ -33,11 +33,13 @@ func TestDeniedFeedsTopList(t *testing.T) {
 		Clients: map[string]rules.Client{"api_key:" + key: {Plan: "free"}},
 	}
 	hitters := console.NewHitters(0, nil)
+	ix := limitertest.Compile(t, set)
 	var told atomic.Int64
 	e := newEnvStore(t, set, "memory", limitertest.Store(t, memory.DefaultConfig()), func(c *rls.Config) {
-		c.OnDenied = func(d *limiter.Decision, client string) {
+		feed := console.NewFeed(hitters, func() *rules.Index { return ix }, limiter.Config{})
+		c.OnDenied = func(d *limiter.Decision, req *limiter.Request) {
 			told.Add(1)
-			hitters.Denied(d.Rule.ID, client)
+			feed.Denied(d, req)
 		}
 	})
 

@@ -28,7 +28,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -90,11 +89,12 @@ type Config struct {
 
 	// OnDenied, when set, is told every decision a rule denies (one per
 	// descriptor decided on its own, one for descriptors united into one
-	// check), with the client id the rule's bucket is keyed by, as the
-	// check API's server.Config.OnDenied (the console's top list). It
-	// runs on the request's goroutine: it must be cheap and must keep
-	// neither argument. An allowed decision never reaches it.
-	OnDenied func(d *limiter.Decision, client string)
+	// check), with the call the limiter decided, as the check API's
+	// server.Config.OnDenied (the console's top list,
+	// console.Feed.Denied); never a denial without a rule (too many
+	// rules). It runs on the request's goroutine: it must be cheap and
+	// must keep neither argument. An allowed decision never reaches it.
+	OnDenied func(d *limiter.Decision, req *limiter.Request)
 }
 
 // Server implements RateLimitService over a counter store. Rules are put
@@ -420,8 +420,8 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		}
 		s.noteTooMany(req, &d)
 		s.count(vs, &d, cost(&c.req))
-		if !d.Allowed && s.cfg.OnDenied != nil {
-			s.denied(lim, &d, &c.req)
+		if !d.Allowed && s.cfg.OnDenied != nil && d.Rule != nil {
+			s.cfg.OnDenied(&d, &c.req)
 		}
 		st := &a.st
 		fillStatus(st, &a.dur, &d, vs.limit(d.Rule))
@@ -465,8 +465,8 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		d := &ds[i]
 		s.noteTooMany(req, d)
 		s.count(vs, d, cost(&live[i].req))
-		if !d.Allowed && s.cfg.OnDenied != nil {
-			s.denied(lim, d, &live[i].req)
+		if !d.Allowed && s.cfg.OnDenied != nil && d.Rule != nil {
+			s.cfg.OnDenied(d, &live[i].req)
 		}
 		statuses[i] = descriptorStatus(d, vs.quotaLimit(d.Rule))
 		if over != nil && over[i] {
@@ -518,18 +518,6 @@ func (s *Server) decideEach(ctx context.Context, lim *limiter.Limiter, calls []c
 		return nil, s.unavailable(ctx, err)
 	}
 	return ds, nil
-}
-
-// denied tells Config.OnDenied of d, a denial of the call req, with the
-// client id its rule's bucket is keyed by; nothing for a denial without a
-// rule (too many rules).
-func (s *Server) denied(lim *limiter.Limiter, d *limiter.Decision, req *limiter.Request) {
-	if d.Rule == nil {
-		return
-	}
-	var id [identity.MaxID]byte
-	client := lim.AppendClientID(id[:0], d.KeyedBy, req)
-	s.cfg.OnDenied(d, unsafe.String(unsafe.SliceData(client), len(client))) // kept by neither
 }
 
 // noteTooMany logs, at most once a second, a descriptor denied because it
