@@ -5,6 +5,13 @@ import (
 	"strings"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -26,6 +33,25 @@ type explainBody struct {
 	// that are empty, as the Envoy API reads them, and every entry is
 	// what rules on match.entries and keyed by entry:<key> read.
 	Entries []rules.Entry `json:"entries"`
+
+	// Domain, Descriptors and HitsAddend are a whole Envoy ShouldRateLimit
+	// request instead (then every field above is left out): each
+	// descriptor is explained as the Envoy API would decide it.
+	Domain      string            `json:"domain"`
+	Descriptors []envoyDescriptor `json:"descriptors"`
+	HitsAddend  uint32            `json:"hits_addend"`
+}
+
+// envoyDescriptor is one descriptor of a ShouldRateLimit request.
+type envoyDescriptor struct {
+	Entries []rules.Entry `json:"entries"`
+	// Limit is the descriptor's own limit (Envoy's dynamic limits).
+	Limit *struct {
+		RequestsPerUnit uint32 `json:"requests_per_unit"`
+		Unit            string `json:"unit"` // SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, YEAR
+	} `json:"limit"`
+	// HitsAddend is the descriptor's own hits_addend, when set.
+	HitsAddend *uint64 `json:"hits_addend"`
 }
 
 // explainBucket is one bucket of an explanation.
@@ -42,7 +68,7 @@ type explainBucket struct {
 }
 
 type explanation struct {
-	Revision int64           `json:"revision"`
+	Revision int64           `json:"revision,omitempty"`
 	Plan     string          `json:"plan"`
 	Matched  []string        `json:"matched"`
 	Buckets  []explainBucket `json:"buckets"`
@@ -54,8 +80,28 @@ type explanation struct {
 		RetryAfter float64 `json:"retry_after_s,omitempty"`
 		Source     string  `json:"source"`
 	} `json:"decision"`
-	Note string `json:"note"`
+	Note string `json:"note,omitempty"`
 }
+
+// envoyExplanation answers a ShouldRateLimit request: the overall code
+// and one check per descriptor, or per group of descriptors the Envoy API
+// unites into one check.
+type envoyExplanation struct {
+	Revision    int64        `json:"revision"`
+	Domain      string       `json:"domain"`
+	OverallCode string       `json:"overall_code"`
+	Checks      []envoyCheck `json:"checks"`
+	Note        string       `json:"note"`
+}
+
+type envoyCheck struct {
+	Descriptors []int  `json:"descriptors"` // indexes into the request's descriptors
+	Code        string `json:"code"`        // OK or OVER_LIMIT
+	Empty       bool   `json:"empty,omitempty"`
+	explanation
+}
+
+const explainNote = "read without taking: the buckets are as they are now, and this call was not counted"
 
 // explain handles POST /explain: which rules a call matches, the bucket
 // each would take from and its state, and the decision sluice would make
@@ -72,20 +118,94 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeStrict(body, &eb); err != nil {
 		return err
 	}
+	if len(eb.Descriptors) > 0 || eb.Domain != "" {
+		return s.explainEnvoy(w, r, &eb)
+	}
 	req, err := eb.request()
 	if err != nil {
 		return err
 	}
-	ix := s.console.Limiter.Rules()
 	ex, err := s.console.Limiter.Explain(r.Context(), &req)
 	if err != nil {
 		return err
 	}
-	out := explanation{Plan: ex.Plan, Matched: ex.Matched, Buckets: []explainBucket{},
-		Note: "read without taking: the buckets are as they are now, and this call was not counted"}
-	if ix != nil {
-		out.Revision = ix.Revision()
+	out := render(&ex)
+	out.Revision = revisionOf(s.console.Limiter.Rules())
+	out.Note = explainNote
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// explainEnvoy explains a ShouldRateLimit request through the Envoy API's
+// own planning (rls.Server.Explain).
+func (s *server) explainEnvoy(w http.ResponseWriter, r *http.Request, eb *explainBody) error {
+	if s.console.Envoy == nil {
+		return notFound("descriptors: this admin API serves no Envoy API to explain them by; sluice serve's does")
 	}
+	if eb.User != "" || eb.APIKey != "" || eb.IP != "" || eb.Method != "" || eb.Path != "" || eb.Plan != "" ||
+		len(eb.Headers) > 0 || eb.Cost != 0 || len(eb.Entries) > 0 {
+		return invalid("domain, descriptors: an Envoy request stands alone; leave out user, api_key, ip, method, path, plan, headers, cost and entries (each descriptor's entries carry them)")
+	}
+	req := &rlsv3.RateLimitRequest{Domain: eb.Domain, HitsAddend: eb.HitsAddend}
+	for i, d := range eb.Descriptors {
+		rd := &ratelimitv3.RateLimitDescriptor{}
+		for _, e := range d.Entries {
+			rd.Entries = append(rd.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
+		}
+		if l := d.Limit; l != nil {
+			u, ok := typev3.RateLimitUnit_value[strings.ToUpper(l.Unit)]
+			if strings.EqualFold(l.Unit, "WEEK") {
+				u, ok = 7, true
+			}
+			if !ok || u == 0 {
+				return invalid("descriptors[%d].limit.unit: want SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR, got %q", i, l.Unit)
+			}
+			rd.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: l.RequestsPerUnit, Unit: typev3.RateLimitUnit(u)}
+		}
+		if d.HitsAddend != nil {
+			rd.HitsAddend = wrapperspb.UInt64(*d.HitsAddend)
+		}
+		req.Descriptors = append(req.Descriptors, rd)
+	}
+	checks, over, err := s.console.Envoy.Explain(r.Context(), req)
+	if err != nil {
+		if st, ok := status.FromError(err); ok && st.Code() == codes.InvalidArgument {
+			return invalid("%s", strings.TrimPrefix(st.Message(), "rls: "))
+		}
+		return err
+	}
+	out := envoyExplanation{Revision: revisionOf(s.console.Limiter.Rules()), Domain: eb.Domain, OverallCode: "OK",
+		Checks: []envoyCheck{}, Note: explainNote}
+	if over {
+		out.OverallCode = "OVER_LIMIT"
+	}
+	for _, c := range checks {
+		ec := envoyCheck{Descriptors: c.Descriptors, Code: "OK", Empty: c.Empty}
+		if !c.Empty {
+			ec.explanation = render(&c.Explanation)
+			if !c.Explanation.Decision.Allowed {
+				ec.Code = "OVER_LIMIT"
+			}
+		} else {
+			ec.Matched, ec.Buckets = []string{}, []explainBucket{}
+			ec.Decision.Allowed = true
+		}
+		out.Checks = append(out.Checks, ec)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func revisionOf(ix *rules.Index) int64 {
+	if ix == nil {
+		return 0
+	}
+	return ix.Revision()
+}
+
+// render is ex as the admin API answers it.
+func render(ex *limiter.Explanation) explanation {
+	out := explanation{Plan: ex.Plan, Matched: ex.Matched, Buckets: []explainBucket{}}
 	if out.Matched == nil {
 		out.Matched = []string{}
 	}
@@ -104,8 +224,7 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) error {
 		out.Decision.Reason = d.Reason.String()
 		out.Decision.RetryAfter = d.RetryAfter.Seconds()
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out
 }
 
 func secs(us int64) float64 { return (time.Duration(us) * time.Microsecond).Seconds() }

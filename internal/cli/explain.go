@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,9 +25,11 @@ func newRulesExplainCmd(f *adminFlags) *cobra.Command {
 		headers  []string
 		entries  []string
 		output   string
+		envoy    envoyExplainRequest
+		descs    []string
 	)
 	cmd := &cobra.Command{
-		Use:   "explain --user U|--api-key K|--ip A [--endpoint \"GET /path\"] [--header N=V] [--entry K=V]",
+		Use:   "explain --user U|--api-key K|--ip A [--endpoint \"GET /path\"] [--header N=V] [--entry K=V] | --domain D --descriptor K=V[,K=V...]...",
 		Short: "Say which rules a call matches, each bucket's state and the decision, taking nothing",
 		Long: `Explain a call: the rules it matches, the bucket each would take from with
 that bucket's state now, and what sluice would decide — read without taking
@@ -31,9 +37,32 @@ anything, so the caller's quota is untouched.
 
   sluice rules explain --user alice --endpoint "GET /api/orders"
   sluice rules explain --ip 2001:db8::7 --header X-Tenant=acme
-  sluice rules explain --entry remote_address=203.0.113.7 --entry path=/login   (an Envoy descriptor)`,
+  sluice rules explain --entry remote_address=203.0.113.7 --entry path=/login   (an Envoy descriptor)
+
+A whole Envoy ShouldRateLimit request — its domain, each descriptor's
+entries (one --descriptor each, entries joined by commas, in order) and its
+hits_addend — is explained as the Envoy API would decide it: each
+descriptor's rules and buckets, and the overall code:
+
+  sluice rules explain --domain edge --descriptor user=alice --descriptor generic_key=checkout --hits-addend 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(descs) > 0 || envoy.Domain != "" {
+				if err := envoy.parse(descs); err != nil {
+					return err
+				}
+				ex, err := f.explainEnvoy(cmd.Context(), &envoy)
+				if err != nil {
+					return f.explain(err)
+				}
+				switch output {
+				case "table":
+					return writeEnvoyExplanation(cmd.OutOrStdout(), ex)
+				case "json":
+					return writeJSON(cmd.OutOrStdout(), ex)
+				}
+				return badOutput(output, "table", "json")
+			}
 			if endpoint != "" {
 				m, p, ok := strings.Cut(strings.TrimSpace(endpoint), " ")
 				if !ok {
@@ -84,12 +113,25 @@ anything, so the caller's quota is untouched.
 	fl.Int64Var(&req.Cost, "cost", 0, "the call's cost (0 means 1)")
 	fl.StringArrayVar(&headers, "header", nil, "a request header NAME=VALUE (repeatable)")
 	fl.StringArrayVar(&entries, "entry", nil, "an Envoy descriptor entry KEY=VALUE (repeatable, in order)")
+	fl.StringVar(&envoy.Domain, "domain", "", "an Envoy request's domain (with --descriptor)")
+	fl.StringArrayVar(&descs, "descriptor", nil, "an Envoy request's descriptor, its entries KEY=VALUE joined by commas (repeatable, in order; with --domain)")
+	fl.Uint32Var(&envoy.HitsAddend, "hits-addend", 0, "an Envoy request's hits_addend (0 means 1)")
 	outputFlag(cmd, &output, "table", "json")
 	return cmd
 }
 
 // writeExplanation prints an explanation: the decision, then a bucket a line.
 func writeExplanation(w io.Writer, ex *client.Explanation) error {
+	if err := writeChecked(w, ex); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, ex.Note)
+	return err
+}
+
+// writeChecked prints one check of an explanation: the decision, the
+// rules matched, then a bucket a line.
+func writeChecked(w io.Writer, ex *client.Explanation) error {
 	d := ex.Decision
 	if d.Allowed {
 		fmt.Fprintf(w, "ALLOWED")
@@ -124,6 +166,121 @@ func writeExplanation(w io.Writer, ex *client.Explanation) error {
 			return err
 		}
 		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+// envoyExplainRequest is POST /explain's body for a whole Envoy request.
+type envoyExplainRequest struct {
+	Domain      string            `json:"domain"`
+	Descriptors []envoyDescriptor `json:"descriptors"`
+	HitsAddend  uint32            `json:"hits_addend,omitempty"`
+}
+
+type envoyDescriptor struct {
+	Entries []rules.Entry `json:"entries"`
+}
+
+// parse reads the --descriptor flags.
+func (r *envoyExplainRequest) parse(descs []string) error {
+	if r.Domain == "" {
+		return fmt.Errorf("--domain: required with --descriptor, the Envoy request's domain (e.g. --domain edge)")
+	}
+	if len(descs) == 0 {
+		return fmt.Errorf("--descriptor: give at least one with --domain, e.g. --descriptor user=alice")
+	}
+	for _, d := range descs {
+		var desc envoyDescriptor
+		for _, e := range strings.Split(d, ",") {
+			k, v, ok := strings.Cut(e, "=")
+			if !ok || k == "" {
+				return fmt.Errorf("--descriptor %q: want KEY=VALUE entries joined by commas, e.g. generic_key=checkout,user=alice", d)
+			}
+			desc.Entries = append(desc.Entries, rules.Entry{Key: k, Value: v})
+		}
+		r.Descriptors = append(r.Descriptors, desc)
+	}
+	return nil
+}
+
+// envoyExplanation is the admin API's answer for a whole Envoy request.
+type envoyExplanation struct {
+	Revision    int64  `json:"revision"`
+	Domain      string `json:"domain"`
+	OverallCode string `json:"overall_code"`
+	Checks      []struct {
+		Descriptors []int  `json:"descriptors"`
+		Code        string `json:"code"`
+		Empty       bool   `json:"empty,omitempty"`
+		client.Explanation
+	} `json:"checks"`
+	Note string `json:"note"`
+}
+
+// explainEnvoy posts r to the admin API's POST /explain.
+func (f *adminFlags) explainEnvoy(ctx context.Context, r *envoyExplainRequest) (*envoyExplanation, error) {
+	base, hc, err := f.http()
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/explain", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if t := strings.TrimSpace(f.token); t != "" {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		e := &client.Error{Status: resp.StatusCode, Message: strings.TrimSpace(string(b))}
+		var eb struct{ Error, Message string }
+		if json.Unmarshal(b, &eb) == nil && eb.Message != "" {
+			e.Code, e.Message = eb.Error, eb.Message
+		}
+		return nil, e
+	}
+	var ex envoyExplanation
+	if err := json.Unmarshal(b, &ex); err != nil {
+		return nil, fmt.Errorf("POST /explain: the answer is not an explanation: %w", err)
+	}
+	return &ex, nil
+}
+
+// writeEnvoyExplanation prints the overall code, then each check.
+func writeEnvoyExplanation(w io.Writer, ex *envoyExplanation) error {
+	fmt.Fprintf(w, "%s (domain %s, rules revision %d)\n\n", ex.OverallCode, ex.Domain, ex.Revision)
+	for _, c := range ex.Checks {
+		which := make([]string, len(c.Descriptors))
+		for i, d := range c.Descriptors {
+			which[i] = strconv.Itoa(d)
+		}
+		fmt.Fprintf(w, "descriptor %s: %s", strings.Join(which, "+"), c.Code)
+		switch {
+		case c.Empty:
+			fmt.Fprintln(w, " (no entries: counts nothing)")
+			fmt.Fprintln(w)
+			continue
+		case len(c.Descriptors) > 1:
+			fmt.Fprint(w, " (united into one check)")
+		}
+		fmt.Fprintln(w)
+		c.Revision = ex.Revision
+		if err := writeChecked(w, &c.Explanation); err != nil {
+			return err
+		}
 	}
 	_, err := fmt.Fprintln(w, ex.Note)
 	return err

@@ -38,9 +38,19 @@ type adminFlags struct {
 // scheme ("127.0.0.1:9090") is taken as http. A --admin-token that is not
 // one token (blank, a list, a space inside) is an error naming the flag.
 func (f *adminFlags) client() (*client.Client, error) {
+	u, hc, err := f.http()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(u, client.WithToken(strings.TrimSpace(f.token)), client.WithHTTPClient(hc)), nil
+}
+
+// http returns the admin API's base URL and the HTTP client to reach it
+// with, checked as client says.
+func (f *adminFlags) http() (string, *http.Client, error) {
 	if f.token != "" {
 		if err := admin.ParseTokens(f.token).Err(); err != nil || strings.Contains(f.token, ",") {
-			return nil, fmt.Errorf("--admin-token (%s): want one of the tokens of sluice serve --admin-token, e.g. \"alice:Zx81…\" (not blank, no list, no spaces inside)", EnvName("admin-token"))
+			return "", nil, fmt.Errorf("--admin-token (%s): want one of the tokens of sluice serve --admin-token, e.g. \"alice:Zx81…\" (not blank, no list, no spaces inside)", EnvName("admin-token"))
 		}
 	}
 	u := f.url
@@ -49,16 +59,16 @@ func (f *adminFlags) client() (*client.Client, error) {
 	}
 	tc, err := clientTLS(f.ca, f.clientCert, f.clientKey, "--admin-ca", "--admin-client-cert", "--admin-client-key")
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	hc := &http.Client{Timeout: f.timeout}
 	if tc != nil {
 		if strings.HasPrefix(u, "http://") {
-			return nil, fmt.Errorf("--admin %s: TLS flags given, want an https:// URL", f.url)
+			return "", nil, fmt.Errorf("--admin %s: TLS flags given, want an https:// URL", f.url)
 		}
 		hc.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
 	}
-	return client.New(u, client.WithToken(strings.TrimSpace(f.token)), client.WithHTTPClient(hc)), nil
+	return u, hc, nil
 }
 
 // explain adds to an error of the admin API what to do about it: a 401

@@ -133,7 +133,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		OnDenied:   feed.Denied,
 	})
 	acfg := f.adminGuard.config(f.adminListen, f.adminToken, log)
-	acfg.Console = &admin.Console{Limiter: lim, Sampler: sampler, Hitters: hitters, Store: storeInfo, Instance: f.adminListen}
+	acfg.Console = &admin.Console{Limiter: lim, Sampler: sampler, Hitters: hitters, Envoy: obs.rls, Store: storeInfo, Instance: f.adminListen}
 	adm := admin.New(src, acfg)
 
 	dataTLS, err := httpTLS(f.net.tls, "--tls", log)

@@ -215,6 +215,28 @@ func (s *Server) SetRules(ix *rules.Index) {
 	s.views.Store(vs)
 }
 
+// prepare readies the calls parse read from req for the limiter it
+// returns, req's domain's: an unregistered API key dropped, and each
+// descriptor's own limit.
+func (vs *views) prepare(req *rlsv3.RateLimitRequest, calls []call) *limiter.Limiter {
+	for i := range calls {
+		// An API key nobody registered is no caller, as in the gateway:
+		// the call is keyed by its other identities, so that inventing
+		// keys cannot buy fresh buckets.
+		if k := &calls[i].req.APIKey; *k != "" && !vs.ix.RegisteredAPIKey(*k) {
+			*k = ""
+		}
+	}
+	if vs.by[req.GetDomain()] != nil { // a domain no rule names has no limits, as in envoyproxy/ratelimit
+		for i, d := range req.GetDescriptors() {
+			if d.GetLimit() != nil && !calls[i].empty {
+				calls[i].req.Own, calls[i].req.OwnBucket = ownLimit(req.GetDomain(), d)
+			}
+		}
+	}
+	return vs.limiter(req.GetDomain())
+}
+
 // limiter returns the limiter of domain.
 func (vs *views) limiter(domain string) *limiter.Limiter {
 	if l := vs.by[domain]; l != nil {
@@ -357,22 +379,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	if vs == nil {
 		return nil, limiter.Decision{}, status.Error(codes.Unavailable, "rls: no rules loaded yet")
 	}
-	for i := range calls {
-		// An API key nobody registered is no caller, as in the gateway:
-		// the call is keyed by its other identities, so that inventing
-		// keys cannot buy fresh buckets.
-		if k := &calls[i].req.APIKey; *k != "" && !vs.ix.RegisteredAPIKey(*k) {
-			*k = ""
-		}
-	}
-	lim := vs.limiter(req.GetDomain())
-	if vs.by[req.GetDomain()] != nil { // a domain no rule names has no limits, as in envoyproxy/ratelimit
-		for i, d := range req.GetDescriptors() {
-			if d.GetLimit() != nil && !calls[i].empty {
-				calls[i].req.Own, calls[i].req.OwnBucket = ownLimit(req.GetDomain(), d)
-			}
-		}
-	}
+	lim := vs.prepare(req, calls)
 	a := new(answer)
 	resp := &a.resp
 	resp.OverallCode = rlsv3.RateLimitResponse_OK
