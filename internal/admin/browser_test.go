@@ -275,7 +275,7 @@ func startConsoleSluice(t *testing.T, token, rulesYAML string) *consoleSluice {
 	setRules(src.Current())
 	src.Subscribe(setRules)
 	hitters := console.NewHitters(0, nil)
-	sampler := console.NewSampler(m.Registry())
+	sampler := console.NewSampler(m.ConsoleGatherer())
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go sampler.Run(ctx, time.Second)

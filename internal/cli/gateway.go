@@ -260,7 +260,7 @@ func (c *gatewayConsole) instrument(ipv6Prefix int) func(*slog.Logger, rulestore
 		src.Subscribe(c.metrics.SetRules)
 		c.hitters = console.NewHitters(0, nil)
 		c.feed = console.NewFeed(c.hitters, src.Current, limiter.Config{IPv6Prefix: ipv6Prefix})
-		c.sampler = console.NewSampler(c.metrics.Registry())
+		c.sampler = console.NewSampler(c.metrics.ConsoleGatherer())
 		return c.metrics.Instrument(store)
 	}
 }

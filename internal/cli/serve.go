@@ -122,7 +122,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 
 	// The operator console: the top list above and the rates read from
 	// the metrics once a second.
-	sampler := console.NewSampler(obs.metrics.Registry())
+	sampler := console.NewSampler(obs.metrics.ConsoleGatherer())
 	go sampler.Run(ctx, time.Second)
 	go hitters.Run(ctx)
 	data := server.New(lim, server.Config{

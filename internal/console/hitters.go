@@ -11,7 +11,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash/maphash"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,8 +36,7 @@ const (
 	DefaultPeriod = time.Minute
 	// Exact is the number of denials a shard counts one by one in a
 	// generation; past it, in any shard, the summary samples: one denial
-	// in SampleEvery, chosen at random, counts SampleEvery, until the
-	// generation turns.
+	// in SampleEvery counts SampleEvery, until the generation turns.
 	Exact = 256
 	// SampleEvery is the sampling rate past Exact (a power of two).
 	SampleEvery = 64
@@ -52,11 +50,11 @@ const (
 // a caller counted c times and the summary's count ĉ satisfy
 // c ≤ ĉ ≤ c + N/K, N being the rule's denials in the generations shown,
 // and every caller denied more than N/K times is in the list. Past that
-// (a flood) the summary samples one denial in SampleEvery, at random,
-// weighing SampleEvery: a count is then an unbiased estimate, within
-// about ±√(SampleEvery·c) of c (one standard deviation) besides the
-// N/K overcount, so that a flood costs a denial one random number and a
-// branch. Safe for concurrent use; a counted denial takes the mutex of
+// (a flood) the summary counts one denial in SampleEvery (of all rules
+// and callers together, picked by a hash of its number), weighing
+// SampleEvery: a caller's count is then an estimate off by about
+// ±√(SampleEvery·c) besides the N/K overcount, so that a flood costs a
+// denial one atomic add and a few multiplications. Safe for concurrent use; a counted denial takes the mutex of
 // one shard, allowed calls never reach it. Generations turn in Run
 // (every Period) and Top.
 type Hitters struct {
@@ -64,9 +62,10 @@ type Hitters struct {
 	now    func() time.Time
 	seed   maphash.Seed
 	// mask is 0 while denials count one by one, SampleEvery-1 while they
-	// are sampled (weight).
+	// are sampled (weight); tick counts the denials while they are.
 	mask   atomic.Uint32
-	_      [60]byte // read on every denial, written twice a generation
+	tick   atomic.Uint64
+	_      [56]byte // its own cache line
 	shards [Shards]shard
 }
 
@@ -158,14 +157,22 @@ func (sh *shard) turn(t time.Time, period time.Duration) bool {
 }
 
 // weight returns what a denial counts: 1 while denials count one by one;
-// while they are sampled, SampleEvery for one in SampleEvery, at random,
-// and 0 (not counted) for the others.
+// while they are sampled, SampleEvery for one denial in SampleEvery (of
+// any rule and caller), chosen by a hash of its number, and 0 (not
+// counted) for the others. It costs a denial one atomic add and a few
+// multiplications.
 func (h *Hitters) weight() uint64 {
 	m := h.mask.Load()
 	if m == 0 {
 		return 1
 	}
-	if rand.Uint32()&m != 0 {
+	// The denial's number, mixed (SplitMix64's finaliser): a pseudo-random
+	// one in SampleEvery, so that callers denied in turns (a round-robin
+	// load) are sampled alike, never one of them always.
+	z := h.tick.Add(1) * 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	if (z^z>>31)&uint64(m) != 0 {
 		return 0
 	}
 	return uint64(m) + 1

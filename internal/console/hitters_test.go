@@ -117,3 +117,21 @@ func TestDisplayHidesSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestHittersSamplesTurnsAlike: callers denied in turns (a round-robin
+// load) are sampled alike, none of them always or never.
+func TestHittersSamplesTurnsAlike(t *testing.T) {
+	h := NewHitters(time.Minute, nil)
+	const each = 64_000
+	for range each {
+		h.Denied("per-user", "user:a")
+		h.Denied("per-user", "user:b")
+	}
+	top, _ := h.Top(5)
+	sd := math.Sqrt(SampleEvery * each)
+	for _, c := range top[0].Callers {
+		if math.Abs(float64(c.Count)-each) > 6*sd {
+			t.Errorf("%s counted %d, want %d ± %.0f", c.Client, c.Count, each, 6*sd)
+		}
+	}
+}
