@@ -168,6 +168,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		waitText("#ex-decision", "Envoy request to edge: OVER_LIMIT"),
 		waitText("#ex-checks", "Descriptor 0: OVER_LIMIT"),
 		waitText("#ex-checks", "user:flood"),
+		shot("explain-envoy"),
 		eval(`(() => { document.getElementById("ex-envoy").value = ""; return true; })()`),
 	)
 	stop()

@@ -68,7 +68,6 @@ type explainBucket struct {
 }
 
 type explanation struct {
-	Revision int64           `json:"revision,omitempty"`
 	Plan     string          `json:"plan"`
 	Matched  []string        `json:"matched"`
 	Buckets  []explainBucket `json:"buckets"`
@@ -80,7 +79,13 @@ type explanation struct {
 		RetryAfter float64 `json:"retry_after_s,omitempty"`
 		Source     string  `json:"source"`
 	} `json:"decision"`
-	Note string `json:"note,omitempty"`
+}
+
+// callExplanation answers one call.
+type callExplanation struct {
+	Revision int64 `json:"revision"`
+	explanation
+	Note string `json:"note"`
 }
 
 // envoyExplanation answers a ShouldRateLimit request: the overall code
@@ -129,10 +134,8 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := render(&ex)
-	out.Revision = revisionOf(s.console.Limiter.Rules())
-	out.Note = explainNote
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, callExplanation{Revision: revisionOf(s.console.Limiter.Rules()),
+		explanation: render(&ex), Note: explainNote})
 	return nil
 }
 
