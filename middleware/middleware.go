@@ -33,11 +33,11 @@ type options struct {
 	onError  func(http.ResponseWriter, *http.Request, error)
 	shape    time.Duration // WithShaping's max wait; 0: reject at once
 	// observe, when set, is told every decision (internal/mwhook).
-	observe func(d *limiter.Decision, req *limiter.Request)
+	observe func(d limiter.Decision, req limiter.Request)
 }
 
 func init() {
-	mwhook.Observe = func(fn func(d *limiter.Decision, req *limiter.Request)) any {
+	mwhook.Observe = func(fn func(d limiter.Decision, req limiter.Request)) any {
 		return Option(func(o *options) { o.observe = fn })
 	}
 }
@@ -176,7 +176,7 @@ func (f *filter) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 	}
 	d, err := f.l.Check(r.Context(), &req)
 	if f.o.observe != nil && err == nil {
-		f.o.observe(&d, &req)
+		f.o.observe(d, req)
 	}
 	if f.refused(w, r, &d, err) {
 		return

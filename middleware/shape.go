@@ -36,7 +36,7 @@ func (f *filter) serveShaped(w http.ResponseWriter, r *http.Request, next http.H
 		return
 	}
 	if f.o.observe != nil && err == nil {
-		f.o.observe(&d, req)
+		f.o.observe(d, *req)
 	}
 	if f.refused(w, r, &d, err) {
 		return

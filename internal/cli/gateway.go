@@ -266,10 +266,10 @@ func (c *gatewayConsole) instrument(ipv6Prefix int) func(*slog.Logger, rulestore
 }
 
 // observe is told every decision of the gateway's filter.
-func (c *gatewayConsole) observe(d *limiter.Decision, req *limiter.Request) {
-	c.metrics.Decision(d)
+func (c *gatewayConsole) observe(d limiter.Decision, req limiter.Request) {
+	c.metrics.Decision(&d)
 	if !d.Allowed {
-		c.feed.Denied(d, req)
+		c.feed.Denied(&d, &req)
 	}
 }
 

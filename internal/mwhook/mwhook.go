@@ -9,5 +9,6 @@ import "github.com/sluicehq/sluice/limiter"
 // Observe returns a middleware.Option (as any: this package cannot name
 // it) that tells fn every decision the middleware makes, with the call
 // decided, on the request's goroutine after the decision; fn must be
-// cheap and keep neither argument.
-var Observe func(fn func(d *limiter.Decision, req *limiter.Request)) any
+// cheap. Both are copies, so that a middleware without the option does
+// not move them to the heap.
+var Observe func(fn func(d limiter.Decision, req limiter.Request)) any
