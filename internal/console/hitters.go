@@ -38,8 +38,9 @@ const (
 	// generation; past it, in any shard, the summary samples: one denial
 	// in SampleEvery counts SampleEvery, until the generation turns.
 	Exact = 256
-	// SampleEvery is the sampling rate past Exact (a power of two).
-	SampleEvery = 64
+	// SampleEvery is the sampling rate past Exact.
+	SampleEvery = 1 << sampleBits
+	sampleBits  = 6
 )
 
 // Hitters is a space-saving summary (Metwally, Agrawal, El Abbadi 2005) of
@@ -54,7 +55,7 @@ const (
 // and callers together, picked by a hash of its number), weighing
 // SampleEvery: a caller's count is then an estimate off by about
 // ±√(SampleEvery·c) besides the N/K overcount, so that a flood costs a
-// denial one atomic add and a few multiplications. Safe for concurrent use; a counted denial takes the mutex of
+// denial one atomic add and one multiplication. Safe for concurrent use; a counted denial takes the mutex of
 // one shard, allowed calls never reach it. Generations turn in Run
 // (every Period) and Top.
 type Hitters struct {
@@ -159,20 +160,18 @@ func (sh *shard) turn(t time.Time, period time.Duration) bool {
 // weight returns what a denial counts: 1 while denials count one by one;
 // while they are sampled, SampleEvery for one denial in SampleEvery (of
 // any rule and caller), chosen by a hash of its number, and 0 (not
-// counted) for the others. It costs a denial one atomic add and a few
-// multiplications.
+// counted) for the others. It costs a denial one atomic add and one
+// multiplication.
 func (h *Hitters) weight() uint64 {
 	m := h.mask.Load()
 	if m == 0 {
 		return 1
 	}
-	// The denial's number, mixed (SplitMix64's finaliser): a pseudo-random
-	// one in SampleEvery, so that callers denied in turns (a round-robin
-	// load) are sampled alike, never one of them always.
-	z := h.tick.Add(1) * 0x9e3779b97f4a7c15
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	if (z^z>>31)&uint64(m) != 0 {
+	// The denial's number times 2⁶⁴/φ (Fibonacci hashing): its top bits
+	// pick one denial in SampleEvery, spread evenly over any period, so
+	// that callers denied in turns (a round-robin load) are sampled
+	// alike, never one of them always.
+	if (h.tick.Add(1)*0x9e3779b97f4a7c15)>>(64-sampleBits) != 0 {
 		return 0
 	}
 	return uint64(m) + 1
