@@ -32,7 +32,7 @@ import (
 //
 //	go test -c -o console.test ./internal/console
 //	for s in off on; do for n in 10000 30000; do
-//	  env SLUICE_BENCH_SUMMARIES=$s SLUICE_BENCH_SAMPLER=off GOMAXPROCS=1 GOGC=off GODEBUG=asyncpreemptoff=1 \
+//	  env SLUICE_BENCH_SUMMARIES=$s SLUICE_BENCH_SAMPLER=off GOMAXPROCS=1 GOGC=off GODEBUG=asyncpreemptoff=1,memprofilerate=0 \
 //	    valgrind --tool=callgrind ./console.test -test.run='^$' -test.bench='^BenchmarkEngine$' -test.benchtime=${n}x -test.cpu=1
 //	done; done
 //
