@@ -55,13 +55,7 @@ descriptor's rules and buckets, and the overall code:
 				if err != nil {
 					return f.explain(err)
 				}
-				switch output {
-				case "table":
-					return writeEnvoyExplanation(cmd.OutOrStdout(), ex)
-				case "json":
-					return writeJSON(cmd.OutOrStdout(), ex)
-				}
-				return badOutput(output, "table", "json")
+				return writeAs(cmd.OutOrStdout(), output, ex, func(w io.Writer) error { return writeEnvoyExplanation(w, ex) })
 			}
 			if endpoint != "" {
 				m, p, ok := strings.Cut(strings.TrimSpace(endpoint), " ")
@@ -95,13 +89,7 @@ descriptor's rules and buckets, and the overall code:
 			if err != nil {
 				return f.explain(err)
 			}
-			switch output {
-			case "table":
-				return writeExplanation(cmd.OutOrStdout(), ex)
-			case "json":
-				return writeJSON(cmd.OutOrStdout(), ex)
-			}
-			return badOutput(output, "table", "json")
+			return writeAs(cmd.OutOrStdout(), output, ex, func(w io.Writer) error { return writeExplanation(w, ex) })
 		},
 	}
 	fl := cmd.Flags()
@@ -118,6 +106,17 @@ descriptor's rules and buckets, and the overall code:
 	fl.Uint32Var(&envoy.HitsAddend, "hits-addend", 0, "an Envoy request's hits_addend (0 means 1)")
 	outputFlag(cmd, &output, "table", "json")
 	return cmd
+}
+
+// writeAs writes v as -o says: a table (table) or JSON.
+func writeAs(w io.Writer, output string, v any, table func(io.Writer) error) error {
+	switch output {
+	case "table":
+		return table(w)
+	case "json":
+		return writeJSON(w, v)
+	}
+	return badOutput(output, "table", "json")
 }
 
 // writeExplanation prints an explanation: the decision, then a bucket a line.
