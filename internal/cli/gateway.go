@@ -265,14 +265,6 @@ func (c *gatewayConsole) instrument(ipv6Prefix int) func(*slog.Logger, rulestore
 	}
 }
 
-// observe is told every decision of the gateway's filter.
-func (c *gatewayConsole) observe(d limiter.Decision, req limiter.Request) {
-	c.metrics.Decision(&d)
-	if !d.Allowed {
-		c.feed.Denied(&d, &req)
-	}
-}
-
 func (c *gatewayConsole) run(ctx context.Context) {
 	go c.sampler.Run(ctx, time.Second)
 	go c.hitters.Run(ctx)
@@ -286,7 +278,7 @@ func (f *gatewayFlags) proxy(eng *engine, target *url.URL, id *middleware.Identi
 		mwOpts = append(mwOpts, middleware.WithShaping(f.shapeMaxWait))
 	}
 	if con != nil {
-		mwOpts = append(mwOpts, mwhook.Observe(con.observe).(middleware.Option))
+		mwOpts = append(mwOpts, mwhook.Observe(console.Observe(con.metrics, con.feed)).(middleware.Option))
 	}
 	return gateway.New(eng.lim, gateway.Config{
 		Upstream:        target,

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -70,6 +71,18 @@ func (f *Feed) bucket(d *limiter.Decision, req *limiter.Request) string {
 		}
 	}
 	return ""
+}
+
+// Observe returns what a decision path that reports every decision (the
+// gateway's, through its middleware) tells: the decision counted in m (the
+// console's rates), a denial fed to f.
+func Observe(m *metrics.Metrics, f *Feed) func(d limiter.Decision, req limiter.Request) {
+	return func(d limiter.Decision, req limiter.Request) {
+		m.Decision(&d)
+		if !d.Allowed {
+			f.Denied(&d, &req)
+		}
+	}
 }
 
 // noTake is a store that takes and reads nothing: every op passes.
