@@ -55,9 +55,9 @@ const (
 // and callers together, picked by a hash of its number), weighing
 // SampleEvery: a caller's count is then an estimate off by about
 // ±√(SampleEvery·c) besides the N/K overcount, so that a flood costs a
-// denial one atomic add and one multiplication. Safe for concurrent use; a counted denial takes the mutex of
-// one shard, allowed calls never reach it. Generations turn in Run
-// (every Period) and Top.
+// denial one atomic add and one multiplication. Safe for concurrent use;
+// a counted denial takes the mutex of one shard, allowed calls never
+// reach it. Generations turn in Run (every Period) and Top.
 type Hitters struct {
 	period time.Duration
 	now    func() time.Time
