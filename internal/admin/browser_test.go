@@ -281,7 +281,7 @@ func startConsoleSluice(t *testing.T, token, rulesYAML string) *consoleSluice {
 	t.Cleanup(cancel)
 	go sampler.Run(ctx, time.Second)
 	data := httptest.NewServer(server.New(lim, server.Config{Logger: log, OnDecision: m.Decision,
-		OnDenied: console.NewFeed(hitters, lim.Rules, limiter.Config{}).Denied}))
+		OnDenied: console.NewFeed(hitters, limiter.Config{}).Denied}))
 	t.Cleanup(data.Close)
 	adm := httptest.NewServer(admin.New(src, admin.Config{Token: token, Logger: log,
 		Console: &admin.Console{Limiter: lim, Sampler: sampler, Hitters: hitters, Envoy: envoy, Instance: "test",

@@ -28,7 +28,8 @@ func TestConsoleTopNamesBuckets(t *testing.T) {
 		e.must(e.do("PUT", "/rules/"+r.id, r.body), 201)
 	}
 	// Denied as the check API and the Envoy API tell the console (OnDenied).
-	denied := console.NewFeed(c.Hitters, lim.Rules, limiter.Config{}).Denied
+	feed := console.NewFeed(c.Hitters, limiter.Config{})
+	denied := func(d *limiter.Decision, req *limiter.Request) { feed.Denied(lim, d, req) }
 	for _, req := range []limiter.Request{
 		{User: "alice", Method: "POST", Path: "/g"},
 		{User: "bob", Method: "GET", Path: "/e/orders"},

@@ -259,7 +259,7 @@ func (c *gatewayConsole) instrument(ipv6Prefix int) func(*slog.Logger, rulestore
 		c.metrics.SetRules(src.Current())
 		src.Subscribe(c.metrics.SetRules)
 		c.hitters = console.NewHitters(0, nil)
-		c.feed = console.NewFeed(c.hitters, src.Current, limiter.Config{IPv6Prefix: ipv6Prefix})
+		c.feed = console.NewFeed(c.hitters, limiter.Config{IPv6Prefix: ipv6Prefix})
 		c.sampler = console.NewSampler(c.metrics.ConsoleGatherer())
 		return c.metrics.Instrument(store)
 	}
@@ -278,7 +278,7 @@ func (f *gatewayFlags) proxy(eng *engine, target *url.URL, id *middleware.Identi
 		mwOpts = append(mwOpts, middleware.WithShaping(f.shapeMaxWait))
 	}
 	if con != nil {
-		mwOpts = append(mwOpts, mwhook.Observe(console.Observe(con.metrics, con.feed)).(middleware.Option))
+		mwOpts = append(mwOpts, mwhook.Observe(console.Observe(con.metrics, con.feed, eng.lim)).(middleware.Option))
 	}
 	return gateway.New(eng.lim, gateway.Config{
 		Upstream:        target,

@@ -110,7 +110,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	var feed *console.Feed
 	var obs *observer
 	eng, err := openEngine(ctx, f, func(log *slog.Logger, src rulestore.Source, store limiter.Store) limiter.Store {
-		feed = console.NewFeed(hitters, src.Current, limiter.Config{IPv6Prefix: f.ipv6Prefix})
+		feed = console.NewFeed(hitters, limiter.Config{IPv6Prefix: f.ipv6Prefix})
 		obs = newObserver(f, log, src, store, feed.Denied)
 		return obs.store
 	})

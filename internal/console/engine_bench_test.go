@@ -58,7 +58,7 @@ func BenchmarkEngine(b *testing.B) {
 	cfg := server.Config{OnDecision: m.Decision}
 	if on {
 		h := console.NewHitters(0, nil)
-		cfg.OnDenied = console.NewFeed(h, lim.Rules, limiter.Config{}).Denied
+		cfg.OnDenied = console.NewFeed(h, limiter.Config{}).Denied
 		if os.Getenv("SLUICE_BENCH_SAMPLER") != "off" {
 			s := console.NewSampler(m.ConsoleGatherer())
 			ctx, cancel := context.WithCancel(context.Background())

@@ -19,49 +19,45 @@ import (
 // denials the Hitters samples (Hitters.weight); an allowed call never
 // reaches it.
 type Feed struct {
-	h     *Hitters
-	rules func() *rules.Index
-	// keys plans calls as the deciding limiter does, over a store that
-	// takes nothing: its Explain names a rule's bucket for a call.
-	keys *limiter.Limiter
+	h   *Hitters
+	cfg limiter.Config
 }
 
-// NewFeed returns a feed of h. rules returns the rules in force (those the
-// deciding limiters follow); cfg is theirs (the IPv6 prefix callers are
-// keyed by).
-func NewFeed(h *Hitters, rules func() *rules.Index, cfg limiter.Config) *Feed {
-	return &Feed{h: h, rules: rules, keys: limiter.New(noTake{}, cfg)}
-}
+// NewFeed returns a feed of h; cfg is the deciding limiters' (the IPv6
+// prefix callers are keyed by).
+func NewFeed(h *Hitters, cfg limiter.Config) *Feed { return &Feed{h: h, cfg: cfg} }
 
-// Denied counts d, the denial of req by d.Rule (nothing for a denial
-// without a rule). It keeps neither. A denial the summary does not sample
-// costs a call, a branch and Hitters.weight.
-func (f *Feed) Denied(d *limiter.Decision, req *limiter.Request) {
+// Denied counts d, the denial of req by d.Rule under the rules of lim,
+// the limiter that decided it (nothing for a denial without a rule). It
+// keeps none of them. A denial the summary does not sample costs a call,
+// a branch and Hitters.weight.
+func (f *Feed) Denied(lim *limiter.Limiter, d *limiter.Decision, req *limiter.Request) {
 	if d.Rule != nil {
 		if w := f.h.weight(); w != 0 {
-			f.count(d, req, w)
+			f.count(lim, d, req, w)
 		}
 	}
 }
 
 // count counts a denial that weighs w under its bucket.
-func (f *Feed) count(d *limiter.Decision, req *limiter.Request, w uint64) {
-	if ix := f.rules(); ix != nil && f.keys.Rules() != ix {
-		f.keys.SetRules(ix)
-	}
+func (f *Feed) count(lim *limiter.Limiter, d *limiter.Decision, req *limiter.Request, w uint64) {
 	var buf [identity.MaxID]byte
 	switch d.KeyedBy {
 	case rules.ByUser, rules.ByAPIKey, rules.ByIP: // the caller: built as the limiter built it
-		f.h.add(d.Rule.ID, bytesString(f.keys.AppendClientID(buf[:0], d.KeyedBy, req)), w)
+		f.h.add(d.Rule.ID, bytesString(lim.AppendClientID(buf[:0], d.KeyedBy, req)), w)
 	default:
-		f.h.add(d.Rule.ID, f.bucket(d, req), w)
+		f.h.add(d.Rule.ID, f.bucket(lim, d, req), w)
 	}
 }
 
 // bucket returns the id of the bucket d.Rule took from for req, planned
-// again; "" when the rules changed meanwhile and no longer name it.
-func (f *Feed) bucket(d *limiter.Decision, req *limiter.Request) string {
-	ex, err := f.keys.Explain(context.Background(), req)
+// again under lim's rules (a domain's, for the Envoy API) by a limiter
+// over a store that takes nothing; "" when the rules changed meanwhile
+// and no longer name it.
+func (f *Feed) bucket(lim *limiter.Limiter, d *limiter.Decision, req *limiter.Request) string {
+	keys := limiter.New(noTake{}, f.cfg)
+	keys.SetRules(lim.Rules())
+	ex, err := keys.Explain(context.Background(), req)
 	if err != nil {
 		return ""
 	}
@@ -74,13 +70,13 @@ func (f *Feed) bucket(d *limiter.Decision, req *limiter.Request) string {
 }
 
 // Observe returns what a decision path that reports every decision (the
-// gateway's, through its middleware) tells: the decision counted in m (the
-// console's rates), a denial fed to f.
-func Observe(m *metrics.Metrics, f *Feed) func(d limiter.Decision, req limiter.Request) {
+// gateway's, through its middleware, deciding with lim) tells: the
+// decision counted in m (the console's rates), a denial fed to f.
+func Observe(m *metrics.Metrics, f *Feed, lim *limiter.Limiter) func(d limiter.Decision, req limiter.Request) {
 	return func(d limiter.Decision, req limiter.Request) {
 		m.Decision(&d)
 		if !d.Allowed {
-			f.Denied(&d, &req)
+			f.Denied(lim, &d, &req)
 		}
 	}
 }

@@ -115,8 +115,8 @@ rules:
 				// in the metrics, the denials fed to the top list.
 				m := metrics.New()
 				m.SetRules(l.Rules())
-				feed := console.NewFeed(console.NewHitters(0, nil), l.Rules, limiter.Config{})
-				cfg.Middleware = []middleware.Option{mwhook.Observe(console.Observe(m, feed)).(middleware.Option)}
+				feed := console.NewFeed(console.NewHitters(0, nil), limiter.Config{})
+				cfg.Middleware = []middleware.Option{mwhook.Observe(console.Observe(m, feed, l)).(middleware.Option)}
 			}
 			gw, err := gateway.New(l, cfg)
 			if err != nil {

@@ -89,12 +89,13 @@ type Config struct {
 
 	// OnDenied, when set, is told every decision a rule denies (one per
 	// descriptor decided on its own, one for descriptors united into one
-	// check), with the call the limiter decided, as the check API's
+	// check), with the limiter that decided it (the request's domain's) and
+	// the call, as the check API's
 	// server.Config.OnDenied (the console's top list,
 	// console.Feed.Denied); never a denial without a rule (too many
 	// rules). It runs on the request's goroutine: it must be cheap and
 	// must keep neither argument. An allowed decision never reaches it.
-	OnDenied func(d *limiter.Decision, req *limiter.Request)
+	OnDenied func(lim *limiter.Limiter, d *limiter.Decision, req *limiter.Request)
 }
 
 // Server implements RateLimitService over a counter store. Rules are put
@@ -428,7 +429,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		s.noteTooMany(req, &d)
 		s.count(vs, &d, cost(&c.req))
 		if !d.Allowed && s.cfg.OnDenied != nil && d.Rule != nil {
-			s.cfg.OnDenied(&d, &c.req)
+			s.cfg.OnDenied(lim, &d, &c.req)
 		}
 		st := &a.st
 		fillStatus(st, &a.dur, &d, vs.limit(d.Rule))
@@ -473,7 +474,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		s.noteTooMany(req, d)
 		s.count(vs, d, cost(&live[i].req))
 		if !d.Allowed && s.cfg.OnDenied != nil && d.Rule != nil {
-			s.cfg.OnDenied(d, &live[i].req)
+			s.cfg.OnDenied(lim, d, &live[i].req)
 		}
 		statuses[i] = descriptorStatus(d, vs.quotaLimit(d.Rule))
 		if over != nil && over[i] {
