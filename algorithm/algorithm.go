@@ -178,16 +178,16 @@ type Params struct {
 	// RetryAfter is when a call of cost 1 passes again. A call of cost 0
 	// (a check before the work) is decided as always. TokenBucket,
 	// LeakyBucket and FixedWindow only (CanCharge); the others ignore it.
-	// The debt a bucket owes is bounded: a token or leaky bucket's at
-	// MaxQueue beyond an empty bucket, a fixed window's count until its
-	// window ends.
+	// The debt a bucket owes is bounded: a token or leaky bucket's at an
+	// hour beyond an empty bucket, a fixed window's count until its window
+	// ends; a charge counts a cost of at most 2³⁰−1.
 	Charge bool
 }
 
-// MaxCharge is the largest cost a charge counts (Params.Charge): more than
+// maxCharge is the largest cost a charge counts (Params.Charge): more than
 // any rule's capacity (MaxLimit), and small enough that the Go and the Lua
-// arithmetic of a charge stay exact. A larger cost counts as MaxCharge.
-const MaxCharge = 1<<30 - 1
+// arithmetic of a charge stay exact. A larger cost counts as maxCharge.
+const maxCharge = 1<<30 - 1
 
 // CanCharge reports whether algorithm k takes charges into debt
 // (Params.Charge). A token bucket and a leaky bucket (GCRA) owe debt as

@@ -40,9 +40,9 @@ func fixedWindow(p Params, s State, now, cost int64) (Result, State) {
 		r.ResetAfter = 0
 	}
 	if p.Charge && cost > 0 && count+float64(cost) > limit {
-		// A charge: counted in full (up to MaxCharge), past the limit;
+		// A charge: counted in full (up to maxCharge), past the limit;
 		// every call of the window after it is denied.
-		count = min(count+float64(min(cost, MaxCharge)), limit+MaxCharge)
+		count = min(count+float64(min(cost, maxCharge)), limit+maxCharge)
 		return Result{Reason: ReasonLimited, ResetAfter: end - now, RetryAfter: end - now, Changed: true},
 			State{T: start, A: count}
 	}

@@ -13,7 +13,7 @@ package algorithm
 // drain, at most MaxRefill.
 //
 // Debt TAT−now beyond an empty meter's, (burst+1)·I, is owed as it is
-// when it is at most MaxQueue beyond it: reservations handed out ahead
+// when it is at most maxQueue beyond it: reservations handed out ahead
 // (Reserve), or debt built at the rate of a rule since edited to a higher
 // rate or a smaller burst, paid off before the new rule admits a call. A
 // check never erases reservations. Debt further beyond — the clock went
@@ -28,7 +28,7 @@ func lbTAT(s State, now, maxDebt int64) (tat int64, clamped bool) {
 	if tat < now {
 		tat = now
 	}
-	if tat-now > maxDebt+MaxQueue {
+	if tat-now > maxDebt+maxQueue {
 		return now + maxDebt, true
 	}
 	return tat, false
@@ -84,13 +84,13 @@ func leakyBucket(p Params, s State, now, cost int64) (Result, State) {
 }
 
 // lbCharge takes a charge of cost that does not fit (Params.Charge): the
-// debt tat − now grows by cost intervals, up to MaxQueue beyond maxDebt,
+// debt tat − now grows by cost intervals, up to maxQueue beyond maxDebt,
 // and the call is answered denied, with the wait until a call of cost 1
 // passes.
 func lbCharge(p Params, tat, now, cost, interval, maxDebt int64) (Result, State) {
 	// Past bound, the debt is the bound whatever the cost: cost·interval
 	// is computed only below it, where it is small.
-	bound := maxDebt + MaxQueue
+	bound := maxDebt + maxQueue
 	cost = min(cost, bound/interval+1)
 	debt := min(tat-now+cost*interval, bound)
 	r := (maxDebt - debt) / interval

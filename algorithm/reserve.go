@@ -21,16 +21,16 @@ import (
 // reserve (ErrReserveKind).
 //
 // A state with reservations outstanding holds more debt than an empty
-// bucket, at most MaxQueue more (a reservation waits at most an hour), and
+// bucket, at most maxQueue more (a reservation waits at most an hour), and
 // Apply owes it as it is: a check (denied, until the queue has passed)
 // never erases it. FirstAllowed starts where the stored debt is back
 // within an empty bucket's.
 
-// MaxQueue is the most debt beyond an empty bucket's that the bucket
+// maxQueue is the most debt beyond an empty bucket's that the bucket
 // algorithms owe as it is (µs): the reservations handed out ahead, which
 // wait at most an hour. Debt further beyond can only come from a clock
 // that went backwards, and is clamped to an empty bucket.
-const MaxQueue = 3600 * 1_000_000
+const maxQueue = 3600 * 1_000_000
 
 // ErrReserveKind: the algorithm cannot reserve (it is not a bucket).
 var ErrReserveKind = errors.New("algorithm: only token_bucket and leaky_bucket rules can reserve")
@@ -51,7 +51,7 @@ func FirstAllowed(p Params, s State, now, cost int64) (t int64, ok bool, err err
 	}
 	t = now
 	// Skip the stretch in which the stored debt exceeds an empty bucket's
-	// (outstanding reservations): Apply denies there (or, past MaxQueue,
+	// (outstanding reservations): Apply denies there (or, past maxQueue,
 	// clamps).
 	if idle := Idle(p, s, now); idle > 0 {
 		if c := now + idle - emptyDebt(p); c > t {

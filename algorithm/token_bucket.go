@@ -32,12 +32,12 @@ package algorithm
 // another limit (the limit was edited) is rounded up to the next whole µs of
 // debt: the caller waits at most 1 µs more, never gets more. A debt above
 // the empty bucket's, capacity·window/limit, is owed as it is when it is
-// at most MaxQueue beyond it: reservations handed out ahead (Reserve), or
+// at most maxQueue beyond it: reservations handed out ahead (Reserve), or
 // debt built at the rate of a rule since edited to a smaller burst or a
 // higher rate, which is paid off before the new rule admits a call. A
 // check never erases reservations. Debt further beyond — the clock went
 // backwards — is clamped to an empty bucket and the clamped state written,
-// so a skewed clock costs at most MaxQueue and one full refill. Otherwise
+// so a skewed clock costs at most maxQueue and one full refill. Otherwise
 // only an allowed call writes state.
 //
 // The rule's validation (Params.Check) keeps capacity·window/limit, the time
@@ -110,7 +110,7 @@ func tokenBucket(p *Params, s *State, now, cost int64, res *Result, ns *State) {
 	}
 	q, r, base := tbDebt(*p, *s, now)
 	clamped := false
-	if !lePair(q, r, tq+MaxQueue, tr) {
+	if !lePair(q, r, tq+maxQueue, tr) {
 		q, r, clamped = tq, tr, true
 		base = tbState(*p, now, q, r)
 	}
@@ -177,12 +177,12 @@ func tokenBucket(p *Params, s *State, now, cost int64, res *Result, ns *State) {
 }
 
 // tbCharge takes a charge of cost that does not fit a bucket at debt (q,
-// r) (Params.Charge): the debt grows by cost tokens, up to MaxQueue beyond
+// r) (Params.Charge): the debt grows by cost tokens, up to maxQueue beyond
 // an empty bucket's (tq, tr), and the call is answered denied, with the
 // wait until a call of cost 1 passes.
 func tbCharge(p *Params, tok token, tq, tr, q, r, now, cost, capacity int64, res *Result, ns *State) {
-	cost = min(cost, MaxCharge)
-	mq := tq + MaxQueue
+	cost = min(cost, maxCharge)
+	mq := tq + maxQueue
 	if overBound(cost, p.Window, p.Limit, mq+1) {
 		// cost·window/limit alone passes the bound: no need (nor room in
 		// an int64) to compute it.

@@ -8,18 +8,28 @@
 # DURATION each (default 5s), each from an empty database:
 #   leases:   bench/redis (limiter over store/redis, leases on: the default)
 #   noleases: the same with -leases=false (one script run per call)
+#   unbatched: leases on, -max-batch 1: every call that goes to Redis is
+#             a script run of its own, as on a Redis Cluster (which never
+#             batches calls: their clients' keys live in different slots)
 #   incr:     bench/redis -mode incr -global: one pipeline of INCRBY+EXPIRE
 #             on the caller's key and on the global key per decision, as
 #             envoyproxy/ratelimit does for two descriptors
+#   textbook: bench/redis -mode textbook -global: the textbook script
+#             (bench/redis/textbook.lua, EVALSHA) on the caller's key and on
+#             the global key, one pipeline per decision
+# With HOT=1 the per-caller rule is left out (-caller=false): every call
+# is checked against the global rule alone, hot-key traffic only.
 # Prints per run the RESULT line, then per contender the medians of Redis
 # CPU per 1,000 decisions (INFO cpu), decisions/s and p99.
 #
 #   bench/leases.sh                      # defaults
 #   ROUNDS=5 DURATION=10s bench/leases.sh
+#   CONTENDERS='leases incr' bench/leases.sh   # some of them only
+#   HOT=1 bench/leases.sh                # the global rule alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5s} KEYSPACE=${KEYSPACE:-1000000}
-ZIPF=${ZIPF:-1.1} GLOBAL=${GLOBAL:-100000} CONCURRENCY=${CONCURRENCY:-64}
+ZIPF=${ZIPF:-1.1} GLOBAL=${GLOBAL:-100000} CONCURRENCY=${CONCURRENCY:-64} HOT=${HOT:-0}
 bin=$(mktemp -d)
 trap 'kill "$rpid" 2>/dev/null || true; rm -rf "$bin"' EXIT
 go build -o "$bin/redis-bench" ./bench/redis
@@ -31,16 +41,24 @@ run() { # name, args...
   local name=$1; shift
   redis-cli -p "$port" flushall >/dev/null
   "$bin/redis-bench" -redis "127.0.0.1:$port" -duration "$DURATION" -concurrency "$CONCURRENCY" \
-    -keyspace "$KEYSPACE" -zipf "$ZIPF" -global "$GLOBAL" "$@" | grep '^RESULT' | sed "s/^RESULT/RESULT contender=$name/"
+    -keyspace "$KEYSPACE" -zipf "$ZIPF" -global "$GLOBAL" -caller="$([ "$HOT" = 1 ] && echo false || echo true)" "$@" | grep '^RESULT' | sed "s/^RESULT/RESULT contender=$name/"
 }
 out=$bin/results
+CONTENDERS=${CONTENDERS:-leases noleases unbatched incr textbook}
 for r in $(seq "$ROUNDS"); do
-  run leases >>"$out"
-  run noleases -leases=false >>"$out"
-  run incr -mode incr >>"$out"
+  for c in $CONTENDERS; do
+    case $c in
+      leases) run leases ;;
+      noleases) run noleases -leases=false ;;
+      unbatched) run unbatched -max-batch 1 ;;
+      incr) run incr -mode incr ;;
+      textbook) run textbook -mode textbook ;;
+      *) echo "leases.sh: unknown contender $c" >&2; exit 2 ;;
+    esac >>"$out"
+  done
 done
 cat "$out"
-for c in leases noleases incr; do
+for c in $CONTENDERS; do
   python3 - "$out" "$c" <<'PY'
 import sys, statistics
 rows = [dict(kv.split('=', 1) for kv in l.split()[1:]) for l in open(sys.argv[1]) if f"contender={sys.argv[2]} " in l]

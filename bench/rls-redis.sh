@@ -19,6 +19,13 @@
 #
 #   bench/rls-redis.sh                          # against main, 5 rounds of 10 s
 #   BASE=HEAD~2 ROUNDS=7 RATE=5000 bench/rls-redis.sh
+#   PEER=/path/to/ratelimit bench/rls-redis.sh  # against envoyproxy/ratelimit
+#
+# With PEER, an envoyproxy/ratelimit service binary you built yourself
+# (its ./src/service_cmd), that service is "base" in place of BASE: it
+# serves the same configuration from a runtime directory on the same
+# Redis, with its defaults otherwise (USE_STATSD=false, LOG_LEVEL=warn),
+# its heap allocations read from /debug/pprof on its DEBUG_PORT.
 #
 # Needs go, git, curl, redis-server, redis-cli and python3. Uses free
 # loopback ports (PORT: the first of 7 in a row instead). Kills only the
@@ -36,11 +43,13 @@ need go git curl redis-server redis-cli python3
 no_sluice_env
 start_tmp
 
-echo "== build: this checkout and $BASE"
+echo "== build: this checkout and ${PEER:-$BASE}"
 go build -o "$tmp/new" ./cmd/sluice
-mkdir "$tmp/base-src"
-git archive "$BASE" | tar -x -C "$tmp/base-src"
-(cd "$tmp/base-src" && go build -o "$tmp/base" ./cmd/sluice)
+if [ -z "${PEER:-}" ]; then
+  mkdir "$tmp/base-src"
+  git archive "$BASE" | tar -x -C "$tmp/base-src"
+  (cd "$tmp/base-src" && go build -o "$tmp/base" ./cmd/sluice)
+fi
 
 if [ -n "${PORT:-}" ]; then p0=$PORT; else free_port; p0=$port; fi
 start_redis "$p0"
@@ -57,6 +66,8 @@ descriptors:
               requests_per_unit: 1000000
 YAML
 "$tmp/new" rules import "$tmp/envoy.yaml" -o "$tmp/rules.yaml"
+mkdir -p "$tmp/runtime/ratelimit/config"
+cp "$tmp/envoy.yaml" "$tmp/runtime/ratelimit/config/"
 
 builds=(base new)
 declare -A spid grpc admin
@@ -64,6 +75,16 @@ i=1
 for b in "${builds[@]}"; do
   data=127.0.0.1:$((p0 + i)) grpc[$b]=127.0.0.1:$((p0 + i + 1)) admin[$b]=127.0.0.1:$((p0 + i + 2))
   i=$((i + 3))
+  if [ "$b" = base ] && [ -n "${PEER:-}" ]; then
+    env -i PATH="$PATH" HOME="${HOME:-/tmp}" USE_STATSD=false LOG_LEVEL=warn \
+      REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$p0" RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit \
+      HOST=127.0.0.1 PORT="${data#*:}" GRPC_HOST=127.0.0.1 GRPC_PORT="${grpc[$b]#*:}" \
+      DEBUG_HOST=127.0.0.1 DEBUG_PORT="${admin[$b]#*:}" "$PEER" > "$tmp/$b.log" 2>&1 &
+    pids+=($!)
+    spid[$b]=$!
+    wait_up "http://$data/healthcheck"
+    continue
+  fi
   "$tmp/$b" serve --redis "127.0.0.1:$p0" --rules "$tmp/rules.yaml" --listen "$data" --grpc-listen "${grpc[$b]}" \
     --admin-listen "${admin[$b]}" --pprof --log-level warn 2> "$tmp/$b.log" &
   pids+=($!)

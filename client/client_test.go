@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/internal/testkit/limitertest"
@@ -25,9 +27,10 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-// These tests run the client against sluice itself, in process: the data
-// plane (internal/server over a limiter and a memory store whose clock does
-// not move) and the admin API (internal/admin over a rules file), wired as
+// These tests run the client, and internal/adminclient which sends its
+// requests through it, against sluice itself, in process: the data plane
+// (internal/server over a limiter and a memory store whose clock does not
+// move) and the admin API (internal/admin over a rules file), wired as
 // sluice serve wires them — the limiter follows every change of the rules.
 // Only TestErrors also uses a canned handler, for answers sluice never
 // gives (a body that is not JSON, an empty one).
@@ -98,15 +101,15 @@ func TestCheck(t *testing.T) {
 		fixedWindow("strict", 1, func(r *rules.Rule) { r.By = rules.ByUser; r.Shadow = true }),
 		fixedWindow("orders-by-key", 5, func(r *rules.Rule) { r.Match.Endpoint = "POST /api/orders"; r.By = rules.ByAPIKey }),
 	)
-	c := New(s.data + "/") // a trailing slash is ignored
+	c := client.New(s.data + "/") // a trailing slash is ignored
 	ctx := context.Background()
-	alice := CheckRequest{User: "alice", IP: "203.0.113.7", Endpoint: "GET /api/orders"}
+	alice := client.CheckRequest{User: "alice", IP: "203.0.113.7", Endpoint: "GET /api/orders"}
 
 	got, err := c.Check(ctx, alice)
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	want := &CheckResponse{Allowed: true, Limit: 2, Remaining: 1, ResetAfterMS: 3_600_000,
+	want := &client.CheckResponse{Allowed: true, Limit: 2, Remaining: 1, ResetAfterMS: 3_600_000,
 		Rule: ptr("free-per-user"), Client: ptr("user:alice")}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("1st Check = %s, want %s", show(got), show(want))
@@ -115,7 +118,7 @@ func TestCheck(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	want = &CheckResponse{Allowed: true, Limit: 2, Remaining: 0, ResetAfterMS: 3_600_000,
+	want = &client.CheckResponse{Allowed: true, Limit: 2, Remaining: 0, ResetAfterMS: 3_600_000,
 		Rule: ptr("free-per-user"), Client: ptr("user:alice"), ShadowDenied: "strict"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("2nd Check = %s, want %s", show(got), show(want))
@@ -125,14 +128,14 @@ func TestCheck(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	want = &CheckResponse{Allowed: false, Limit: 2, Remaining: 0, ResetAfterMS: 3_600_000, RetryAfterMS: 3_600_000,
+	want = &client.CheckResponse{Allowed: false, Limit: 2, Remaining: 0, ResetAfterMS: 3_600_000, RetryAfterMS: 3_600_000,
 		Rule: ptr("free-per-user"), Client: ptr("user:alice"), Reason: "rate_limited", ShadowDenied: "strict"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("3rd Check = %s, want %s", show(got), show(want))
 	}
 
 	// API key, plan and cost reach the server: 3 of the key's 5.
-	got, err = c.Check(ctx, CheckRequest{APIKey: "k_1", Plan: "pro", Endpoint: "POST /api/orders", Cost: 3})
+	got, err = c.Check(ctx, client.CheckRequest{APIKey: "k_1", Plan: "pro", Endpoint: "POST /api/orders", Cost: 3})
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
@@ -140,7 +143,7 @@ func TestCheck(t *testing.T) {
 		t.Errorf("Check(api key, cost 3) = %s, want allowed by orders-by-key for api_key:k_1 with 2 remaining", show(got))
 	}
 	// A cost above what a bucket holds can never pass.
-	got, err = c.Check(ctx, CheckRequest{APIKey: "k_2", Endpoint: "POST /api/orders", Cost: 6})
+	got, err = c.Check(ctx, client.CheckRequest{APIKey: "k_2", Endpoint: "POST /api/orders", Cost: 6})
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
@@ -154,12 +157,12 @@ func TestCheck(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	if want := (&CheckResponse{Allowed: true}); !reflect.DeepEqual(got, want) {
+	if want := (&client.CheckResponse{Allowed: true}); !reflect.DeepEqual(got, want) {
 		t.Errorf("Check with no rules = %s, want %s", show(got), show(want))
 	}
 }
 
-// TestCheckResponseHasEveryField: CheckResponse holds every field the data
+// TestCheckResponseHasEveryField: client.CheckResponse holds every field the data
 // plane writes, so a field added to the answer is not lost by the client.
 func TestCheckResponseHasEveryField(t *testing.T) {
 	s := newSluice(t)
@@ -173,14 +176,14 @@ func TestCheckResponseHasEveryField(t *testing.T) {
 		resp.Body.Close()
 		dec := json.NewDecoder(strings.NewReader(string(b)))
 		dec.DisallowUnknownFields()
-		var out CheckResponse
+		var out client.CheckResponse
 		if err := dec.Decode(&out); err != nil {
-			t.Errorf("answer %d %s does not decode into CheckResponse with unknown fields refused: %v", i, b, err)
+			t.Errorf("answer %d %s does not decode into client.CheckResponse with unknown fields refused: %v", i, b, err)
 		}
 	}
 }
 
-func show(r *CheckResponse) string {
+func show(r *client.CheckResponse) string {
 	b, _ := json.Marshal(r)
 	return string(b)
 }
@@ -188,25 +191,25 @@ func show(r *CheckResponse) string {
 func TestErrors(t *testing.T) {
 	s := newSluice(t)
 	ctx := context.Background()
-	data, adm := New(s.data), New(s.admin, WithToken(token))
+	data, adm := client.New(s.data), adminclient.New(s.admin, client.WithToken(token))
 
 	// Answers sluice gives.
-	var e *Error
-	_, err := data.Check(ctx, CheckRequest{User: "a", Endpoint: "x"})
+	var e *client.Error
+	_, err := data.Check(ctx, client.CheckRequest{User: "a", Endpoint: "x"})
 	if !errors.As(err, &e) || e.Status != 400 || e.Code != "invalid_request" || !strings.Contains(e.Message, "endpoint") {
-		t.Errorf("Check(endpoint x) = %v, want a 400 invalid_request *Error naming the endpoint", err)
+		t.Errorf("Check(endpoint x) = %v, want a 400 invalid_request *client.Error naming the endpoint", err)
 	}
 	_, err = adm.GetRule(ctx, "x")
-	if !errors.As(err, &e) || e.Status != 404 || e.Code != "not_found" || !strings.Contains(e.Message, `"x"`) || !IsNotFound(err) {
-		t.Errorf("GetRule(x) = %v, want a 404 not_found *Error naming x", err)
+	if !errors.As(err, &e) || e.Status != 404 || e.Code != "not_found" || !strings.Contains(e.Message, `"x"`) || !adminclient.IsNotFound(err) {
+		t.Errorf("GetRule(x) = %v, want a 404 not_found *client.Error naming x", err)
 	}
-	_, err = New(s.admin).ListRules(ctx)
+	_, err = adminclient.New(s.admin).ListRules(ctx)
 	if !errors.As(err, &e) || e.Status != 401 || e.Code != "unauthorized" {
 		t.Errorf("ListRules without the token = %v, want a 401 unauthorized *Error", err)
 	}
 	_, err = adm.PutRule(ctx, rules.Rule{ID: "bad", Limit: -1, Window: rules.Duration(time.Second)})
 	if !errors.As(err, &e) || e.Status != 400 || e.Code != "invalid_request" || !strings.Contains(e.Message, "limit") {
-		t.Errorf("PutRule(limit -1) = %v, want a 400 invalid_request *Error naming the limit", err)
+		t.Errorf("PutRule(limit -1) = %v, want a 400 invalid_request *client.Error naming the limit", err)
 	}
 
 	// Answers sluice never gives, from a canned handler: a body that is
@@ -221,21 +224,21 @@ func TestErrors(t *testing.T) {
 	})
 	canned := httptest.NewServer(mux)
 	t.Cleanup(canned.Close)
-	c := New(canned.URL)
+	c := adminclient.New(canned.URL)
 	tests := []struct {
 		name string
 		call func() error
-		want Error
+		want client.Error
 	}{
 		{"not JSON", func() error { _, err := c.ListRules(ctx); return err },
-			Error{502, "", "<html>bad gateway</html>"}},
+			client.Error{502, "", "<html>bad gateway</html>"}},
 		{"empty body", func() error { return c.DeleteRule(ctx, "x") },
-			Error{503, "", "Service Unavailable"}},
+			client.Error{503, "", "Service Unavailable"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.call()
-			var e *Error
+			var e *client.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("error = %v (%T), want *Error", err, err)
 			}
@@ -244,18 +247,18 @@ func TestErrors(t *testing.T) {
 			}
 		})
 	}
-	nf := &Error{Status: 404, Code: "not_found", Message: `rule "x" does not exist`}
+	nf := &client.Error{Status: 404, Code: "not_found", Message: `rule "x" does not exist`}
 	if got, want := nf.Error(), `sluice: 404 not_found: rule "x" does not exist`; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
-	if !IsNotFound(nf) || IsNotFound(&Error{Status: 400}) || IsNotFound(errors.New("x")) {
-		t.Error("IsNotFound: want true for a 404 *Error only")
+	if !adminclient.IsNotFound(nf) || adminclient.IsNotFound(&client.Error{Status: 400}) || adminclient.IsNotFound(errors.New("x")) {
+		t.Error("IsNotFound: want true for a 404 *client.Error only")
 	}
 
 	// A server that is not there: a transport error, not an *Error.
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
-	_, err = New(dead.URL).ListRules(ctx)
+	_, err = adminclient.New(dead.URL).ListRules(ctx)
 	if err == nil || errors.As(err, &e) || !strings.HasPrefix(err.Error(), "client: ") {
 		t.Errorf("ListRules on a closed port = %v, want a client: transport error", err)
 	}
@@ -265,8 +268,8 @@ func TestErrors(t *testing.T) {
 // through it limits the data plane's next decision.
 func TestAdmin(t *testing.T) {
 	s := newSluice(t)
-	c := New(s.admin, WithToken(token), WithHTTPClient(&http.Client{Timeout: 5 * time.Second}))
-	data := New(s.data)
+	c := adminclient.New(s.admin, client.WithToken(token), client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second}))
+	data := client.New(s.data)
 	ctx := context.Background()
 
 	set, err := c.ListRules(ctx)
@@ -293,7 +296,7 @@ func TestAdmin(t *testing.T) {
 	}
 	// The rule is in force on the data plane: a burst of 2, then denied.
 	for i, want := range []bool{true, true, false} {
-		d, err := data.Check(ctx, CheckRequest{User: "alice"})
+		d, err := data.Check(ctx, client.CheckRequest{User: "alice"})
 		if err != nil || d.Allowed != want || d.Rule == nil || *d.Rule != "burst" {
 			t.Fatalf("Check %d after PutRule = %+v, %v; want allowed %v by burst", i+1, d, err, want)
 		}
@@ -304,7 +307,7 @@ func TestAdmin(t *testing.T) {
 		t.Fatalf("PutRule(burst 3) = %d, %v; want %d, nil", got, err, rev+1)
 	}
 	rev++
-	if d, err := data.Check(ctx, CheckRequest{User: "alice"}); err != nil || !d.Allowed {
+	if d, err := data.Check(ctx, client.CheckRequest{User: "alice"}); err != nil || !d.Allowed {
 		t.Fatalf("Check after raising the burst to 3 = %+v, %v; want allowed", d, err)
 	}
 	if _, err := c.PutRule(ctx, rules.Rule{}); err == nil {
@@ -332,10 +335,10 @@ func TestAdmin(t *testing.T) {
 	if err := c.DeleteClient(ctx, v6); err != nil {
 		t.Errorf("DeleteClient: %v", err)
 	}
-	if _, err := c.GetClient(ctx, v6); !IsNotFound(err) {
+	if _, err := c.GetClient(ctx, v6); !adminclient.IsNotFound(err) {
 		t.Errorf("GetClient after DeleteClient = %v, want a 404", err)
 	}
-	if err := c.DeleteClient(ctx, v6); !IsNotFound(err) {
+	if err := c.DeleteClient(ctx, v6); !adminclient.IsNotFound(err) {
 		t.Errorf("DeleteClient of an unknown id = %v, want a 404", err)
 	}
 
@@ -343,18 +346,18 @@ func TestAdmin(t *testing.T) {
 	if err := c.DeleteRule(ctx, "burst"); err != nil {
 		t.Fatalf("DeleteRule: %v", err)
 	}
-	if _, err := c.GetRule(ctx, "burst"); !IsNotFound(err) {
+	if _, err := c.GetRule(ctx, "burst"); !adminclient.IsNotFound(err) {
 		t.Errorf("GetRule after DeleteRule = %v, want a 404", err)
 	}
-	if d, err := data.Check(ctx, CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule != nil {
+	if d, err := data.Check(ctx, client.CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule != nil {
 		t.Errorf("Check after DeleteRule = %+v, %v; want allowed by no rule", d, err)
 	}
 }
 
 func TestApply(t *testing.T) {
 	s := newSluice(t)
-	c := New(s.admin, WithToken(token))
-	data := New(s.data)
+	c := adminclient.New(s.admin, client.WithToken(token))
+	data := client.New(s.data)
 	ctx := context.Background()
 	rev := s.src.Current().Revision()
 
@@ -382,7 +385,7 @@ func TestApply(t *testing.T) {
 		t.Fatalf("after a dry run the revision is %d, want %d", s.src.Current().Revision(), rev)
 	}
 	for range 2 {
-		if d, err := data.Check(ctx, CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule != nil {
+		if d, err := data.Check(ctx, client.CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule != nil {
 			t.Fatalf("Check after a dry run = %+v, %v; want allowed by no rule", d, err)
 		}
 	}
@@ -398,10 +401,10 @@ func TestApply(t *testing.T) {
 	if !reflect.DeepEqual(got.Rules, want.Rules) || !reflect.DeepEqual(got.Clients, want.Clients) || got.DefaultPlan != "basic" {
 		t.Errorf("rules in force after Apply = %+v, want %+v", got, want)
 	}
-	if d, err := data.Check(ctx, CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule == nil || *d.Rule != "one" {
+	if d, err := data.Check(ctx, client.CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule == nil || *d.Rule != "one" {
 		t.Fatalf("Check after Apply = %+v, %v; want allowed by one", d, err)
 	}
-	if d, err := data.Check(ctx, CheckRequest{User: "alice"}); err != nil || d.Allowed {
+	if d, err := data.Check(ctx, client.CheckRequest{User: "alice"}); err != nil || d.Allowed {
 		t.Fatalf("2nd Check after Apply = %+v, %v; want denied", d, err)
 	}
 
@@ -419,7 +422,7 @@ func TestApply(t *testing.T) {
 	if res, err := c.Apply(ctx, &rules.Set{}, false); err != nil || len(res.Changes) != 1 || res.Changes[0].ID != "one" {
 		t.Errorf("Apply(no rules) = %+v, %v; want rule one deleted", res, err)
 	}
-	if d, err := data.Check(ctx, CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule != nil {
+	if d, err := data.Check(ctx, client.CheckRequest{User: "alice"}); err != nil || !d.Allowed || d.Rule != nil {
 		t.Errorf("Check after applying no rules = %+v, %v; want allowed by no rule", d, err)
 	}
 }

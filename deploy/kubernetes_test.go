@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/sluicehq/sluice/internal/rulecheck"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -280,7 +281,7 @@ func checkPods(t *testing.T, name string, m *manifests, probePort string) {
 			if _, err := rules.ParseYAML([]byte(cm.Data[key])); err != nil {
 				t.Errorf("%s: ConfigMap %s key %s: %v", name, cm.Name, key, err)
 			}
-			findings, _ := rules.Lint([]byte(cm.Data[key]))
+			findings, _ := rulecheck.Lint([]byte(cm.Data[key]))
 			for _, f := range findings {
 				t.Errorf("%s: ConfigMap %s key %s: sluice rules lint: %s", name, cm.Name, key, f)
 			}

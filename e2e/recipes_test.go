@@ -19,6 +19,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/internal/rulecheck"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -84,7 +85,7 @@ func TestRecipes(t *testing.T) {
 				t.Fatalf("the recipe does not compile: %v", err)
 			}
 			// Lint-clean, but for the one finding the page explains.
-			findings, err := rules.Lint([]byte(files[name]))
+			findings, err := rulecheck.Lint([]byte(files[name]))
 			if err != nil {
 				t.Fatal(err)
 			}

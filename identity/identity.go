@@ -21,15 +21,10 @@
 package identity
 
 import (
-	"crypto/sha256"
 	"errors"
 	"net/netip"
-	"strings"
-	"unicode"
-	"unicode/utf8"
-	"unsafe"
 
-	"github.com/sluicehq/sluice/internal/ascii"
+	"github.com/sluicehq/sluice/internal/clientkey"
 )
 
 // Identity is who a call comes from. Any field may be empty; IP is the
@@ -43,9 +38,9 @@ type Identity struct {
 
 // Kind prefixes of client ids.
 const (
-	PrefixUser   = "user:"
-	PrefixAPIKey = "api_key:"
-	PrefixIP     = "ip:"
+	prefixUser   = "user:"
+	prefixAPIKey = "api_key:"
+	prefixIP     = "ip:"
 )
 
 // DefaultIPv6Prefix is the prefix length IPv6 callers are keyed by: one host
@@ -54,97 +49,60 @@ const DefaultIPv6Prefix = 64
 
 // MaxValue is the longest user or API key, in bytes, kept as itself in a
 // client id; a longer one is keyed by its digest.
-const MaxValue = 256
-
-// DigestPrefix starts a value keyed by its digest: DigestPrefix and
-// DigestLen lowercase hex digits.
-const (
-	DigestPrefix = "h:"
-	DigestLen    = 32 // hex digits: the first 16 bytes of SHA-256
-)
+const MaxValue = clientkey.MaxValue
 
 // MaxID is the longest client id AppendUser, AppendAPIKey and AppendIP
 // build.
-const MaxID = len(PrefixAPIKey) + MaxValue
+const MaxID = len(prefixAPIKey) + MaxValue
 
-// Plain reports whether v is kept as itself in a client id: 1 to MaxValue
-// bytes of UTF-8 without control characters, not starting with
-// DigestPrefix.
-func Plain(v string) bool {
-	if v == "" || len(v) > MaxValue || strings.HasPrefix(v, DigestPrefix) {
-		return false
-	}
-	if ascii.Printable(v) {
-		return true
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if c < 0x20 || c == 0x7f {
-			return false
-		}
-		if c >= utf8.RuneSelf {
-			return utf8.ValidString(v[i:]) && !strings.ContainsFunc(v[i:], unicode.IsControl)
-		}
-	}
-	return true
-}
-
-// AppendDigest appends DigestPrefix and the digest of v to dst.
-func AppendDigest(dst []byte, v string) []byte {
-	// Sum256 only reads its argument: v's bytes are not copied.
-	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(v), len(v)))
-	dst = append(dst, DigestPrefix...)
-	const hex = "0123456789abcdef"
-	for _, b := range sum[:DigestLen/2] {
-		dst = append(dst, hex[b>>4], hex[b&0xf])
-	}
-	return dst
-}
+// AppendDigest appends "h:" and the digest of v to dst: how a value that
+// is not kept as itself stands in a client id.
+func AppendDigest(dst []byte, v string) []byte { return clientkey.AppendDigest(dst, v) }
 
 // AppendUser appends the client id of user ("user:alice", or
-// "user:h:<hex>" for a value that is not Plain) to dst; nothing for "".
+// "user:h:<hex>" for a value not kept as itself) to dst; nothing for "".
 // It does not allocate when dst has room for MaxID bytes.
-func AppendUser(dst []byte, user string) []byte { return appendValue(dst, PrefixUser, user) }
+func AppendUser(dst []byte, user string) []byte { return appendValue(dst, prefixUser, user) }
 
 // AppendAPIKey appends the client id of key ("api_key:k_live_42", or
 // "api_key:h:<hex>") to dst; nothing for "".
-func AppendAPIKey(dst []byte, key string) []byte { return appendValue(dst, PrefixAPIKey, key) }
+func AppendAPIKey(dst []byte, key string) []byte { return appendValue(dst, prefixAPIKey, key) }
 
 func appendValue(dst []byte, prefix, v string) []byte {
 	if v == "" {
 		return dst
 	}
 	dst = append(dst, prefix...)
-	if Plain(v) {
+	if clientkey.Plain(v) {
 		return append(dst, v...)
 	}
-	return AppendDigest(dst, v)
+	return clientkey.AppendDigest(dst, v)
 }
 
 // AppendIP appends the client id of the address ip, as a check request or
-// a header gives it (see ParseIP), to dst: "ip:" and its key (AppendIPKey),
+// a header gives it (see ParseIP), to dst: "ip:" and its key (appendIPKey),
 // or "ip:h:<hex>" when it is not an address; nothing for "".
 func AppendIP(dst []byte, ip string, bits int) []byte {
 	if ip == "" {
 		return dst
 	}
-	dst = append(dst, PrefixIP...)
+	dst = append(dst, prefixIP...)
 	if _, ok := parseIPv4(ip); ok {
 		// Its key is itself: netip spells an IPv4 address one way, the
 		// only way parseIPv4 takes.
 		return append(dst, ip...)
 	}
 	if a, err := ParseIP(ip); err == nil {
-		return AppendIPKey(dst, a, bits)
+		return appendIPKey(dst, a, bits)
 	}
 	return AppendDigest(dst, ip)
 }
 
-// AppendIPKey appends the bucket key of ip (without the "ip:" prefix) to dst:
+// appendIPKey appends the bucket key of ip (without the "ip:" prefix) to dst:
 // an IPv4 address (also an IPv4-mapped IPv6 one) as itself, an IPv6 address
 // as its /bits prefix, e.g. "2001:db8:1:2::/64". bits outside 1..128 means
 // DefaultIPv6Prefix. It does not allocate when dst has room.
-func AppendIPKey(dst []byte, ip netip.Addr, bits int) []byte {
+func appendIPKey(dst []byte, ip netip.Addr, bits int) []byte {
 	ip = ip.Unmap()
 	if ip.Is4() {
 		return ip.AppendTo(dst)

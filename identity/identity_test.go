@@ -3,12 +3,11 @@ package identity
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"testing"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/clientkey"
 )
 
 func TestClientID(t *testing.T) {
@@ -43,8 +42,8 @@ func TestClientID(t *testing.T) {
 func TestAppendIPKeyNoAlloc(t *testing.T) {
 	a := netip.MustParseAddr("2001:db8:1:2:3:4:5:6")
 	buf := make([]byte, 0, 64)
-	if n := testing.AllocsPerRun(100, func() { buf = AppendIPKey(buf[:0], a, 64) }); n != 0 {
-		t.Errorf("AppendIPKey allocs = %v, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { buf = appendIPKey(buf[:0], a, 64) }); n != 0 {
+		t.Errorf("appendIPKey allocs = %v, want 0", n)
 	}
 }
 
@@ -52,7 +51,7 @@ func TestDigestIDs(t *testing.T) {
 	long := strings.Repeat("u", 257)
 	digest := func(v string) string {
 		sum := sha256.Sum256([]byte(v))
-		return DigestPrefix + hex.EncodeToString(sum[:DigestLen/2])
+		return clientkey.DigestPrefix + hex.EncodeToString(sum[:clientkey.DigestLen/2])
 	}
 	tests := []struct {
 		id   Identity
@@ -108,37 +107,6 @@ func BenchmarkAppendClientIDs(b *testing.B) {
 	}
 }
 
-// plainRef is Plain written from its doc, byte by byte.
-func plainRef(v string) bool {
-	if v == "" || len(v) > MaxValue || strings.HasPrefix(v, DigestPrefix) || !utf8.ValidString(v) {
-		return false
-	}
-	return !strings.ContainsFunc(v, unicode.IsControl)
-}
-
-// TestPlainWords: Plain, which reads eight bytes at a time, agrees with
-// plainRef on random values of the bytes that matter, at every offset
-// and length.
-func TestPlainWords(t *testing.T) {
-	pieces := []string{"a", "Z", "0", " ", "~", "\x00", "\x1f", "\x7f", "\x80", "\xff", "é", "\u0085", "\u00a0", "h:", "€"}
-	rng := rand.New(rand.NewPCG(3, 4))
-	var b strings.Builder
-	for range 300_000 {
-		b.Reset()
-		for n := rng.IntN(40); n > 0; n-- {
-			if rng.IntN(4) == 0 {
-				b.WriteString(pieces[rng.IntN(len(pieces))])
-			} else {
-				b.WriteByte(byte('a' + rng.IntN(26)))
-			}
-		}
-		v := b.String()
-		if got, want := Plain(v), plainRef(v); got != want {
-			t.Fatalf("Plain(%q) = %v, want %v", v, got, want)
-		}
-	}
-}
-
 var ipv4Seeds = []string{
 	"203.0.113.7", "0.0.0.0", "255.255.255.255", "256.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "1..2.3",
 	".1.2.3", "1.2.3.", "1.2.3.4:80", "::ffff:1.2.3.4", "1.2.3.4%eth0", "", "1.2.3.04", "1.2.3.0", "1.2.3.255x",
@@ -174,9 +142,9 @@ func appendIPSlow(dst []byte, ip string, bits int) []byte {
 	if ip == "" {
 		return dst
 	}
-	dst = append(dst, PrefixIP...)
+	dst = append(dst, prefixIP...)
 	if a, err := parseIPAny(ip); err == nil {
-		return AppendIPKey(dst, a, bits)
+		return appendIPKey(dst, a, bits)
 	}
 	return AppendDigest(dst, ip)
 }

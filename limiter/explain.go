@@ -66,7 +66,7 @@ func (l *Limiter) Explain(ctx context.Context, req *Request) (Explanation, error
 	if err != nil {
 		return ex, err
 	}
-	if ix.Replaces() || req.Own != nil && len(req.Own.Replaces) > 0 {
+	if own := req.own(); ix.Replaces() || own != nil && len(own.Replaces) > 0 {
 		matched = dropReplaced(matched, matched)
 	}
 	for _, r := range matched {

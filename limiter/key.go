@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/clientkey"
 	"github.com/sluicehq/sluice/internal/urlpath"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -24,7 +24,7 @@ import (
 // and for a key of several parts, each of those prefixed by its length and
 // joined by "|": "017:api_key:k_live_42|024:endpoint:GET /api/orders", so
 // that no two combinations of values make one id. A value that is not
-// identity.Plain (longer than 256 bytes, control characters, …) is keyed
+// clientkey.Plain (longer than 256 bytes, control characters, …) is keyed
 // by its digest ("h:" and 32 hex digits), as a caller's is, so an id never
 // outgrows its scratch space.
 //
@@ -162,19 +162,19 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, id string
 	return buf, bytesString(buf[start:]), true
 }
 
-// appendValue appends v as it is when identity.Plain (printable, at most
-// identity.MaxValue bytes, not itself a digest), else its digest, as the
+// appendValue appends v as it is when clientkey.Plain (printable, at most
+// clientkey.MaxValue bytes, not itself a digest), else its digest, as the
 // caller ids are.
 func appendValue(buf []byte, v string) []byte {
-	if identity.Plain(v) {
+	if clientkey.Plain(v) {
 		return append(buf, v...)
 	}
-	return identity.AppendDigest(buf, v)
+	return clientkey.AppendDigest(buf, v)
 }
 
 // appendEndpoint appends the endpoint a call is counted under: its method
 // in upper case (HEAD as GET, which rules match it as), a space and its
-// clean path (rules.CleanPath), with ASCII letters in lower case when fold
+// clean path (see Paths in package rules), with ASCII letters in lower case when fold
 // (as a path_case insensitive rule compares it), or the digest of that
 // when it is not plain.
 func appendEndpoint(buf []byte, method, path string, fold bool) []byte {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/descriptor"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -56,10 +57,10 @@ func TestKeys(t *testing.T) {
 			{limiter.Request{User: "b"}, true, 0},
 		}},
 		{"entry: one bucket per value", rule("n", 1, time.Minute, by("entry:generic_key")), []call{
-			{limiter.Request{Entries: []rules.Entry{{Key: "generic_key", Value: "x"}}}, true, 1},
-			{limiter.Request{Entries: []rules.Entry{{Key: "generic_key", Value: "x"}}}, false, 1},
-			{limiter.Request{Entries: []rules.Entry{{Key: "generic_key", Value: "y"}}}, true, 1},
-			{limiter.Request{Entries: []rules.Entry{{Key: "other", Value: "x"}}}, true, 0},
+			{withEntries(limiter.Request{}, []rules.Entry{{Key: "generic_key", Value: "x"}}), true, 1},
+			{withEntries(limiter.Request{}, []rules.Entry{{Key: "generic_key", Value: "x"}}), false, 1},
+			{withEntries(limiter.Request{}, []rules.Entry{{Key: "generic_key", Value: "y"}}), true, 1},
+			{withEntries(limiter.Request{}, []rules.Entry{{Key: "other", Value: "x"}}), true, 0},
 		}},
 		{"api_key × endpoint", rule("ke", 1, time.Minute, by("api_key+endpoint")), []call{
 			{limiter.Request{APIKey: "k1", Method: "GET", Path: "/a"}, true, 1},
@@ -75,9 +76,9 @@ func TestKeys(t *testing.T) {
 			{limiter.Request{Header: hdr("a", "x", "b", "y")}, false, 1},
 		}},
 		{"long values by digest, still one bucket each", rule("long", 1, time.Minute, by("header:a+entry:e")), []call{
-			{limiter.Request{Header: hdr("a", string(make([]byte, 5000))), Entries: []rules.Entry{{Key: "e", Value: "1"}}}, true, 1},
-			{limiter.Request{Header: hdr("a", string(make([]byte, 5000))), Entries: []rules.Entry{{Key: "e", Value: "1"}}}, false, 1},
-			{limiter.Request{Header: hdr("a", string(make([]byte, 5001))), Entries: []rules.Entry{{Key: "e", Value: "1"}}}, true, 1},
+			{withEntries(limiter.Request{Header: hdr("a", string(make([]byte, 5000)))}, []rules.Entry{{Key: "e", Value: "1"}}), true, 1},
+			{withEntries(limiter.Request{Header: hdr("a", string(make([]byte, 5000)))}, []rules.Entry{{Key: "e", Value: "1"}}), false, 1},
+			{withEntries(limiter.Request{Header: hdr("a", string(make([]byte, 5001)))}, []rules.Entry{{Key: "e", Value: "1"}}), true, 1},
 		}},
 	}
 	for _, tt := range tests {
@@ -159,7 +160,7 @@ func TestKeysRuleOnEntries(t *testing.T) {
 		{e("tenant", "a", "path", "/fast"), true, 0},
 		{e("tenant", "a"), true, 0},
 	} {
-		d := check(t, l, limiter.Request{Entries: c.entries})
+		d := check(t, l, withEntries(limiter.Request{}, c.entries))
 		if d.Allowed != c.allowed || d.Matched != c.matched {
 			t.Errorf("call %d (%v): allowed %v, matched %d; want %v, %d", i, c.entries, d.Allowed, d.Matched, c.allowed, c.matched)
 		}
@@ -217,7 +218,7 @@ func BenchmarkCheckMixed(b *testing.B) {
 	}{
 		{"http", limiter.Request{APIKey: "k_live_42", Method: "POST", Path: "/search",
 			Header: http.Header{"X-Tenant": {"acme"}, "X-Env": {"prod-eu"}, "X-Client-Version": {"2.4.1"}}}, 6},
-		{"envoy", limiter.Request{Entries: []rules.Entry{{Key: "tenant", Value: "acme"}, {Key: "route", Value: "/r3"}}}, 1},
+		{"envoy", withEntries(limiter.Request{}, []rules.Entry{{Key: "tenant", Value: "acme"}, {Key: "route", Value: "/r3"}}), 1},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			l, _ := newLimiter(b, s)
@@ -319,4 +320,11 @@ func TestEndpointKeyFoldsPathCase(t *testing.T) {
 			}
 		}
 	})
+}
+
+// withEntries returns req with an Envoy descriptor of entries es attached,
+// as the Envoy API attaches one.
+func withEntries(req limiter.Request, es []rules.Entry) limiter.Request {
+	descriptor.Attach(&req, &descriptor.Descriptor{Entries: es})
+	return req
 }

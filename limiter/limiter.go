@@ -17,15 +17,17 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/descriptor"
+	"github.com/sluicehq/sluice/internal/everyresult"
 	"github.com/sluicehq/sluice/rules"
 )
 
 // MaxRulesPerCall bounds the rules one call is checked against: the buckets
 // one atomic store operation takes. Compile refuses a rule set in which an
 // HTTP call could match more (see rules.MaxRulesPerCall). A call can still
-// match more through what it brings itself — a descriptor's own limit
-// (Request.Own) or rules on its descriptor entries (Request.Entries) next
-// to rules that already fill a decision: such a call is denied, reason
+// match more through what it brings itself on sluice's Envoy API — a
+// descriptor's own limit or rules on its descriptor entries — next to
+// rules that already fill a decision: such a call is denied, reason
 // algorithm.ReasonTooManyRules, and takes nothing (see Check).
 const MaxRulesPerCall = rules.MaxRulesPerCall
 
@@ -49,32 +51,48 @@ var (
 // keyed by its digest, an IPv6 address by its prefix, an IP in brackets or
 // with a port as the address). Method and Path name the endpoint as the
 // call gave it, query included or not: rules compare the clean path
-// (rules.CleanPath). Plan is the call's plan when the rules name it (a
+// (see Paths in package rules). Plan is the call's plan when the rules name it (a
 // rule, a client or the default plan), else — empty, or a plan nobody
 // defined — the plan comes from the client registry or the default plan
 // (rules.Index.Plan); Cost 0 means 1. Peek checks without taking: every
 // rule is applied with cost 0 (algorithm.Apply), which reads each bucket
 // and takes nothing.
 //
-// Own, when set, is the call's own limit (Envoy's descriptor limit): it
-// takes the place of the rules on descriptor entries
-// (rules.Index.MatchEntries), which are then not applied; every other rule
-// still is. Its bucket is (OwnBucket, Own.ID). Own is read, never kept.
-//
-// Header and Entries are what rules keyed by header:<name> and entry:<key>
-// read (rules.ParseBy), and Entries select the rules on descriptor entries
-// (rules.Index.MatchEntries): Header the HTTP request's headers (gateway,
-// middleware), Entries one Envoy descriptor's entries. Either may be nil.
+// Header is what rules keyed by header:<name> read (rules.ParseBy): the
+// HTTP request's headers (gateway, middleware); it may be nil. Rules on
+// Envoy descriptor entries apply only through sluice's Envoy API.
 type Request struct {
 	User, APIKey, IP string
 	Plan             string
 	Method, Path     string
 	Cost             int64
 	Peek             bool
-	Own              *rules.Compiled
-	OwnBucket        string
 	Header           http.Header
-	Entries          []rules.Entry
+
+	// desc is the Envoy descriptor of the call, nil for any other
+	// caller (set through internal/descriptor).
+	desc *descriptor.Descriptor
+}
+
+func init() {
+	descriptor.Attach = func(req any, d *descriptor.Descriptor) { req.(*Request).desc = d }
+}
+
+// own returns the call's own limit (descriptor.Descriptor.Own), nil when
+// it has none.
+func (r *Request) own() *rules.Compiled {
+	if r.desc == nil {
+		return nil
+	}
+	return r.desc.Own
+}
+
+// entries returns the call's descriptor entries, nil when it has none.
+func (r *Request) entries() []rules.Entry {
+	if r.desc == nil {
+		return nil
+	}
+	return r.desc.Entries
 }
 
 // Decision is the answer for one call. Limit, Remaining, ResetAfter and the
@@ -164,7 +182,7 @@ type scratch struct {
 	ops     [MaxRulesPerCall]Op
 	res     [MaxRulesPerCall]algorithm.Result
 	used    [MaxRulesPerCall]*rules.Compiled // the rule of each op
-	own     *rules.Compiled                  // the call's own limit (Request.Own), if any
+	own     *rules.Compiled                  // the call's own limit (its descriptor's), if any
 	at      [MaxRulesPerCall]int             // CheckMany: each op's bucket in the one take
 	in      keyInput                         // what rules keyed by more than the caller read
 	ep      [maxEndpoint]byte                // the call's endpoint as keys name it (keyInput.endpoint)
@@ -296,7 +314,7 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 	res := make([]algorithm.Result, len(all))
 	var info TakeInfo
 	if len(reqs) > 1 {
-		ctx = WithEveryResult(ctx) // each request's decision is its own buckets'
+		ctx = everyresult.With(ctx) // each request's decision is its own buckets'
 	}
 	for start := 0; start < len(all); start += MaxRulesPerCall {
 		end := min(start+MaxRulesPerCall, len(all))
@@ -329,7 +347,7 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 	if err != nil {
 		return nil, err
 	}
-	if ix.Replaces() || req.Own != nil && len(req.Own.Replaces) > 0 {
+	if own := req.own(); ix.Replaces() || own != nil && len(own.Replaces) > 0 {
 		matched = dropReplaced(matched, matched)
 	}
 	return l.ops(req, sc, matched, d), nil
@@ -362,14 +380,16 @@ func (l *Limiter) match(ix *rules.Index, req *Request, sc *scratch) ([]*rules.Co
 	plan := ix.Plan(req.Plan, user, apiKey, ip)
 	sc.user, sc.apiKey, sc.ip, sc.plan = user, apiKey, ip, plan
 	matched := ix.MatchHeader(plan, req.Method, req.Path, req.Header, sc.matched[:0])
-	switch {
-	case req.Own != nil:
-		if len(matched) >= MaxRulesPerCall {
-			return nil, ErrTooManyRules
+	if d := req.desc; d != nil {
+		switch {
+		case d.Own != nil:
+			if len(matched) >= MaxRulesPerCall {
+				return nil, ErrTooManyRules
+			}
+			matched = append(matched, d.Own)
+		case len(d.Entries) > 0 && ix.HasEntries():
+			matched = ix.MatchEntries(d.Entries, matched)
 		}
-		matched = append(matched, req.Own)
-	case len(req.Entries) > 0 && ix.HasEntries():
-		matched = ix.MatchEntries(req.Entries, matched)
 	}
 	if len(matched) > MaxRulesPerCall {
 		return nil, ErrTooManyRules
@@ -422,7 +442,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 	case cost <= 0:
 		cost = 1
 	}
-	sc.own = req.Own
+	sc.own = req.own()
 	ops := sc.ops[:0]
 	in := &sc.in // built for the first rule keyed by more than the caller
 	built := false
@@ -435,18 +455,18 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		}
 		var client string
 		var ok bool
-		if r == req.Own {
-			client, ok = req.OwnBucket, req.OwnBucket != ""
+		if r == sc.own {
+			client, ok = req.desc.OwnBucket, req.desc.OwnBucket != ""
 		} else if r.KeyedByCaller() { // appendKey's first case, without building in
 			_, client = pick(r.Key[0].Kind, user, apiKey, ip)
 			ok = client != ""
-		} else if j := sameKey(r, sc.used[:len(ops)], req.Own); j >= 0 {
+		} else if j := sameKey(r, sc.used[:len(ops)], sc.own); j >= 0 {
 			// Another rule of the call is keyed by the same: its id.
 			client, ok = ops[j].Client, true
 		} else {
 			if !built {
 				built = true
-				*in = keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.Entries,
+				*in = keyInput{user: user, apiKey: apiKey, ip: ip, method: req.Method, path: req.Path, header: req.Header, entries: req.entries(),
 					epBuf: &sc.ep, foldBuf: &sc.epFold}
 			}
 			keys, client, ok = appendKey(keys, r, in)

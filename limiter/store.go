@@ -48,6 +48,10 @@ const (
 	// OriginLocalDenialCache: a denial the shared store gave earlier is
 	// still in force; no round trip was made.
 	OriginLocalDenialCache
+	// OriginLease: every rule of the call was decided from tokens this
+	// instance leased from the shared store earlier (a hot bucket); no
+	// round trip was made.
+	OriginLease
 	// OriginLocalFallback: the shared store is unavailable; the call was
 	// decided by a coarse in-process limit (rules with failure_mode: open).
 	OriginLocalFallback
@@ -56,7 +60,7 @@ const (
 	OriginUnavailable
 )
 
-var originNames = [...]string{"store", "local_denial_cache", "local_fallback", "unavailable"}
+var originNames = [...]string{"store", "local_denial_cache", "lease", "local_fallback", "unavailable"}
 
 // String returns the name used in metrics and answers, e.g. "local_fallback".
 func (s Origin) String() string {
@@ -80,25 +84,6 @@ type TakeInfo struct {
 // store. A failover store decides such a call as while the store is
 // unavailable, without counting it toward opening its breaker.
 var ErrStoreReply = errors.New("limiter: the store's answer cannot be read")
-
-// everyResult is the context key of EveryResult.
-type everyResult struct{}
-
-// WithEveryResult returns ctx marked so that a Store answers a Take with a
-// result of its own for every op: a local shortcut that would fill the
-// ops it did not evaluate with a stand-in (the Redis store's denial cache
-// answers one denial and reports the others as allowing without reading
-// them) must not answer. CheckMany marks the takes of several requests
-// with it: each request's decision is then its buckets' own.
-func WithEveryResult(ctx context.Context) context.Context {
-	return context.WithValue(ctx, everyResult{}, true)
-}
-
-// EveryResult reports whether ctx is marked by WithEveryResult.
-func EveryResult(ctx context.Context) bool {
-	v, _ := ctx.Value(everyResult{}).(bool)
-	return v
-}
 
 // Store holds bucket state. Implementations: store/memory (embedded) and
 // store/redis (shared).

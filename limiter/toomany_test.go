@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/descriptor"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -27,6 +28,13 @@ func fullSet() *rules.Set {
 }
 
 // ownLimit is a descriptor's own limit as the Envoy API builds it.
+// withOwn returns req with an Envoy descriptor whose own limit is own,
+// in bucket, attached.
+func withOwn(req limiter.Request, own *rules.Compiled, bucket string) limiter.Request {
+	descriptor.Attach(&req, &descriptor.Descriptor{Own: own, OwnBucket: bucket})
+	return req
+}
+
 func ownLimit(limit int64) *rules.Compiled {
 	c := &rules.Compiled{Rule: rules.Rule{ID: "own", Limit: limit, Window: rules.Duration(time.Minute), Algorithm: algorithm.FixedWindow}}
 	c.Params = c.Rule.Params()
@@ -42,8 +50,8 @@ func TestTooManyRulesDenies(t *testing.T) {
 	l, _ := newLimiter(t, fullSet())
 	tenant := []rules.Entry{{Key: "tenant", Value: "acme"}}
 	for name, req := range map[string]limiter.Request{
-		"own limit": {User: "alice", Method: "GET", Path: "/", Own: ownLimit(10), OwnBucket: "b"},
-		"entries":   {User: "carol", Method: "GET", Path: "/", Entries: tenant},
+		"own limit": withOwn(limiter.Request{User: "alice", Method: "GET", Path: "/"}, ownLimit(10), "b"),
+		"entries":   withEntries(limiter.Request{User: "carol", Method: "GET", Path: "/"}, tenant),
 	} {
 		t.Run(name, func(t *testing.T) {
 			for i := range 3 {

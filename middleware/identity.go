@@ -119,16 +119,9 @@ func Peer(r *http.Request) (netip.Addr, bool) {
 	return a, ok
 }
 
-// TrustsPeer reports whether r's connection comes from one of the trusted
-// proxies, so that its forwarding headers are believed.
-func (id *Identifier) TrustsPeer(r *http.Request) bool {
-	a, ok := Peer(r)
-	return ok && id.TrustsAddr(a)
-}
-
 // TrustsAddr reports whether a, the address of a request's connection
-// (Peer), is one of the trusted proxies: TrustsPeer without parsing the
-// address again.
+// (Peer), is one of the trusted proxies, so that its forwarding headers
+// are believed.
 func (id *Identifier) TrustsAddr(a netip.Addr) bool {
 	return len(id.TrustedProxies) > 0 && trusted(id.TrustedProxies, a)
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/sluicehq/sluice/rules"
+	planname "github.com/sluicehq/sluice/internal/plan"
 )
 
 // DefaultPlanClaim is the claim a token's plan is read from by default.
@@ -124,25 +124,10 @@ func NewJWTVerifier(cfg JWTConfig) (*JWTVerifier, error) {
 	return v, nil
 }
 
-// Methods returns the signing algorithms the verifier accepts.
-func (v *JWTVerifier) Methods() []string {
-	var m []string
-	if len(v.hs) > 0 {
-		m = append(m, "HS256")
-	}
-	if len(v.rsa) > 0 {
-		m = append(m, "RS256")
-	}
-	if len(v.ec) > 0 {
-		m = append(m, "ES256")
-	}
-	return m
-}
-
 // Verify checks token (without the "Bearer " prefix): its algorithm is
-// one of Methods, its signature is right, it is neither expired nor not yet
-// valid (nor issued in the future), and its issuer and audience are the
-// configured ones. It returns the token's sub as the user and the plan
+// one JWTConfig allows, its signature is right, it is neither expired nor
+// not yet valid (nor issued in the future), and its issuer and audience
+// are the configured ones. It returns the token's sub as the user and the plan
 // claim (or "" when absent or not a valid plan name). A token whose sub is
 // not a non-empty string is refused; any such string is the user, keyed as
 // package identity keys every user (a long or odd one by its digest), the
@@ -159,7 +144,7 @@ func (v *JWTVerifier) Verify(token string) (user, plan string, err error) {
 	if sub == "" {
 		return "", "", errors.New("middleware: jwt: sub must be a non-empty string")
 	}
-	if p, ok := claims[v.planClaim].(string); ok && rules.ValidPlan(p) {
+	if p, ok := claims[v.planClaim].(string); ok && planname.Valid(p) {
 		plan = p
 	}
 	return sub, plan, nil

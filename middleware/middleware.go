@@ -78,7 +78,7 @@ func WithErrorHandler(fn func(w http.ResponseWriter, r *http.Request, err error)
 
 // DefaultEndpoint is the endpoint of r as rules see it: its method and its
 // path as the request spelled it (URL.EscapedPath). The limiter cleans it
-// as it does for every entry point (rules.CleanPath), so that
+// as it does for every entry point (see Paths in package rules), so that
 // "/api//orders/", "/api/./orders", "/api/%6frders", "/api%2Forders" and
 // "/api/orders;jsessionid=1" all count as "/api/orders" and an upstream
 // that normalizes paths cannot be reached around a rule. The query is not
@@ -118,14 +118,7 @@ func DefaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return
 	}
-	WriteError(w, http.StatusServiceUnavailable, "unavailable", "the rate limiter could not decide")
-}
-
-// WriteError answers status with Content-Type: application/json and
-// {"error":"<code>","message":"<message>"}, any code and message escaped as
-// JSON needs: the error body of every sluice API (docs/api.md).
-func WriteError(w http.ResponseWriter, status int, code, message string) {
-	jsonhttp.WriteError(w, status, code, message)
+	jsonhttp.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the rate limiter could not decide")
 }
 
 // Middleware returns a middleware that checks every call with l before

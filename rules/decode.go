@@ -9,7 +9,27 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/quote"
+	"github.com/sluicehq/sluice/internal/rulewire"
 )
+
+// The admin API's bodies and the PostgreSQL store's rows are read through
+// internal/rulewire, which this sets.
+func init() {
+	rulewire.DecodeRuleJSON = func(b []byte, r any) (err error) {
+		*r.(*Rule), err = decodeRuleJSON(b)
+		return err
+	}
+	rulewire.DecodeSetJSON = func(b []byte, s any) error {
+		set, err := decodeSetJSON(b)
+		if err == nil {
+			*s.(*Set) = *set
+		}
+		return err
+	}
+	rulewire.EncodeYAMLOnto = func(prev []byte, s any) ([]byte, error) {
+		return encodeYAMLOnto(prev, s.(*Set))
+	}
+}
 
 // Outside input (an admin API body, a rules file) is read in two steps:
 // the JSON or YAML text becomes a small generic tree (tnode) that keeps
@@ -20,10 +40,10 @@ import (
 // wanted and what was found ("want an integer, got 1.5"), and carry the YAML
 // line — and it keeps JSON and YAML to exactly one schema.
 
-// DecodeRuleJSON decodes one rule from JSON strictly (unknown or duplicate
+// decodeRuleJSON decodes one rule from JSON strictly (unknown or duplicate
 // fields, wrong types and trailing data are errors) and validates it. Errors
 // about a field are *FieldError.
-func DecodeRuleJSON(b []byte) (Rule, error) {
+func decodeRuleJSON(b []byte) (Rule, error) {
 	n, err := parseJSON(b)
 	if err != nil {
 		return Rule{}, err
@@ -38,9 +58,9 @@ func DecodeRuleJSON(b []byte) (Rule, error) {
 	return r, nil
 }
 
-// DecodeSetJSON decodes a whole Set from JSON strictly, like DecodeRuleJSON,
+// decodeSetJSON decodes a whole Set from JSON strictly, like decodeRuleJSON,
 // and validates it.
-func DecodeSetJSON(b []byte) (*Set, error) {
+func decodeSetJSON(b []byte) (*Set, error) {
 	n, err := parseJSON(b)
 	if err != nil {
 		return nil, err
@@ -77,11 +97,11 @@ func parseYAMLSet(b []byte, needRules bool) (*Set, error) {
 		return nil, err
 	}
 	if needRules {
-		if n.kind != tobject {
-			if n.kind == tnull {
+		if n.Kind != tobject {
+			if n.Kind == tnull {
 				return nil, ErrNoRules
 			}
-		} else if r := n.get("rules"); r == nil || r.kind == tnull {
+		} else if r := n.Get("rules"); r == nil || r.Kind == tnull {
 			return nil, ErrNoRules
 		}
 	}
@@ -92,7 +112,7 @@ func parseYAMLSet(b []byte, needRules bool) (*Set, error) {
 	if err := s.Validate(); err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
-			fe.Line = n.lineOf(fe.path)
+			fe.Line = n.LineOf(fe.path)
 		}
 		return nil, err
 	}
@@ -117,34 +137,34 @@ func (d decoder) err(n *tnode, msg, name string) *FieldError {
 	return &FieldError{
 		Field:   d.prefix + name,
 		Message: msg,
-		Line:    n.line,
+		Line:    n.Line,
 		path:    append(append([]string(nil), d.path...), name),
 	}
 }
 
 func (d decoder) wrongType(n *tnode, want, name string) *FieldError {
-	return d.err(n, "want "+want+", got "+n.describe(), name)
+	return d.err(n, "want "+want+", got "+n.Describe(), name)
 }
 
 // object checks that n, the current object, is an object whose keys are
 // all in known and none given twice.
 func (d decoder) object(n *tnode, known ...string) error {
-	if n.kind != tobject {
+	if n.Kind != tobject {
 		if d.prefix == "" {
-			return fmt.Errorf("want an object at the top level, got %s", n.describe())
+			return fmt.Errorf("want an object at the top level, got %s", n.Describe())
 		}
-		return &FieldError{Field: strings.TrimSuffix(d.prefix, "."), Message: "want an object, got " + n.describe(), Line: n.line, path: d.path}
+		return &FieldError{Field: strings.TrimSuffix(d.prefix, "."), Message: "want an object, got " + n.Describe(), Line: n.Line, path: d.path}
 	}
-	for i, k := range n.keys {
-		if !slices.Contains(known, k.name) {
-			fe := d.err(n, "unknown field, want one of "+strings.Join(known, ", "), k.name)
-			fe.Field, fe.Line = d.prefix+quoteKey(k.name), k.line
+	for i, k := range n.Keys {
+		if !slices.Contains(known, k.Name) {
+			fe := d.err(n, "unknown field, want one of "+strings.Join(known, ", "), k.Name)
+			fe.Field, fe.Line = d.prefix+quoteKey(k.Name), k.Line
 			return fe
 		}
-		for _, prev := range n.keys[:i] {
-			if prev.name == k.name {
-				fe := d.err(n, "given twice", k.name)
-				fe.Line = k.line
+		for _, prev := range n.Keys[:i] {
+			if prev.Name == k.Name {
+				fe := d.err(n, "given twice", k.Name)
+				fe.Line = k.Line
 				return fe
 			}
 		}
@@ -159,7 +179,7 @@ func (d decoder) members(n *tnode, each func(k tkey) error, known ...string) err
 	if err := d.object(n, known...); err != nil {
 		return err
 	}
-	for _, k := range n.keys {
+	for _, k := range n.Keys {
 		if err := each(k); err != nil {
 			return err
 		}
@@ -182,22 +202,22 @@ func quoteKey(k string) string {
 }
 
 func (d decoder) str(n *tnode, name string, dst *string) error {
-	switch n.kind {
+	switch n.Kind {
 	case tnull:
 		return nil
 	case tstring:
-		*dst = n.text
+		*dst = n.Text
 		return nil
 	}
 	return d.wrongType(n, "a string", name)
 }
 
 func (d decoder) int(n *tnode, name string, dst *int64) error {
-	switch n.kind {
+	switch n.Kind {
 	case tnull:
 		return nil
 	case tnumber:
-		v, err := strconv.ParseInt(n.text, 10, 64)
+		v, err := strconv.ParseInt(n.Text, 10, 64)
 		if err == nil {
 			*dst = v
 			return nil
@@ -210,11 +230,11 @@ func (d decoder) int(n *tnode, name string, dst *int64) error {
 }
 
 func (d decoder) bool(n *tnode, name string, dst *bool) error {
-	switch n.kind {
+	switch n.Kind {
 	case tnull:
 		return nil
 	case tbool:
-		*dst = n.text == "true"
+		*dst = n.Text == "true"
 		return nil
 	}
 	return d.wrongType(n, "true or false", name)
@@ -224,20 +244,20 @@ func (d decoder) bool(n *tnode, name string, dst *bool) error {
 // empty Set when allowEmpty.
 func decodeSet(n *tnode, allowEmpty bool) (*Set, error) {
 	s := &Set{Rules: []Rule{}}
-	if n.kind == tnull && allowEmpty {
+	if n.Kind == tnull && allowEmpty {
 		return s, nil
 	}
 	var d decoder
 	err := d.members(n, func(k tkey) error {
-		switch k.name {
+		switch k.Name {
 		case "revision":
-			return d.int(k.val, k.name, &s.Revision)
+			return d.int(k.Val, k.Name, &s.Revision)
 		case "default_plan":
-			return d.str(k.val, k.name, &s.DefaultPlan)
+			return d.str(k.Val, k.Name, &s.DefaultPlan)
 		case "rules":
-			return decodeRules(k.val, s)
+			return decodeRules(k.Val, s)
 		default: // "clients"
-			return decodeClients(k.val, s)
+			return decodeClients(k.Val, s)
 		}
 	}, "revision", "default_plan", "rules", "clients")
 	if err != nil {
@@ -247,20 +267,20 @@ func decodeSet(n *tnode, allowEmpty bool) (*Set, error) {
 }
 
 func decodeRules(n *tnode, s *Set) error {
-	switch n.kind {
+	switch n.Kind {
 	case tnull:
 		return nil
 	case tarray:
 	default:
 		return decoder{}.wrongType(n, "a list of rules", "rules")
 	}
-	s.Rules = make([]Rule, 0, len(n.items))
-	for i, item := range n.items {
+	s.Rules = make([]Rule, 0, len(n.Items))
+	for i, item := range n.Items {
 		// Name the rule by its id when it has one, as Validate does.
 		id := ""
-		if item.kind == tobject {
-			if v := item.get("id"); v != nil && v.kind == tstring {
-				id = v.text
+		if item.Kind == tobject {
+			if v := item.Get("id"); v != nil && v.Kind == tstring {
+				id = v.Text
 			}
 		}
 		r, err := decodeRule(item, &decoder{prefix: ruleField(i, id) + ".", path: []string{"rules", strconv.Itoa(i)}})
@@ -285,9 +305,9 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 	var r Rule
 	err := d.members(n, func(k tkey) error {
 		var err error
-		switch k.name {
+		switch k.Name {
 		case "match":
-			r.Match, err = decodeMatch(*d, k.val)
+			r.Match, err = decodeMatch(*d, k.Val)
 		case "limit", "window", "burst", "algorithm", "max_reserve_wait", "unlimited":
 			err = decodeLimitField(*d, k, &r)
 		default:
@@ -299,10 +319,10 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 		return Rule{}, err
 	}
 	// A limit left out is not limit 0, which denies every call.
-	if l := n.get("limit"); !r.Unlimited && (l == nil || l.kind == tnull) {
+	if l := n.Get("limit"); !r.Unlimited && (l == nil || l.Kind == tnull) {
 		fe := d.err(n, "required: the calls admitted per window (0 denies every call), or unlimited: true", "limit")
 		if l != nil {
-			fe.Line = l.line
+			fe.Line = l.Line
 		}
 		return Rule{}, fe
 	}
@@ -312,25 +332,25 @@ func decodeRule(n *tnode, d *decoder) (Rule, error) {
 // decodeMatch decodes the rule's match block; null is the zero Match.
 func decodeMatch(d decoder, n *tnode) (Match, error) {
 	var m Match
-	if n.kind == tnull {
+	if n.Kind == tnull {
 		return m, nil
 	}
 	md := d.at("match")
 	err := md.members(n, func(mk tkey) error {
 		var err error
-		switch mk.name {
+		switch mk.Name {
 		case "domain":
-			err = md.str(mk.val, mk.name, &m.Domain)
+			err = md.str(mk.Val, mk.Name, &m.Domain)
 		case "plan":
-			err = md.str(mk.val, mk.name, &m.Plan)
+			err = md.str(mk.Val, mk.Name, &m.Plan)
 		case "path_case":
-			err = md.str(mk.val, mk.name, (*string)(&m.PathCase))
+			err = md.str(mk.Val, mk.Name, (*string)(&m.PathCase))
 		case "headers":
-			m.Headers, err = decodeHeaders(md, mk.val)
+			m.Headers, err = decodeHeaders(md, mk.Val)
 		case "entries":
-			m.Entries, err = decodeEntries(md, mk.val)
+			m.Entries, err = decodeEntries(md, mk.Val)
 		default:
-			err = md.str(mk.val, mk.name, &m.Endpoint)
+			err = md.str(mk.Val, mk.Name, &m.Endpoint)
 		}
 		return err
 	}, "domain", "plan", "endpoint", "path_case", "headers", "entries")
@@ -343,28 +363,28 @@ func decodeMatch(d decoder, n *tnode) (Match, error) {
 // decodeLimitField decodes member k of the rule's limit group (limit,
 // window, burst, algorithm, unlimited) into r.
 func decodeLimitField(d decoder, k tkey, r *Rule) error {
-	v := k.val
-	switch k.name {
+	v := k.Val
+	switch k.Name {
 	case "limit":
-		return d.int(v, k.name, &r.Limit)
+		return d.int(v, k.Name, &r.Limit)
 	case "window":
-		return d.duration(v, k.name, &r.Window)
+		return d.duration(v, k.Name, &r.Window)
 	case "max_reserve_wait":
-		return d.duration(v, k.name, &r.MaxReserveWait)
+		return d.duration(v, k.Name, &r.MaxReserveWait)
 	case "burst":
-		return d.int(v, k.name, &r.Burst)
+		return d.int(v, k.Name, &r.Burst)
 	case "algorithm":
 		var s string
-		if err := d.str(v, k.name, &s); err != nil {
+		if err := d.str(v, k.Name, &s); err != nil {
 			return err
 		}
 		kind, perr := algorithm.ParseKind(s)
 		if perr != nil {
-			return d.err(v, fmt.Sprintf("unknown algorithm %s, want one of %s", quote.Short(s), validAlgorithmSet), k.name)
+			return d.err(v, fmt.Sprintf("unknown algorithm %s, want one of %s", quote.Short(s), validAlgorithmSet), k.Name)
 		}
 		r.Algorithm = kind
 	case "unlimited":
-		return d.bool(v, k.name, &r.Unlimited)
+		return d.bool(v, k.Name, &r.Unlimited)
 	}
 	return nil
 }
@@ -373,13 +393,13 @@ func decodeLimitField(d decoder, k tkey, r *Rule) error {
 // *dst; null leaves it as it is.
 func (d decoder) duration(v *tnode, name string, dst *Duration) error {
 	var s string
-	if err := d.str(v, name, &s); err != nil || v.kind == tnull {
-		if v.kind == tnumber {
+	if err := d.str(v, name, &s); err != nil || v.Kind == tnull {
+		if v.Kind == tnumber {
 			err = d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, name)
 		}
 		return err
 	}
-	w, perr := ParseDuration(s)
+	w, perr := parseDuration(s)
 	if perr != nil {
 		return d.wrongType(v, `a duration such as "1m", "500ms", "24h" or "7d"`, name)
 	}
@@ -391,38 +411,38 @@ func (d decoder) duration(v *tnode, name string, dst *Duration) error {
 // description, by, failure_mode, charge, lease, shadow, quota, enabled, name,
 // replaces) into r.
 func decodeRuleField(d decoder, k tkey, r *Rule) error {
-	v := k.val
-	switch k.name {
+	v := k.Val
+	switch k.Name {
 	case "id":
-		return d.str(v, k.name, &r.ID)
+		return d.str(v, k.Name, &r.ID)
 	case "description":
-		return d.str(v, k.name, &r.Description)
+		return d.str(v, k.Name, &r.Description)
 	case "by":
-		return d.str(v, k.name, (*string)(&r.By))
+		return d.str(v, k.Name, (*string)(&r.By))
 	case "failure_mode":
-		return d.str(v, k.name, (*string)(&r.FailureMode))
+		return d.str(v, k.Name, (*string)(&r.FailureMode))
 	case "charge":
-		return d.str(v, k.name, (*string)(&r.Charge))
+		return d.str(v, k.Name, (*string)(&r.Charge))
 	case "lease":
-		return d.str(v, k.name, (*string)(&r.Lease))
+		return d.str(v, k.Name, (*string)(&r.Lease))
 	case "shadow":
-		return d.bool(v, k.name, &r.Shadow)
+		return d.bool(v, k.Name, &r.Shadow)
 	case "quota":
-		return d.bool(v, k.name, &r.Quota)
+		return d.bool(v, k.Name, &r.Quota)
 	case "enabled":
-		if v.kind == tnull {
+		if v.Kind == tnull {
 			return nil
 		}
 		var b bool
-		if err := d.bool(v, k.name, &b); err != nil {
+		if err := d.bool(v, k.Name, &b); err != nil {
 			return err
 		}
 		r.Enabled = &b
 	case "name":
-		return d.str(v, k.name, &r.Name)
+		return d.str(v, k.Name, &r.Name)
 	case "replaces":
 		var err error
-		r.Replaces, err = decodeNames(d, v, k.name)
+		r.Replaces, err = decodeNames(d, v, k.Name)
 		return err
 	}
 	return nil
@@ -430,49 +450,49 @@ func decodeRuleField(d decoder, k tkey, r *Rule) error {
 
 // decodeNames decodes a list of names (replaces).
 func decodeNames(d decoder, n *tnode, name string) ([]string, error) {
-	switch n.kind {
+	switch n.Kind {
 	case tnull:
 		return nil, nil
 	case tarray:
 	default:
 		return nil, d.wrongType(n, "a list of rule names", name)
 	}
-	names := make([]string, 0, len(n.items))
-	for i, it := range n.items {
+	names := make([]string, 0, len(n.Items))
+	for i, it := range n.Items {
 		at := name + "[" + strconv.Itoa(i) + "]"
-		if it.kind != tstring {
+		if it.Kind != tstring {
 			return nil, d.wrongType(it, "a rule name (a string)", at)
 		}
-		names = append(names, it.text)
+		names = append(names, it.Text)
 	}
 	return names, nil
 }
 
 func decodeClients(n *tnode, s *Set) error {
 	d := decoder{}
-	switch n.kind {
+	switch n.Kind {
 	case tnull:
 		return nil
 	case tobject:
 	default:
 		return d.wrongType(n, "an object of client id to {plan: ...}", "clients")
 	}
-	s.Clients = make(map[string]Client, len(n.keys))
-	for _, k := range n.keys {
-		if _, dup := s.Clients[k.name]; dup {
-			return &FieldError{Field: clientField(k.name), Message: "given twice", Line: k.line, path: []string{"clients", k.name}}
+	s.Clients = make(map[string]Client, len(n.Keys))
+	for _, k := range n.Keys {
+		if _, dup := s.Clients[k.Name]; dup {
+			return &FieldError{Field: clientField(k.Name), Message: "given twice", Line: k.Line, path: []string{"clients", k.Name}}
 		}
-		cd := decoder{prefix: clientField(k.name) + ".", path: []string{"clients", k.name}}
-		if err := cd.object(k.val, "plan"); err != nil {
+		cd := decoder{prefix: clientField(k.Name) + ".", path: []string{"clients", k.Name}}
+		if err := cd.object(k.Val, "plan"); err != nil {
 			return err
 		}
 		var c Client
-		for _, ck := range k.val.keys {
-			if err := cd.str(ck.val, ck.name, &c.Plan); err != nil {
+		for _, ck := range k.Val.Keys {
+			if err := cd.str(ck.Val, ck.Name, &c.Plan); err != nil {
 				return err
 			}
 		}
-		s.Clients[k.name] = c
+		s.Clients[k.Name] = c
 	}
 	if len(s.Clients) == 0 {
 		s.Clients = nil
@@ -482,25 +502,25 @@ func decodeClients(n *tnode, s *Set) error {
 
 // decodeEntries decodes match.entries: a list of {key, value}.
 func decodeEntries(d decoder, n *tnode) ([]Entry, error) {
-	if n.kind == tnull {
+	if n.Kind == tnull {
 		return nil, nil
 	}
-	if n.kind != tarray {
+	if n.Kind != tarray {
 		return nil, d.wrongType(n, "a list of {key, value}", "entries")
 	}
-	es := make([]Entry, 0, len(n.items))
-	for i, it := range n.items {
+	es := make([]Entry, 0, len(n.Items))
+	for i, it := range n.Items {
 		ed := d.at("entries[" + strconv.Itoa(i) + "]")
 		if err := ed.object(it, "key", "value"); err != nil {
 			return nil, err
 		}
 		var e Entry
-		for _, k := range it.keys {
+		for _, k := range it.Keys {
 			var err error
-			if k.name == "key" {
-				err = ed.str(k.val, k.name, &e.Key)
+			if k.Name == "key" {
+				err = ed.str(k.Val, k.Name, &e.Key)
 			} else {
-				err = ed.str(k.val, k.name, &e.Value)
+				err = ed.str(k.Val, k.Name, &e.Value)
 			}
 			if err != nil {
 				return nil, err
@@ -513,27 +533,27 @@ func decodeEntries(d decoder, n *tnode) ([]Entry, error) {
 
 // decodeHeaders decodes match.headers: an object of header name to value.
 func decodeHeaders(d decoder, n *tnode) (map[string]string, error) {
-	if n.kind == tnull {
+	if n.Kind == tnull {
 		return nil, nil
 	}
-	if n.kind != tobject {
+	if n.Kind != tobject {
 		return nil, d.wrongType(n, `an object of header name to value, such as {"X-Tenant": "acme"}`, "headers")
 	}
 	hd := d.at("headers")
-	h := make(map[string]string, len(n.keys))
-	for _, k := range n.keys {
-		at := "[" + quote.Short(k.name) + "]"
-		if _, dup := h[k.name]; dup {
-			fe := hd.err(k.val, "given twice", k.name)
-			fe.Field, fe.Line = strings.TrimSuffix(hd.prefix, ".")+at, k.line
+	h := make(map[string]string, len(n.Keys))
+	for _, k := range n.Keys {
+		at := "[" + quote.Short(k.Name) + "]"
+		if _, dup := h[k.Name]; dup {
+			fe := hd.err(k.Val, "given twice", k.Name)
+			fe.Field, fe.Line = strings.TrimSuffix(hd.prefix, ".")+at, k.Line
 			return nil, fe
 		}
-		if k.val.kind != tstring {
-			fe := hd.wrongType(k.val, `a string: `+headerValueForm, k.name)
+		if k.Val.Kind != tstring {
+			fe := hd.wrongType(k.Val, `a string: `+headerValueForm, k.Name)
 			fe.Field = strings.TrimSuffix(hd.prefix, ".") + at
 			return nil, fe
 		}
-		h[k.name] = k.val.text
+		h[k.Name] = k.Val.Text
 	}
 	if len(h) == 0 {
 		return nil, nil

@@ -15,7 +15,7 @@ import (
 const ruleFieldList = "id, description, match, by, limit, window, burst, algorithm, max_reserve_wait, failure_mode, charge, lease, shadow, quota, enabled, unlimited, name, replaces"
 
 func TestDecodeRuleJSON(t *testing.T) {
-	got, err := DecodeRuleJSON([]byte(`{
+	got, err := decodeRuleJSON([]byte(`{
 		"id": "free-per-user", "description": "Free plan", "match": {"plan": "free", "endpoint": "GET /api/*"},
 		"by": "user", "limit": 100, "window": "1m", "burst": 150, "algorithm": "token_bucket",
 		"failure_mode": "closed", "shadow": true, "enabled": false}`))
@@ -25,13 +25,13 @@ func TestDecodeRuleJSON(t *testing.T) {
 		FailureMode: FailClosed, Shadow: true, Enabled: ptr(false),
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Fatalf("DecodeRuleJSON() = %+v, %v, want %+v", got, err, want)
+		t.Fatalf("decodeRuleJSON() = %+v, %v, want %+v", got, err, want)
 	}
 	// Optional fields may be null, as encoding/json allows.
-	got, err = DecodeRuleJSON([]byte(`{"id":"a","limit":1,"window":"7d","algorithm":"sliding_window","match":null,"enabled":null,"burst":null}`))
+	got, err = decodeRuleJSON([]byte(`{"id":"a","limit":1,"window":"7d","algorithm":"sliding_window","match":null,"enabled":null,"burst":null}`))
 	want = Rule{ID: "a", Limit: 1, Window: Duration(7 * day), Algorithm: algorithm.SlidingWindow}
 	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Fatalf("DecodeRuleJSON() = %+v, %v, want %+v", got, err, want)
+		t.Fatalf("decodeRuleJSON() = %+v, %v, want %+v", got, err, want)
 	}
 }
 
@@ -83,12 +83,12 @@ func TestDecodeRuleJSONErrors(t *testing.T) {
 		{`null`, `want an object at the top level, got null`},
 	}
 	for _, tt := range tests {
-		_, err := DecodeRuleJSON([]byte(tt.in))
+		_, err := decodeRuleJSON([]byte(tt.in))
 		if err == nil || err.Error() != tt.want {
-			t.Errorf("DecodeRuleJSON(%s) = %v, want %q", tt.in, err, tt.want)
+			t.Errorf("decodeRuleJSON(%s) = %v, want %q", tt.in, err, tt.want)
 		}
 	}
-	_, err := DecodeRuleJSON([]byte(`{"id":"a","limit":1.5,"window":"1m"}`))
+	_, err := decodeRuleJSON([]byte(`{"id":"a","limit":1.5,"window":"1m"}`))
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "limit" {
 		t.Errorf("DecodeRuleJSON error = %#v, want a *FieldError for limit", err)
@@ -115,9 +115,9 @@ func TestDecodeSetJSONErrors(t *testing.T) {
 		{`null`, `want an object at the top level, got null`},
 	}
 	for _, tt := range tests {
-		_, err := DecodeSetJSON([]byte(tt.in))
+		_, err := decodeSetJSON([]byte(tt.in))
 		if err == nil || err.Error() != tt.want {
-			t.Errorf("DecodeSetJSON(%s) = %v, want %q", tt.in, err, tt.want)
+			t.Errorf("decodeSetJSON(%s) = %v, want %q", tt.in, err, tt.want)
 		}
 	}
 }
@@ -159,12 +159,12 @@ func TestJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := DecodeSetJSON(b)
+	got, err := decodeSetJSON(b)
 	if err != nil {
-		t.Fatalf("DecodeSetJSON(%s) = %v", b, err)
+		t.Fatalf("decodeSetJSON(%s) = %v", b, err)
 	}
 	if !reflect.DeepEqual(got, s) {
-		t.Errorf("DecodeSetJSON(json.Marshal(s)) = %+v, want %+v", got, s)
+		t.Errorf("decodeSetJSON(json.Marshal(s)) = %+v, want %+v", got, s)
 	}
 	if !strings.Contains(string(b), `"enabled":false`) || !strings.Contains(string(b), `"window":"7d"`) {
 		t.Errorf("json.Marshal(s) = %s, want enabled false and window 7d written out", b)
@@ -174,9 +174,9 @@ func TestJSONRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := DecodeRuleJSON(b)
+		got, err := decodeRuleJSON(b)
 		if err != nil || !reflect.DeepEqual(got, r) {
-			t.Errorf("rule %d: DecodeRuleJSON(%s) = %+v, %v, want %+v", i, b, got, err, r)
+			t.Errorf("rule %d: decodeRuleJSON(%s) = %+v, %v, want %+v", i, b, got, err, r)
 		}
 	}
 }

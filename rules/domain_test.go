@@ -129,14 +129,14 @@ func TestDomainValidateAndDecode(t *testing.T) {
 		{`{` + ok + `,"match":{"domain":7}}`, `match.domain: want a string, got 7`, Match{}},
 	}
 	for _, tt := range tests {
-		r, err := DecodeRuleJSON([]byte(tt.json))
+		r, err := decodeRuleJSON([]byte(tt.json))
 		switch {
 		case tt.wantErr == "" && err != nil:
-			t.Errorf("DecodeRuleJSON(%s) = %v, want no error", tt.json, err)
+			t.Errorf("decodeRuleJSON(%s) = %v, want no error", tt.json, err)
 		case tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantErr)):
-			t.Errorf("DecodeRuleJSON(%s) = %v, want an error starting %q", tt.json, err, tt.wantErr)
+			t.Errorf("decodeRuleJSON(%s) = %v, want an error starting %q", tt.json, err, tt.wantErr)
 		case tt.wantErr == "" && !reflect.DeepEqual(r.Match, tt.want):
-			t.Errorf("DecodeRuleJSON(%s).Match = %+v, want %+v", tt.json, r.Match, tt.want)
+			t.Errorf("decodeRuleJSON(%s).Match = %+v, want %+v", tt.json, r.Match, tt.want)
 		}
 	}
 

@@ -17,9 +17,9 @@ const day = 24 * time.Hour
 
 var errDuration = errors.New(`want a duration such as "1m", "500ms", "24h" or "7d"`)
 
-// ParseDuration parses a duration as time.ParseDuration does, and also
+// parseDuration parses a duration as time.ParseDuration does, and also
 // accepts a leading whole number of days: "7d", "1d12h".
-func ParseDuration(s string) (Duration, error) {
+func parseDuration(s string) (Duration, error) {
 	rest, neg := s, false
 	if rest != "" && (rest[0] == '-' || rest[0] == '+') {
 		neg, rest = rest[0] == '-', rest[1:]
@@ -86,9 +86,9 @@ func (d Duration) String() string {
 // MarshalText implements encoding.TextMarshaler (and so JSON and YAML).
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
-// UnmarshalText implements encoding.TextUnmarshaler with ParseDuration.
+// UnmarshalText implements encoding.TextUnmarshaler with parseDuration.
 func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := ParseDuration(string(b))
+	v, err := parseDuration(string(b))
 	if err != nil {
 		return errors.New(errDuration.Error() + ", got " + quote.Short(string(b)))
 	}

@@ -8,7 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// EncodeYAMLOnto renders s as a rules file made from prev, the rules file
+// encodeYAMLOnto renders s as a rules file made from prev, the rules file
 // it replaces, so that what an operator wrote stays where it was: the
 // order of the top-level keys, every comment, the text of each rule and
 // client that did not change (a changed one keeps its place and its
@@ -16,7 +16,7 @@ import (
 // after the others. What it returns reads back (ParseYAML) to a Set equal
 // to s; when prev is not a rules document whose layout can be kept (not
 // YAML, not a mapping) it is an error and the caller writes EncodeYAML's.
-func EncodeYAMLOnto(prev []byte, s *Set) ([]byte, error) {
+func encodeYAMLOnto(prev []byte, s *Set) ([]byte, error) {
 	if s == nil {
 		s = &Set{}
 	}

@@ -41,7 +41,7 @@ func FuzzEncodeYAMLOnto(f *testing.F) {
 		if err := next.Validate(); err != nil {
 			return
 		}
-		out, err := EncodeYAMLOnto([]byte(prev), next)
+		out, err := encodeYAMLOnto([]byte(prev), next)
 		if err != nil {
 			return
 		}

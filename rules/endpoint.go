@@ -8,21 +8,22 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/quote"
+	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
-// MaxEndpoint is the longest endpoint pattern, in bytes.
-const MaxEndpoint = 512
+// maxEndpoint is the longest endpoint pattern, in bytes.
+const maxEndpoint = 512
 
-// Endpoint is a parsed endpoint pattern, "METHOD /path". Method is an
+// endpointPattern is a parsed endpoint pattern, "METHOD /path". Method is an
 // uppercase HTTP method, a set of them joined by "|" ("GET|HEAD",
 // "PUT|PATCH|DELETE"), or "*" for any. For an exact pattern Path is the
 // path to match; for a prefix pattern ("/api/*", Prefix true) Path is the
 // part before "/*" ("/api"), and the pattern matches that path itself and
 // everything under it; "/*" has Path "" and matches every path.
 //
-// The zero value is not a pattern; ParseEndpoint makes one. An Endpoint is
-// a small value, safe to copy and to use concurrently.
-type Endpoint struct {
+// The zero value is not a pattern; parseEndpoint makes one. An
+// endpointPattern is a small value, safe to copy and to use concurrently.
+type endpointPattern struct {
 	Method string
 	Path   string
 	Prefix bool
@@ -30,18 +31,18 @@ type Endpoint struct {
 
 const endpointForm = `want "METHOD /path", e.g. "GET /api/orders"`
 
-// ParseEndpoint parses "METHOD /path": an uppercase HTTP method (A-Z, at
-// most 16 letters), several joined by "|" (at most MaxMethods, each once),
+// parseEndpoint parses "METHOD /path": an uppercase HTTP method (A-Z, at
+// most 16 letters), several joined by "|" (at most maxMethods, each once),
 // or "*", exactly one space, then a path starting with "/".
 // A path ending in "/*" is a prefix pattern; no other "*" may appear in the
 // path. No whitespace or control characters, at most 512 bytes of UTF-8.
 // The error is a *FieldError for the field "endpoint".
-func ParseEndpoint(s string) (Endpoint, error) {
-	bad := func(format string, args ...any) (Endpoint, error) {
-		return Endpoint{}, fieldErr(fmt.Sprintf(format, args...), "endpoint")
+func parseEndpoint(s string) (endpointPattern, error) {
+	bad := func(format string, args ...any) (endpointPattern, error) {
+		return endpointPattern{}, fieldErr(fmt.Sprintf(format, args...), "endpoint")
 	}
-	if len(s) > MaxEndpoint {
-		return bad("must be at most %d bytes, got %d", MaxEndpoint, len(s))
+	if len(s) > maxEndpoint {
+		return bad("must be at most %d bytes, got %d", maxEndpoint, len(s))
 	}
 	if !utf8.ValidString(s) {
 		return bad("must be valid UTF-8")
@@ -62,7 +63,7 @@ func ParseEndpoint(s string) (Endpoint, error) {
 	if strings.ContainsFunc(path, func(c rune) bool { return unicode.IsSpace(c) || unicode.IsControl(c) }) {
 		return bad("the path must not contain whitespace or control characters, got %s", quote.Short(path))
 	}
-	e := Endpoint{Method: method, Path: path}
+	e := endpointPattern{Method: method, Path: path}
 	if strings.HasSuffix(path, "/*") {
 		e.Path, e.Prefix = path[:len(path)-2], true
 	}
@@ -72,8 +73,8 @@ func ParseEndpoint(s string) (Endpoint, error) {
 	return e, nil
 }
 
-// MaxMethods is the most methods an endpoint's method set names.
-const MaxMethods = 16
+// maxMethods is the most methods an endpoint's method set names.
+const maxMethods = 16
 
 // methodProblem returns what is wrong with the method of an endpoint
 // pattern, or "".
@@ -82,8 +83,8 @@ func methodProblem(m string) string {
 	if m == "*" {
 		return ""
 	}
-	if strings.Count(m, "|") >= MaxMethods {
-		return fmt.Sprintf("at most %d methods joined by \"|\", got %d", MaxMethods, strings.Count(m, "|")+1)
+	if strings.Count(m, "|") >= maxMethods {
+		return fmt.Sprintf("at most %d methods joined by \"|\", got %d", maxMethods, strings.Count(m, "|")+1)
 	}
 	parts := strings.Split(m, "|")
 	for i, one := range parts {
@@ -113,17 +114,17 @@ func validMethod(m string) bool {
 
 // Matches reports whether a call with this method and path (the request
 // path as given) fits the pattern, as Index.Match decides: both paths are
-// compared in their clean form (CleanPath), methods without regard to
+// compared in their clean form (see Paths in the package doc), methods without regard to
 // ASCII case, and a pattern on GET (alone or in a set) also fits HEAD.
-func (e Endpoint) Matches(method, path string) bool {
+func (e endpointPattern) Matches(method, path string) bool {
 	if !methodFits(e.Method, method) {
 		return false
 	}
-	return e.matchesPath(CleanPath(path))
+	return e.matchesPath(urlpath.Clean(path))
 }
 
-func (e Endpoint) matchesPath(path string) bool {
-	base := CleanPath(e.Path)
+func (e endpointPattern) matchesPath(path string) bool {
+	base := urlpath.Clean(e.Path)
 	if !e.Prefix {
 		return path == base
 	}
@@ -133,8 +134,8 @@ func (e Endpoint) matchesPath(path string) bool {
 	return base == "" || strings.HasPrefix(path, base) && (len(path) == len(base) || path[len(base)] == '/')
 }
 
-// String returns the pattern in the form ParseEndpoint reads.
-func (e Endpoint) String() string {
+// String returns the pattern in the form parseEndpoint reads.
+func (e endpointPattern) String() string {
 	if e.Prefix {
 		return e.Method + " " + e.Path + "/*"
 	}

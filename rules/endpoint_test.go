@@ -8,59 +8,59 @@ import (
 func TestParseEndpoint(t *testing.T) {
 	tests := []struct {
 		in      string
-		want    Endpoint
+		want    endpointPattern
 		wantErr string // substring; "" = valid
 	}{
-		{"GET /api/orders", Endpoint{"GET", "/api/orders", false}, ""},
-		{"* /api/*", Endpoint{"*", "/api", true}, ""},
-		{"POST /login", Endpoint{"POST", "/login", false}, ""},
-		{"GET /", Endpoint{"GET", "/", false}, ""},
-		{"GET /*", Endpoint{"GET", "", true}, ""},
-		{"* /*", Endpoint{"*", "", true}, ""},
-		{"GET //*", Endpoint{"GET", "/", true}, ""},
-		{"GET /api/", Endpoint{"GET", "/api/", false}, ""},
-		{"PROPFIND /dav/*", Endpoint{"PROPFIND", "/dav", true}, ""},
-		{"GET /ünï/códe", Endpoint{"GET", "/ünï/códe", false}, ""},
-		{"/api/orders", Endpoint{}, `want "METHOD /path", e.g. "GET /api/orders"`},
-		{"", Endpoint{}, `want "METHOD /path"`},
-		{"GET", Endpoint{}, `want "METHOD /path"`},
-		{"get /x", Endpoint{}, "uppercase HTTP method"},
-		{"G3T /x", Endpoint{}, "uppercase HTTP method"},
-		{"ABCDEFGHIJKLMNOPQ /x", Endpoint{}, "at most 16"},
-		{" GET /x", Endpoint{}, "uppercase HTTP method"},
-		{"GET  /x", Endpoint{}, "exactly one space"},
-		{"GET x", Endpoint{}, `the path must start with "/"`},
-		{"GET ", Endpoint{}, `the path must start with "/"`},
-		{"GET /a b", Endpoint{}, "whitespace"},
-		{"GET /a\tb", Endpoint{}, "whitespace"},
-		{"GET /a\x00", Endpoint{}, "control"},
-		{"GET /a\u00a0", Endpoint{}, "whitespace"},
-		{"GET /api*", Endpoint{}, `only allowed as a final "/*"`},
-		{"GET /*/x", Endpoint{}, `only allowed as a final "/*"`},
-		{"GET /a/**", Endpoint{}, `only allowed as a final "/*"`},
-		{"GET /a/*/*", Endpoint{}, `only allowed as a final "/*"`},
-		{"GET /\xff", Endpoint{}, "UTF-8"},
-		{"GET /" + strings.Repeat("a", 507), Endpoint{"GET", "/" + strings.Repeat("a", 507), false}, ""},
-		{"GET /" + strings.Repeat("a", 508), Endpoint{}, "at most 512 bytes"},
+		{"GET /api/orders", endpointPattern{"GET", "/api/orders", false}, ""},
+		{"* /api/*", endpointPattern{"*", "/api", true}, ""},
+		{"POST /login", endpointPattern{"POST", "/login", false}, ""},
+		{"GET /", endpointPattern{"GET", "/", false}, ""},
+		{"GET /*", endpointPattern{"GET", "", true}, ""},
+		{"* /*", endpointPattern{"*", "", true}, ""},
+		{"GET //*", endpointPattern{"GET", "/", true}, ""},
+		{"GET /api/", endpointPattern{"GET", "/api/", false}, ""},
+		{"PROPFIND /dav/*", endpointPattern{"PROPFIND", "/dav", true}, ""},
+		{"GET /ünï/códe", endpointPattern{"GET", "/ünï/códe", false}, ""},
+		{"/api/orders", endpointPattern{}, `want "METHOD /path", e.g. "GET /api/orders"`},
+		{"", endpointPattern{}, `want "METHOD /path"`},
+		{"GET", endpointPattern{}, `want "METHOD /path"`},
+		{"get /x", endpointPattern{}, "uppercase HTTP method"},
+		{"G3T /x", endpointPattern{}, "uppercase HTTP method"},
+		{"ABCDEFGHIJKLMNOPQ /x", endpointPattern{}, "at most 16"},
+		{" GET /x", endpointPattern{}, "uppercase HTTP method"},
+		{"GET  /x", endpointPattern{}, "exactly one space"},
+		{"GET x", endpointPattern{}, `the path must start with "/"`},
+		{"GET ", endpointPattern{}, `the path must start with "/"`},
+		{"GET /a b", endpointPattern{}, "whitespace"},
+		{"GET /a\tb", endpointPattern{}, "whitespace"},
+		{"GET /a\x00", endpointPattern{}, "control"},
+		{"GET /a\u00a0", endpointPattern{}, "whitespace"},
+		{"GET /api*", endpointPattern{}, `only allowed as a final "/*"`},
+		{"GET /*/x", endpointPattern{}, `only allowed as a final "/*"`},
+		{"GET /a/**", endpointPattern{}, `only allowed as a final "/*"`},
+		{"GET /a/*/*", endpointPattern{}, `only allowed as a final "/*"`},
+		{"GET /\xff", endpointPattern{}, "UTF-8"},
+		{"GET /" + strings.Repeat("a", 507), endpointPattern{"GET", "/" + strings.Repeat("a", 507), false}, ""},
+		{"GET /" + strings.Repeat("a", 508), endpointPattern{}, "at most 512 bytes"},
 	}
 	for _, tt := range tests {
-		got, err := ParseEndpoint(tt.in)
+		got, err := parseEndpoint(tt.in)
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "endpoint: ") {
-				t.Errorf("ParseEndpoint(%q) = %v, %v, want an error containing %q", tt.in, got, err, tt.wantErr)
+				t.Errorf("parseEndpoint(%q) = %v, %v, want an error containing %q", tt.in, got, err, tt.wantErr)
 			}
 			continue
 		}
 		if err != nil || got != tt.want {
-			t.Errorf("ParseEndpoint(%q) = %+v, %v, want %+v", tt.in, got, err, tt.want)
+			t.Errorf("parseEndpoint(%q) = %+v, %v, want %+v", tt.in, got, err, tt.want)
 			continue
 		}
 		if s := got.String(); s != tt.in {
-			t.Errorf("ParseEndpoint(%q).String() = %q, want the input", tt.in, s)
+			t.Errorf("parseEndpoint(%q).String() = %q, want the input", tt.in, s)
 		}
 	}
-	if _, err := ParseEndpoint("/api/orders"); err == nil || err.Error() != `endpoint: want "METHOD /path", e.g. "GET /api/orders"` {
-		t.Errorf(`ParseEndpoint("/api/orders") = %v, want the exact "METHOD /path" message`, err)
+	if _, err := parseEndpoint("/api/orders"); err == nil || err.Error() != `endpoint: want "METHOD /path", e.g. "GET /api/orders"` {
+		t.Errorf(`parseEndpoint("/api/orders") = %v, want the exact "METHOD /path" message`, err)
 	}
 }
 
@@ -115,12 +115,12 @@ func TestEndpointMatches(t *testing.T) {
 		{"GET /", "GET", "/x", false},
 	}
 	for _, tt := range tests {
-		e, err := ParseEndpoint(tt.pattern)
+		e, err := parseEndpoint(tt.pattern)
 		if err != nil {
-			t.Fatalf("ParseEndpoint(%q) = %v", tt.pattern, err)
+			t.Fatalf("parseEndpoint(%q) = %v", tt.pattern, err)
 		}
 		if got := e.Matches(tt.method, tt.path); got != tt.want {
-			t.Errorf("ParseEndpoint(%q).Matches(%q, %q) = %v, want %v", tt.pattern, tt.method, tt.path, got, tt.want)
+			t.Errorf("parseEndpoint(%q).Matches(%q, %q) = %v, want %v", tt.pattern, tt.method, tt.path, got, tt.want)
 		}
 	}
 }

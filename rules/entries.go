@@ -24,14 +24,14 @@ type Entry struct {
 
 // Limits on match.entries.
 const (
-	MaxEntries    = 32  // entries in one match, as in one descriptor
-	MaxEntryValue = 256 // bytes of a value in a rule's match
+	maxEntries    = 32  // entries in one match, as in one descriptor
+	maxEntryValue = 256 // bytes of a value in a rule's match
 )
 
 // validEntries checks a rule's match.entries.
 func validEntries(es []Entry) *FieldError {
-	if len(es) > MaxEntries {
-		return fieldErr(fmt.Sprintf("at most %d entries, got %d", MaxEntries, len(es)), "match", "entries")
+	if len(es) > maxEntries {
+		return fieldErr(fmt.Sprintf("at most %d entries, got %d", maxEntries, len(es)), "match", "entries")
 	}
 	for i, e := range es {
 		at := fmt.Sprintf("entries[%d]", i)
@@ -42,8 +42,8 @@ func validEntries(es []Entry) *FieldError {
 			return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", maxKeyName, len(e.Key)), "match", at, "key")
 		case strings.IndexFunc(e.Key, func(c rune) bool { return c <= ' ' || c >= 0x7f }) >= 0:
 			return fieldErr(fmt.Sprintf("must be printable ASCII without spaces, got %s", quote.Short(e.Key)), "match", at, "key")
-		case len(e.Value) > MaxEntryValue:
-			return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", MaxEntryValue, len(e.Value)), "match", at, "value")
+		case len(e.Value) > maxEntryValue:
+			return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", maxEntryValue, len(e.Value)), "match", at, "value")
 		case !utf8.ValidString(e.Value) || strings.ContainsFunc(e.Value, unicode.IsControl):
 			return fieldErr("must be UTF-8 without control characters", "match", at, "value")
 		}

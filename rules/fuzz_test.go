@@ -97,26 +97,26 @@ func FuzzParseEndpoint(f *testing.F) {
 		if len(s)+len(method)+len(path) > maxFuzzInput {
 			return
 		}
-		e, err := ParseEndpoint(s)
+		e, err := parseEndpoint(s)
 		if err != nil {
 			var fe *FieldError
 			if !errors.As(err, &fe) || fe.Field != "endpoint" {
-				t.Fatalf("ParseEndpoint(%q) = %#v, want a *FieldError for endpoint", s, err)
+				t.Fatalf("parseEndpoint(%q) = %#v, want a *FieldError for endpoint", s, err)
 			}
 			return
 		}
 		if got := e.String(); got != s {
-			t.Fatalf("ParseEndpoint(%q).String() = %q, want the input", s, got)
+			t.Fatalf("parseEndpoint(%q).String() = %q, want the input", s, got)
 		}
-		if e2, err := ParseEndpoint(e.String()); err != nil || e2 != e {
-			t.Fatalf("ParseEndpoint(%q) = %+v, %v, want %+v", e.String(), e2, err, e)
+		if e2, err := parseEndpoint(e.String()); err != nil || e2 != e {
+			t.Fatalf("parseEndpoint(%q) = %+v, %v, want %+v", e.String(), e2, err, e)
 		}
 		want := refMatches(s, method, path)
 		if got := e.Matches(method, path); got != want {
-			t.Fatalf("ParseEndpoint(%q).Matches(%q, %q) = %v, want %v", s, method, path, got, want)
+			t.Fatalf("parseEndpoint(%q).Matches(%q, %q) = %v, want %v", s, method, path, got, want)
 		}
 		// The index agrees with the matcher.
-		ix, err := Compile(&Set{Rules: []Rule{{ID: "r", Match: Match{Endpoint: s}, Limit: 1, Window: Duration(MinWindow)}}})
+		ix, err := Compile(&Set{Rules: []Rule{{ID: "r", Match: Match{Endpoint: s}, Limit: 1, Window: Duration(minWindow)}}})
 		if err != nil {
 			t.Fatalf("Compile(rule with endpoint %q) = %v", s, err)
 		}
@@ -146,20 +146,20 @@ func FuzzDecodeRuleJSON(f *testing.F) {
 		if len(b) > maxFuzzInput {
 			return
 		}
-		r, err := DecodeRuleJSON(b)
+		r, err := decodeRuleJSON(b)
 		if err != nil {
 			return
 		}
 		if err := r.Validate(); err != nil {
-			t.Fatalf("DecodeRuleJSON(%q) returned a rule that does not validate: %v", b, err)
+			t.Fatalf("decodeRuleJSON(%q) returned a rule that does not validate: %v", b, err)
 		}
 		out, err := json.Marshal(r)
 		if err != nil {
 			t.Fatalf("json.Marshal(%+v) = %v", r, err)
 		}
-		r2, err := DecodeRuleJSON(out)
+		r2, err := decodeRuleJSON(out)
 		if err != nil || !reflect.DeepEqual(r2, r) {
-			t.Fatalf("DecodeRuleJSON(%s) = %+v, %v, want %+v", out, r2, err, r)
+			t.Fatalf("decodeRuleJSON(%s) = %+v, %v, want %+v", out, r2, err, r)
 		}
 		// The same rule survives the rules file too.
 		s := &Set{Rules: []Rule{r}}
@@ -187,7 +187,7 @@ func FuzzDecodeSetJSON(f *testing.F) {
 		if len(b) > maxFuzzInput {
 			return
 		}
-		s, err := DecodeSetJSON(b)
+		s, err := decodeSetJSON(b)
 		if err != nil {
 			return
 		}
@@ -242,7 +242,7 @@ func checkSet(t *testing.T, s *Set) {
 	if err != nil {
 		t.Fatalf("json.Marshal(%+v) = %v", s, err)
 	}
-	if s2, err := DecodeSetJSON(j); err != nil || !reflect.DeepEqual(s2, s) {
-		t.Fatalf("DecodeSetJSON(%s) = %+v, %v, want %+v", j, s2, err, s)
+	if s2, err := decodeSetJSON(j); err != nil || !reflect.DeepEqual(s2, s) {
+		t.Fatalf("decodeSetJSON(%s) = %+v, %v, want %+v", j, s2, err, s)
 	}
 }

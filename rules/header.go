@@ -16,15 +16,15 @@ import (
 
 // Limits on match.headers.
 const (
-	MaxHeaders     = 8   // headers in one rule's match
-	MaxHeaderValue = 256 // bytes of a value in a rule's match
+	maxHeaders     = 8   // headers in one rule's match
+	maxHeaderValue = 256 // bytes of a value in a rule's match
 )
 
 const headerValueForm = `the exact value, a prefix ending in "*" such as "prod-*", or "*" for any value`
 
 // validHeaders checks a rule's match.headers: each name an HTTP header name
 // (RFC 9110 token, at most 128 bytes), no name twice in any letter case;
-// each value non-empty, at most MaxHeaderValue bytes of UTF-8 without
+// each value non-empty, at most maxHeaderValue bytes of UTF-8 without
 // control characters, one of
 //
 //	acme      the exact value (letter case counts)
@@ -34,8 +34,8 @@ const headerValueForm = `the exact value, a prefix ending in "*" such as "prod-*
 // "*" anywhere but last is refused: the value would read as a pattern it
 // is not.
 func validHeaders(h map[string]string) *FieldError {
-	if len(h) > MaxHeaders {
-		return fieldErr(fmt.Sprintf("at most %d headers, got %d; make two rules", MaxHeaders, len(h)), "match", "headers")
+	if len(h) > maxHeaders {
+		return fieldErr(fmt.Sprintf("at most %d headers, got %d; make two rules", maxHeaders, len(h)), "match", "headers")
 	}
 	seen := make(map[string]string, len(h)) // canonical name → name as written
 	for _, name := range sortedKeys(h) {
@@ -62,8 +62,8 @@ func validHeaders(h map[string]string) *FieldError {
 		switch {
 		case v == "":
 			return bad("want a value: %s", headerValueForm)
-		case len(v) > MaxHeaderValue:
-			return bad("the value is %d bytes, want at most %d", len(v), MaxHeaderValue)
+		case len(v) > maxHeaderValue:
+			return bad("the value is %d bytes, want at most %d", len(v), maxHeaderValue)
 		case !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl):
 			return bad("the value must be UTF-8 without control characters")
 		case strings.Contains(strings.TrimSuffix(v, "*"), "*"):
@@ -130,7 +130,7 @@ type headerIndex struct {
 	name   string // canonical
 	exact  map[string]*matcher
 	prefix map[string]*matcher
-	lens   [MaxHeaderValue/64 + 1]uint64 // the lengths of prefixes
+	lens   [maxHeaderValue/64 + 1]uint64 // the lengths of prefixes
 	// tails has bit tailBit(n, b) set for each prefix of length n ≥ 1
 	// ending in byte b: a value whose first n bytes end in a byte whose
 	// bit is clear is not looked up under that length.

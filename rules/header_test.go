@@ -142,9 +142,9 @@ func TestMatchHeader(t *testing.T) {
 }
 
 func TestValidateHeaders(t *testing.T) {
-	long := strings.Repeat("v", MaxHeaderValue+1)
+	long := strings.Repeat("v", maxHeaderValue+1)
 	many := map[string]string{}
-	for i := range MaxHeaders + 1 {
+	for i := range maxHeaders + 1 {
 		many[fmt.Sprintf("X-H%d", i)] = "v"
 	}
 	for _, tt := range []struct {
@@ -167,7 +167,7 @@ func TestValidateHeaders(t *testing.T) {
 		{Match{Endpoint: "GET|* /a"}, `match.endpoint: want "METHOD /path", e.g. "GET /api/orders"; "*" is every method and joins no other: write "*" alone or list the methods, got "GET|*"`},
 		{Match{Endpoint: "GET|get /a"}, `the method must be "*", an uppercase HTTP method such as GET (at most 16 letters), or several joined by "|" such as GET|HEAD, got "GET|get"`},
 		{Match{Endpoint: "GET| /a"}, `or several joined by "|" such as GET|HEAD, got "GET|"`},
-		{Match{Endpoint: strings.Repeat("A|", MaxMethods) + "B /a"}, `at most 16 methods joined by "|", got 17`},
+		{Match{Endpoint: strings.Repeat("A|", maxMethods) + "B /a"}, `at most 16 methods joined by "|", got 17`},
 	} {
 		r := Rule{ID: "r", Match: tt.m, Limit: 1, Window: Duration(time.Second)}
 		checkErr(t, fmt.Sprintf("Validate(%+v)", tt.m), r.Validate(), tt.want)

@@ -41,7 +41,7 @@ type Compiled struct {
 // Index is a compiled Set: it finds the rules that apply to a call in time
 // that does not grow with the number of rules. Rules with an endpoint are
 // kept in one map by path (the exact path, or the base of a prefix pattern,
-// "/api" for "/api/*", each made clean with CleanPath), and under each path
+// "/api" for "/api/*", each made clean with urlpath.Clean), and under each path
 // by plan; rules for any path are kept by plan. A call looks up its own
 // clean path and, for prefix rules, each part of it before a "/" (only for
 // lengths some prefix base has); every list is in set order and filtered
@@ -114,7 +114,7 @@ type call struct {
 // pathIndex holds rules with an endpoint by path or prefix base.
 type pathIndex struct {
 	m    map[string]*pathRules
-	lens [MaxEndpoint / 64]uint64 // the lengths of prefix bases
+	lens [maxEndpoint / 64]uint64 // the lengths of prefix bases
 }
 
 // pathRules holds the enabled rules whose endpoint names one path: exact
@@ -276,13 +276,13 @@ func (ix *Index) add(c *Compiled) {
 		ix.addEntries(c)
 		return
 	}
-	e := Endpoint{Method: "*", Prefix: true} // no endpoint: any call
+	e := endpointPattern{Method: "*", Prefix: true} // no endpoint: any call
 	if c.Match.Endpoint != "" {
-		e, _ = ParseEndpoint(c.Match.Endpoint) // valid: the Set was validated
+		e, _ = parseEndpoint(c.Match.Endpoint) // valid: the Set was validated
 	}
 	c.method = e.Method
 	c.methods, c.otherMethod = methodMask(e.Method)
-	path := CleanPath(e.Path)
+	path := urlpath.Clean(e.Path)
 	if e.Prefix && path == "/" {
 		path = "" // "/*", "//*", "/./*": every path
 	}
@@ -353,7 +353,7 @@ func (pi *pathIndex) add(c *Compiled, path string, prefix bool) {
 	}
 	if prefix {
 		l.prefix = append(l.prefix, c)
-		n := len(path) // < MaxEndpoint
+		n := len(path) // < maxEndpoint
 		pi.lens[n/64] |= 1 << (n % 64)
 	} else {
 		l.exact = append(l.exact, c)

@@ -73,7 +73,7 @@ func bruteMatchHeader(s *Set, plan, method, path string, h http.Header) []string
 			continue
 		}
 		if r.Match.Endpoint != "" {
-			e, err := ParseEndpoint(r.Match.Endpoint)
+			e, err := parseEndpoint(r.Match.Endpoint)
 			if err != nil {
 				panic(err)
 			}

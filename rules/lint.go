@@ -7,29 +7,14 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/quote"
+	"github.com/sluicehq/sluice/internal/rulecheck"
 )
 
-// A Finding is something a valid rule set probably does not mean: a kind
-// of caller no rule limits, a rule for anonymous traffic that also counts
-// signed-in callers, a leaky bucket whose burst 0 means 1. Line is the
-// rules file's line it is about (0 when it is about no one place); Rule is
-// the id of the rule it is about, if one.
-type Finding struct {
-	Line    int
-	Rule    string
-	Message string
-}
-
-func (f Finding) String() string {
-	var b strings.Builder
-	if f.Line > 0 {
-		fmt.Fprintf(&b, "line %d: ", f.Line)
-	}
-	if f.Rule != "" {
-		fmt.Fprintf(&b, "rule %s: ", quote.Short(f.Rule))
-	}
-	b.WriteString(f.Message)
-	return b.String()
+// The checks sluice's service runs on rules are here, behind
+// internal/rulecheck, not in this package's API.
+func init() {
+	rulecheck.Lint = lint
+	rulecheck.ValidClientID = validClientID
 }
 
 // callerKind is a kind of caller as the limiter tells them apart: with a
@@ -67,7 +52,7 @@ func covers(parts []KeyPart) [3]bool {
 	return c
 }
 
-// Lint reads a rules file as ParseYAML does (its error is ParseYAML's) and
+// lint reads a rules file as ParseYAML does (its error is ParseYAML's) and
 // returns what the set it holds probably does not mean, in file order:
 //
 //   - a kind of caller on a plan that no rule limits: a plan's rules keyed
@@ -81,7 +66,7 @@ func covers(parts []KeyPart) [3]bool {
 //
 // Rules that are disabled, shadows, unlimited or on Envoy descriptors,
 // domains or headers are not counted as limits.
-func Lint(b []byte) ([]Finding, error) {
+func lint(b []byte) ([]rulecheck.Finding, error) {
 	n, err := parseYAML(b)
 	if err != nil {
 		return nil, err
@@ -91,9 +76,9 @@ func Lint(b []byte) ([]Finding, error) {
 		return nil, err
 	}
 	line := func(i int, field ...string) int {
-		return n.lineOf(append([]string{"rules", strconv.Itoa(i)}, field...))
+		return n.LineOf(append([]string{"rules", strconv.Itoa(i)}, field...))
 	}
-	var out []Finding
+	var out []rulecheck.Finding
 
 	// Which kinds of caller each plan's rules limit ("" is every plan).
 	plans := []string{}
@@ -144,7 +129,7 @@ func Lint(b []byte) ([]Finding, error) {
 			if len(keyedBy) > 0 {
 				rulesText = "its rules key by what they lack: " + strings.Join(keyedBy, ", ")
 			}
-			out = append(out, Finding{Message: fmt.Sprintf("%s %s are limited by no rule (%s); add a rule keyed by client (the user, else the API key, else the IP) or by what they have",
+			out = append(out, rulecheck.Finding{Message: fmt.Sprintf("%s %s are limited by no rule (%s); add a rule keyed by client (the user, else the API key, else the IP) or by what they have",
 				upperFirst(callerNames[k]), where, rulesText)})
 		}
 	}
@@ -167,15 +152,15 @@ func Lint(b []byte) ([]Finding, error) {
 				}
 			}
 			if len(others) > 0 {
-				out = append(out, Finding{Line: line(i, "by"), Rule: r.ID, Message: fmt.Sprintf(
+				out = append(out, rulecheck.Finding{Line: line(i, "by"), Rule: r.ID, Message: fmt.Sprintf(
 					"keyed by ip, it also counts the signed-in callers and API keys that %s limit, so all of them behind one address (an office, a carrier's NAT) share its bucket; if it is meant for anonymous traffic, key it by client (the user, else the API key, else the IP)",
 					strings.Join(others, ", "))})
 			}
 		}
 		// burst: 0 written on a leaky bucket.
 		if r.Algorithm == algorithm.LeakyBucket && r.Burst == 0 {
-			if bn := n.lookup("rules", strconv.Itoa(i), "burst"); bn != nil && bn.kind == tnumber {
-				out = append(out, Finding{Line: line(i, "burst"), Rule: r.ID, Message: fmt.Sprintf(
+			if bn := n.Lookup("rules", strconv.Itoa(i), "burst"); bn != nil && bn.Kind == tnumber {
+				out = append(out, rulecheck.Finding{Line: line(i, "burst"), Rule: r.ID, Message: fmt.Sprintf(
 					"burst: 0 on a leaky_bucket is the default burst, 1 call on top of the conforming one, so %d calls pass at once, not 1; write burst: 1 to say so, or use a token_bucket of burst 1 for calls strictly one by one",
 					r.Params().Capacity())})
 			}
@@ -207,27 +192,4 @@ func upperFirst(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
-}
-
-// lookup returns the node at path (member names and item indexes), nil if
-// there is none.
-func (n *tnode) lookup(path ...string) *tnode {
-	for _, p := range path {
-		if n == nil {
-			return nil
-		}
-		switch n.kind {
-		case tobject:
-			n = n.get(p)
-		case tarray:
-			i, err := strconv.Atoi(p)
-			if err != nil || i < 0 || i >= len(n.items) {
-				return nil
-			}
-			n = n.items[i]
-		default:
-			return nil
-		}
-	}
-	return n
 }

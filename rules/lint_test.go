@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestLint: each finding of Lint on the rule sets that call for it, and
+// TestLint: each finding of lint on the rule sets that call for it, and
 // none on a set that limits every kind of caller (issue 31 §6).
 func TestLint(t *testing.T) {
 	for _, tc := range []struct {
@@ -56,7 +56,7 @@ rules:
 		{"no rules at all", "rules: []\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs, err := Lint([]byte(tc.doc))
+			fs, err := lint([]byte(tc.doc))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +65,7 @@ rules:
 				got = append(got, f.String())
 			}
 			if len(got) != len(tc.want) {
-				t.Fatalf("Lint = %d findings, want %d:\n%s", len(got), len(tc.want), strings.Join(got, "\n"))
+				t.Fatalf("lint = %d findings, want %d:\n%s", len(got), len(tc.want), strings.Join(got, "\n"))
 			}
 			for i, w := range tc.want {
 				if !strings.Contains(got[i], w) {

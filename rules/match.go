@@ -21,7 +21,7 @@ func (ix *Index) Match(plan, method, path string, dst []*Compiled) []*Compiled {
 // Seq), and returns dst. Rules that name a domain fit only on the view of
 // their domain (Domain). A rule without a plan fits every plan; plan ""
 // fits only those. path is the request path as the call gave it: Match
-// makes it clean (CleanPath) before it compares. Methods compare without
+// makes it clean (see Paths in the package doc) before it compares. Methods compare without
 // regard to ASCII case, and a rule on GET also fits HEAD. h is read as
 // net/http keeps it, by canonical name (textproto.CanonicalMIMEHeaderKey),
 // and a header's first value is the one compared. MatchHeader allocates
@@ -68,10 +68,10 @@ func (m *matcher) match(dst []*Compiled, c *call) []*Compiled {
 		dst = m.paths.match(dst, c, c.path)
 	}
 	if m.folded.m != nil && c.path != "" {
-		// Rule paths are shorter than MaxEndpoint: the lower case of the
-		// first MaxEndpoint+1 bytes finds every rule that fits, and no
+		// Rule paths are shorter than maxEndpoint: the lower case of the
+		// first maxEndpoint+1 bytes finds every rule that fits, and no
 		// exact rule fits a path of that length.
-		var lower [MaxEndpoint + 1]byte
+		var lower [maxEndpoint + 1]byte
 		dst = m.folded.match(dst, c, bytesString(urlpath.AppendLower(lower[:0], c.path[:min(len(c.path), len(lower))])))
 	}
 	if len(c.header) == 0 { // no header: no rule on one fits
@@ -96,7 +96,7 @@ func (pi *pathIndex) match(dst []*Compiled, c *call, path string) []*Compiled {
 	// the part before each "/" whose length some prefix base has, visiting
 	// those lengths (fewer than the path's bytes, as a rule) rather than
 	// the bytes.
-	n := min(len(path), MaxEndpoint)
+	n := min(len(path), maxEndpoint)
 	for w := 0; w*64 < n; w++ {
 		set := pi.lens[w]
 		if rest := n - w*64; rest < 64 {

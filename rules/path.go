@@ -1,33 +1,6 @@
 package rules
 
-import (
-	"strings"
-
-	"github.com/sluicehq/sluice/internal/urlpath"
-)
-
-// CleanPath returns the form of a request path that rules match, the same
-// for every entry point (the decision API, the Envoy API, the gateway and
-// the middleware) and for the paths of endpoint patterns:
-//
-//   - the query and fragment are dropped (from the first "?" or "#");
-//   - each segment loses its parameters, from a ";" to the end of the
-//     segment ("/api/orders;jsessionid=1" is "/api/orders", "/a/..;/b" is
-//     "/b"), as Tomcat and Spring route;
-//   - percent escapes ("%6f", "%2F", "%2e") are decoded, once; a decoded
-//     "/" separates segments; an escape that is not "%" and two hex
-//     digits stays as it is;
-//   - empty segments and "." are dropped and ".." removes the segment
-//     before it (never above the root), so "//api/orders", "/api/orders/",
-//     "/api//orders", "/api/./orders" and "/api/x/../orders" are all
-//     "/api/orders";
-//   - the result starts with "/" and has no trailing "/" ("/" alone for
-//     the root).
-//
-// "" stays "" (a call without a path). Letter case is kept: a rule asks
-// for case-insensitive matching with match.path_case. CleanPath returns p
-// itself, without allocating, when p is already clean.
-func CleanPath(p string) string { return urlpath.Clean(p) }
+import "strings"
 
 // methodFits reports whether a call with method fits a rule on ruleMethod,
 // an endpoint's method or method set ("GET|HEAD"): "*" fits every method,

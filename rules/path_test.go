@@ -7,8 +7,8 @@ import (
 	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
-// refCleanPath is the reference for CleanPath, written from its doc with
-// strings and slices.
+// refCleanPath is the reference for urlpath.Clean, written from Paths in the
+// package doc with strings and slices.
 func refCleanPath(p string) string {
 	if p == "" {
 		return ""
@@ -80,16 +80,16 @@ func TestCleanPath(t *testing.T) {
 		{"/a/\x7f/\xff", "/a/\x7f/\xff"},
 	}
 	for _, tt := range tests {
-		if got := CleanPath(tt.in); got != tt.want {
-			t.Errorf("CleanPath(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := urlpath.Clean(tt.in); got != tt.want {
+			t.Errorf("urlpath.Clean(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 		if got := refCleanPath(tt.in); got != tt.want {
 			t.Errorf("refCleanPath(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 	clean := "/api/orders/17"
-	if n := testing.AllocsPerRun(100, func() { _ = CleanPath(clean) }); n != 0 {
-		t.Errorf("CleanPath of a clean path allocates %v times, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { _ = urlpath.Clean(clean) }); n != 0 {
+		t.Errorf("urlpath.Clean of a clean path allocates %v times, want 0", n)
 	}
 }
 
@@ -101,18 +101,18 @@ func FuzzCleanPath(f *testing.F) {
 		if len(p) > maxFuzzInput {
 			return
 		}
-		got := CleanPath(p)
+		got := urlpath.Clean(p)
 		if want := refCleanPath(p); got != want {
-			t.Fatalf("CleanPath(%q) = %q, want %q", p, got, want)
+			t.Fatalf("urlpath.Clean(%q) = %q, want %q", p, got, want)
 		}
 		if !urlpath.IsClean(got) && !strings.ContainsAny(got, "?#%;") {
-			t.Fatalf("urlpath.IsClean(CleanPath(%q) = %q) = false", p, got)
+			t.Fatalf("urlpath.IsClean(urlpath.Clean(%q) = %q) = false", p, got)
 		}
 		if urlpath.IsClean(p) && got != p {
-			t.Fatalf("urlpath.IsClean(%q) but CleanPath = %q", p, got)
+			t.Fatalf("urlpath.IsClean(%q) but urlpath.Clean = %q", p, got)
 		}
 		if p != "" && (got == "" || got[0] != '/' || len(got) > 1 && got[len(got)-1] == '/') {
-			t.Fatalf("CleanPath(%q) = %q, want a path starting with / and without a trailing /", p, got)
+			t.Fatalf("urlpath.Clean(%q) = %q, want a path starting with / and without a trailing /", p, got)
 		}
 	})
 }

@@ -17,7 +17,7 @@ func TestMaxReserveWait(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "max_reserve_wait: 30s") {
 		t.Errorf("EncodeYAML = %s, %v; want max_reserve_wait: 30s", out, err)
 	}
-	if r, err := DecodeRuleJSON([]byte(`{"id": "p", "limit": 10, "window": "1s", "max_reserve_wait": "2m"}`)); err != nil || time.Duration(r.MaxReserveWait) != 2*time.Minute {
+	if r, err := decodeRuleJSON([]byte(`{"id": "p", "limit": 10, "window": "1s", "max_reserve_wait": "2m"}`)); err != nil || time.Duration(r.MaxReserveWait) != 2*time.Minute {
 		t.Errorf("DecodeRuleJSON = %+v, %v; want max_reserve_wait 2m", r, err)
 	}
 	for _, tc := range []struct{ rule, want string }{
@@ -28,8 +28,8 @@ func TestMaxReserveWait(t *testing.T) {
 		{`{"id": "p", "limit": 10, "window": "1s", "max_reserve_wait": 60}`, "max_reserve_wait: want a duration"},
 		{`{"id": "p", "unlimited": true, "max_reserve_wait": "1m"}`, "max_reserve_wait: an unlimited rule has no budget"},
 	} {
-		if _, err := DecodeRuleJSON([]byte(tc.rule)); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("DecodeRuleJSON(%s) = %v, want an error containing %q", tc.rule, err, tc.want)
+		if _, err := decodeRuleJSON([]byte(tc.rule)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("decodeRuleJSON(%s) = %v, want an error containing %q", tc.rule, err, tc.want)
 		}
 	}
 }

@@ -6,6 +6,29 @@
 // A Set is plain data: build one, Validate it, then Compile it into an Index.
 // An Index is immutable; to change the rules, compile a new one and swap it
 // in (an atomic.Pointer[Index] is the intended holder).
+//
+// # Paths
+//
+// Rules match a request path in its clean form, the same for every entry
+// point (the decision API, the Envoy API, the gateway and the middleware)
+// and for the paths of endpoint patterns:
+//
+//   - the query and fragment are dropped (from the first "?" or "#");
+//   - each segment loses its parameters, from a ";" to the end of the
+//     segment ("/api/orders;jsessionid=1" is "/api/orders", "/a/..;/b" is
+//     "/b"), as Tomcat and Spring route;
+//   - percent escapes ("%6f", "%2F", "%2e") are decoded, once; a decoded
+//     "/" separates segments; an escape that is not "%" and two hex
+//     digits stays as it is;
+//   - empty segments and "." are dropped and ".." removes the segment
+//     before it (never above the root), so "//api/orders", "/api/orders/",
+//     "/api//orders", "/api/./orders" and "/api/x/../orders" are all
+//     "/api/orders";
+//   - the result starts with "/" and has no trailing "/" ("/" alone for
+//     the root).
+//
+// "" stays "" (a call without a path). Letter case is kept: a rule asks
+// for case-insensitive matching with match.path_case.
 package rules
 
 import (
@@ -15,6 +38,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/ruleid"
 )
 
 // Limits on rule fields. They bound what a rule can ask of the counter
@@ -22,15 +46,14 @@ import (
 // algorithms.
 const (
 	MaxLimit         = algorithm.MaxLimit   // largest limit and burst
-	MinWindow        = time.Millisecond     // shortest window
-	MaxWindow        = 366 * 24 * time.Hour // longest window
-	MaxDescription   = 1024                 // bytes
-	MaxClientIDValue = identity.MaxValue    // bytes after "user:", "api_key:" or "ip:"
-	MaxPlan          = 64                   // bytes of a plan name
+	minWindow        = time.Millisecond     // shortest window
+	maxWindow        = 366 * 24 * time.Hour // longest window
+	maxDescription   = 1024                 // bytes
+	maxClientIDValue = identity.MaxValue    // bytes after "user:", "api_key:" or "ip:"
 )
 
 const (
-	maxIDLen          = 64
+	maxIDLen          = ruleid.MaxLen
 	validAlgorithmSet = "token_bucket, leaky_bucket, fixed_window, sliding_window, sliding_log"
 )
 
@@ -111,10 +134,16 @@ func (m LeaseMode) Valid() bool {
 // to every plan (and to callers with none), a rule with no endpoint to
 // every method and path, a rule with no headers or domain to every call.
 //
-// The endpoint's path and the call's are compared in their clean form
-// (CleanPath), with letter case unless PathCase is insensitive; methods are
-// compared without regard to case, and a rule on GET (alone or in a method
-// set such as "GET|POST") also applies to HEAD.
+// Endpoint is "METHOD /path": an uppercase HTTP method (at most 16
+// letters), up to 16 of them joined by "|" (each once), or "*" for any;
+// exactly one space; a path starting with "/". A path ending in "/*" is a
+// prefix: "* /api/*" matches /api and everything under it, "/*" every
+// path; no other "*" may appear. No whitespace or control characters, at
+// most 512 bytes of UTF-8. The endpoint's path and the call's are compared
+// in their clean form (see Paths in the package doc), with letter case
+// unless PathCase is insensitive; methods are compared without regard to
+// case, and a rule on GET (alone or in a method set such as "GET|POST")
+// also applies to HEAD.
 //
 // Headers maps request header names to the value a call must carry:
 // "acme" (exactly), "prod-*" (starting with "prod-") or "*" (any value).
@@ -130,7 +159,7 @@ func (m LeaseMode) Valid() bool {
 type Match struct {
 	Domain   string            `json:"domain,omitempty" yaml:"domain,omitempty"` // same syntax as a plan
 	Plan     string            `json:"plan,omitempty" yaml:"plan,omitempty"`
-	Endpoint string            `json:"endpoint,omitempty" yaml:"endpoint,omitempty"`   // "GET /api/orders", "* /api/*", "POST /login"; see ParseEndpoint
+	Endpoint string            `json:"endpoint,omitempty" yaml:"endpoint,omitempty"`   // "GET /api/orders", "* /api/*", "POST /login"
 	PathCase PathCase          `json:"path_case,omitempty" yaml:"path_case,omitempty"` // insensitive: "/API/Orders" fits "GET /api/orders"
 	Headers  map[string]string `json:"headers,omitempty" yaml:"headers,omitempty"`     // {"X-Tenant": "acme", "X-Env": "prod-*", "X-Internal": "*"}
 	// Entries, when set, select the Envoy descriptors made of exactly these
@@ -196,8 +225,8 @@ type Rule struct {
 	// MaxReserveWait caps how far ahead a reservation (POST
 	// /ratelimit/reserve, Limiter.Reserve) may be granted on this rule's
 	// buckets: a caller asking to wait longer is refused as one whose
-	// max_wait_ms is this. 0 means MaxReserveWait, one hour. Bucket
-	// algorithms only, since only they reserve.
+	// max_wait_ms is this. 0 means one hour, the most any reservation
+	// waits. Bucket algorithms only, since only they reserve.
 	MaxReserveWait Duration    `json:"max_reserve_wait,omitempty" yaml:"max_reserve_wait,omitempty"`
 	FailureMode    FailureMode `json:"failure_mode,omitempty" yaml:"failure_mode,omitempty"`
 	Charge         Charge      `json:"charge,omitempty" yaml:"charge,omitempty"`   // "" = request
@@ -210,14 +239,14 @@ type Rule struct {
 	Replaces       []string    `json:"replaces,omitempty" yaml:"replaces,omitempty"` // names of the rules this one overrides
 }
 
-// MaxReserveWait is the longest a reservation may wait, and the largest
+// maxReserveWait is the longest a reservation may wait, and the largest
 // Rule.MaxReserveWait: one hour.
-const MaxReserveWait = Duration(time.Hour)
+const maxReserveWait = Duration(time.Hour)
 
 // Limits on name and replaces.
 const (
-	MaxName     = 128 // bytes of a rule's name
-	MaxReplaces = 32  // names in one rule's replaces
+	maxName     = 128 // bytes of a rule's name
+	maxReplaces = 32  // names in one rule's replaces
 )
 
 // IsEnabled reports whether the rule is in force (Enabled nil or true).
@@ -242,8 +271,9 @@ type Client struct {
 }
 
 // Set is the whole rule configuration: what the rules file holds and what
-// the admin API edits. Rules apply in order; Clients maps a client id (see
-// ValidClientID) to its plan; callers not in Clients get DefaultPlan. The
+// the admin API edits. Rules apply in order; Clients maps a client id
+// ("user:<id>", "api_key:<key>" or "ip:<address or prefix>", which
+// Validate checks) to its plan; callers not in Clients get DefaultPlan. The
 // zero value is an empty, valid configuration. A Set is plain data with no
 // locking: share it read-only or Clone it.
 type Set struct {

@@ -61,10 +61,10 @@ func TestRuleValidate(t *testing.T) {
 		{"unlimited with window", func(r *Rule) { r.Unlimited, r.Limit = true, 0 }, "window", "an unlimited rule admits every call: remove window (got 1m) or unlimited"},
 		{"unlimited with burst", func(r *Rule) { r.Unlimited, r.Limit, r.Window, r.Burst = true, 0, 0, 4 }, "burst", "an unlimited rule admits every call: remove burst (got 4) or unlimited"},
 		{"name", func(r *Rule) { r.Name, r.Replaces = "Per User Limit", []string{"other limit", "x"} }, "", ""},
-		{"name long", func(r *Rule) { r.Name = strings.Repeat("n", MaxName+1) }, "name", "must be at most 128 bytes, got 129"},
+		{"name long", func(r *Rule) { r.Name = strings.Repeat("n", maxName+1) }, "name", "must be at most 128 bytes, got 129"},
 		{"replaces itself", func(r *Rule) { r.Name, r.Replaces = "x", []string{"x"} }, "replaces[0]", `"x" is the rule's own name: a rule does not replace itself; remove it`},
 		{"replaces empty", func(r *Rule) { r.Replaces = []string{"a", ""} }, "replaces[1]", "want the name of a rule, got an empty string"},
-		{"replaces too many", func(r *Rule) { r.Replaces = make([]string, MaxReplaces+1) }, "replaces", "at most 32 names, got 33"},
+		{"replaces too many", func(r *Rule) { r.Replaces = make([]string, maxReplaces+1) }, "replaces", "at most 32 names, got 33"},
 		{"limit max", func(r *Rule) { r.Limit = 1e9 }, "", ""},
 		{"limit over", func(r *Rule) { r.Limit = 1e9 + 1 }, "limit", "must be ≤ 1000000000"},
 		{"window missing", func(r *Rule) { r.Window = 0 }, "window", "required"},
@@ -212,7 +212,7 @@ func TestValidClientID(t *testing.T) {
 		{"user:h:0123456789abcdef0123456789abcdef0", `names a digest`},
 	}
 	for _, tt := range tests {
-		checkErr(t, fmt.Sprintf("ValidClientID(%q)", tt.id), ValidClientID(tt.id), tt.want)
+		checkErr(t, fmt.Sprintf("validClientID(%q)", tt.id), validClientID(tt.id), tt.want)
 	}
 }
 
@@ -255,22 +255,22 @@ func TestDuration(t *testing.T) {
 		{"366d", 366 * day, "366d"},
 	}
 	for _, tt := range tests {
-		d, err := ParseDuration(tt.in)
+		d, err := parseDuration(tt.in)
 		if err != nil || time.Duration(d) != tt.want {
-			t.Errorf("ParseDuration(%q) = %v, %v, want %v", tt.in, time.Duration(d), err, tt.want)
+			t.Errorf("parseDuration(%q) = %v, %v, want %v", tt.in, time.Duration(d), err, tt.want)
 			continue
 		}
 		if got := d.String(); got != tt.out {
 			t.Errorf("Duration(%v).String() = %q, want %q", tt.want, got, tt.out)
 		}
-		back, err := ParseDuration(d.String())
+		back, err := parseDuration(d.String())
 		if err != nil || back != d {
-			t.Errorf("ParseDuration(%q) = %v, %v, want %v", d.String(), back, err, d)
+			t.Errorf("parseDuration(%q) = %v, %v, want %v", d.String(), back, err, d)
 		}
 	}
 	for _, in := range []string{"", "d", "1", "1x", "1D", "1.5d", "1d-5h", "1d+5h", "d1", "m", "1m1d", "--1m", "99999999999999d", "1d 1h"} {
-		if d, err := ParseDuration(in); err == nil {
-			t.Errorf("ParseDuration(%q) = %v, want an error", in, d)
+		if d, err := parseDuration(in); err == nil {
+			t.Errorf("parseDuration(%q) = %v, want an error", in, d)
 		}
 	}
 	var d Duration

@@ -12,7 +12,10 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/clientkey"
+	"github.com/sluicehq/sluice/internal/plan"
 	"github.com/sluicehq/sluice/internal/quote"
+	"github.com/sluicehq/sluice/internal/ruleid"
 )
 
 // Validate checks every field of r and returns a *FieldError naming the
@@ -21,7 +24,7 @@ func (r *Rule) Validate() error {
 	if err := validID(r.ID); err != nil {
 		return err
 	}
-	if err := validText("description", r.Description, MaxDescription); err != nil {
+	if err := validText("description", r.Description, maxDescription); err != nil {
 		return err
 	}
 	if r.Match.Domain != "" {
@@ -35,7 +38,7 @@ func (r *Rule) Validate() error {
 		}
 	}
 	if r.Match.Endpoint != "" {
-		if _, err := ParseEndpoint(r.Match.Endpoint); err != nil {
+		if _, err := parseEndpoint(r.Match.Endpoint); err != nil {
 			return fieldErr(err.(*FieldError).Message, "match", "endpoint")
 		}
 	}
@@ -111,9 +114,9 @@ func (r *Rule) Validate() error {
 	switch {
 	case w == 0:
 		return fieldErr(`required, e.g. "1m"`, "window")
-	case w < MinWindow:
+	case w < minWindow:
 		return fieldErr(fmt.Sprintf("must be ≥ 1ms, got %s", r.Window), "window")
-	case w > MaxWindow:
+	case w > maxWindow:
 		return fieldErr(fmt.Sprintf("must be ≤ 366d, got %s", r.Window), "window")
 	case w%time.Microsecond != 0:
 		return fieldErr(fmt.Sprintf("must be a whole number of microseconds, got %s", r.Window), "window")
@@ -143,7 +146,7 @@ func (r *Rule) Validate() error {
 		return fieldErr(fmt.Sprintf("only token_bucket and leaky_bucket rules reserve; remove max_reserve_wait or change the algorithm (got %s)", r.Algorithm), "max_reserve_wait")
 	case mw < Duration(time.Millisecond) || time.Duration(mw)%time.Millisecond != 0:
 		return fieldErr(fmt.Sprintf("must be a whole number of milliseconds, at least 1ms, got %s", mw), "max_reserve_wait")
-	case mw > MaxReserveWait:
+	case mw > maxReserveWait:
 		return fieldErr(fmt.Sprintf("must be ≤ 1h, the longest any reservation waits, got %s", mw), "max_reserve_wait")
 	}
 	// What keeps the algorithms exact: a bucket's full refill within
@@ -167,8 +170,8 @@ func (r *Rule) validateNames() error {
 			return err
 		}
 	}
-	if len(r.Replaces) > MaxReplaces {
-		return fieldErr(fmt.Sprintf("at most %d names, got %d", MaxReplaces, len(r.Replaces)), "replaces")
+	if len(r.Replaces) > maxReplaces {
+		return fieldErr(fmt.Sprintf("at most %d names, got %d", maxReplaces, len(r.Replaces)), "replaces")
 	}
 	for i, n := range r.Replaces {
 		at := fmt.Sprintf("replaces[%d]", i)
@@ -188,8 +191,8 @@ func (r *Rule) validateNames() error {
 // validName checks a non-empty rule name.
 func validName(n, field string) error {
 	switch {
-	case len(n) > MaxName:
-		return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", MaxName, len(n)), field)
+	case len(n) > maxName:
+		return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", maxName, len(n)), field)
 	case !utf8.ValidString(n) || strings.ContainsFunc(n, unicode.IsControl):
 		return fieldErr(fmt.Sprintf("must be UTF-8 without control characters, got %s", quote.Short(n)), field)
 	}
@@ -241,7 +244,7 @@ func (s *Set) validateFields() error {
 		seen[r.ID] = i
 	}
 	for _, id := range sortedKeys(s.Clients) {
-		if err := ValidClientID(id); err != nil {
+		if err := validClientID(id); err != nil {
 			fe := err.(*FieldError)
 			return &FieldError{Field: clientField(id), Message: fe.Message, path: []string{"clients", id}}
 		}
@@ -253,7 +256,7 @@ func (s *Set) validateFields() error {
 	return nil
 }
 
-// ValidClientID checks a client id as used in Set.Clients and the admin
+// validClientID checks a client id as used in Set.Clients and the admin
 // API: "user:<id>", "api_key:<key>" or "ip:<address or prefix>". The value
 // after the colon is non-empty, at most 256 bytes of UTF-8 without control
 // characters; a user or key value starting with "h:" is a digest, "h:" and
@@ -262,7 +265,7 @@ func (s *Set) validateFields() error {
 // a masked prefix in canonical form
 // ("2001:db8::/64", not "2001:DB8:0::1/64"), since clients are looked up by
 // exact string. The error is a *FieldError for the field "client".
-func ValidClientID(id string) error {
+func validClientID(id string) error {
 	kind, val, ok := strings.Cut(id, ":")
 	if !ok || (kind != "user" && kind != "api_key" && kind != "ip") {
 		return fieldErr(fmt.Sprintf(`want "user:<id>", "api_key:<key>" or "ip:<address or prefix>", got %s`, quote.Short(id)), "client")
@@ -270,17 +273,17 @@ func ValidClientID(id string) error {
 	switch {
 	case val == "":
 		return fieldErr(fmt.Sprintf("want a value after %q, got %s", kind+":", quote.Short(id)), "client")
-	case len(val) > MaxClientIDValue:
-		return fieldErr(fmt.Sprintf("the value after %q is %d bytes, want at most %d", kind+":", len(val), MaxClientIDValue), "client")
+	case len(val) > maxClientIDValue:
+		return fieldErr(fmt.Sprintf("the value after %q is %d bytes, want at most %d", kind+":", len(val), maxClientIDValue), "client")
 	case !utf8.ValidString(val):
 		return fieldErr(fmt.Sprintf("%s is not valid UTF-8", quote.Short(id)), "client")
 	case strings.ContainsFunc(val, unicode.IsControl):
 		return fieldErr(fmt.Sprintf("%s contains a control character", quote.Short(id)), "client")
 	}
 	if kind != "ip" {
-		if d, ok := strings.CutPrefix(val, identity.DigestPrefix); ok && !isDigest(d) {
+		if d, ok := strings.CutPrefix(val, clientkey.DigestPrefix); ok && !isDigest(d) {
 			return fieldErr(fmt.Sprintf(`%s: a value starting with %q names a digest: want %q and %d lowercase hex digits, the first %d bytes of the SHA-256 of the %s (how sluice keys a value over %d bytes, with control characters, not UTF-8, or itself starting with %q)`,
-				quote.Short(id), identity.DigestPrefix, identity.DigestPrefix, identity.DigestLen, identity.DigestLen/2, strings.ReplaceAll(kind, "_", " "), identity.MaxValue, identity.DigestPrefix), "client")
+				quote.Short(id), clientkey.DigestPrefix, clientkey.DigestPrefix, clientkey.DigestLen, clientkey.DigestLen/2, strings.ReplaceAll(kind, "_", " "), identity.MaxValue, clientkey.DigestPrefix), "client")
 		}
 		return nil
 	}
@@ -304,9 +307,9 @@ func ValidClientID(id string) error {
 	return nil
 }
 
-// isDigest reports whether s is identity.DigestLen lowercase hex digits.
+// isDigest reports whether s is clientkey.DigestLen lowercase hex digits.
 func isDigest(s string) bool {
-	if len(s) != identity.DigestLen {
+	if len(s) != clientkey.DigestLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -373,9 +376,7 @@ func validID(id string) error {
 	if id == "" {
 		return fieldErr("required", "id")
 	}
-	if len(id) > maxIDLen || !isLowerAlnum(id[0]) || strings.IndexFunc(id, func(c rune) bool {
-		return !isLowerAlnum(byte(c)) && c != '.' && c != '_' && c != '-' || c >= utf8.RuneSelf
-	}) >= 0 {
+	if !ruleid.Valid(id) {
 		return fieldErr(fmt.Sprintf("must be 1 to 64 of a-z 0-9 . _ - starting with a letter or digit, got %s", quote.Short(id)), "id")
 	}
 	return nil
@@ -383,37 +384,22 @@ func validID(id string) error {
 
 // planProblem returns what is wrong with a non-empty plan name, or "".
 func planProblem(p string) string {
-	if !ValidPlan(p) {
+	if !plan.Valid(p) {
 		return fmt.Sprintf("must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got %s", quote.Short(p))
 	}
 	return ""
 }
 
-// ValidPlan reports whether p is a plan name: 1 to MaxPlan of A-Z a-z 0-9
-// . _ - starting with a letter or digit. Rules, the decision API and JWT
-// plan claims all take a plan by it.
-func ValidPlan(p string) bool {
-	if p == "" || len(p) > MaxPlan || !isAlnum(p[0]) {
-		return false
-	}
-	for i := 1; i < len(p); i++ {
-		if c := p[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-// MaxDomain is the longest match.domain, in bytes.
-const MaxDomain = 1024
+// maxDomain is the longest match.domain, in bytes.
+const maxDomain = 1024
 
 // domainProblem checks an Envoy domain: any UTF-8 text, as Envoy and
 // envoyproxy/ratelimit take it (Envoy Gateway's look like
-// "default/eg/https"), of at most MaxDomain bytes.
+// "default/eg/https"), of at most maxDomain bytes.
 func domainProblem(d string) string {
 	switch {
-	case len(d) > MaxDomain:
-		return fmt.Sprintf("must be at most %d bytes, got %d", MaxDomain, len(d))
+	case len(d) > maxDomain:
+		return fmt.Sprintf("must be at most %d bytes, got %d", maxDomain, len(d))
 	case !utf8.ValidString(d):
 		return "must be valid UTF-8"
 	}

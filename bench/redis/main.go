@@ -9,6 +9,8 @@
 //	go run ./bench/redis -redis 127.0.0.1:6390 -rate 30000       # fixed rate
 //	go run ./bench/redis -redis 127.0.0.1:6390 -mode incr        # the counter baseline
 //	go run ./bench/redis -redis 127.0.0.1:6390 -mode reserve -rate 5000   # reservations
+//	go run ./bench/redis -redis 127.0.0.1:6390 -zipf 1.1 -global 100000   # Zipf callers and a global rule
+//	go run ./bench/redis -redis 127.0.0.1:6390 -global 100000 -caller=false   # the global rule alone: a hot key
 //
 // -mode incr measures, under the same load, what a fixed-window counter
 // in the manner of envoyproxy/ratelimit costs Redis per decision: one
@@ -21,6 +23,13 @@
 // clock, read the bucket, write it back with an expiry, answer
 // (bench/redis/floor.lua, FCALL; Redis 7 or later). No decision: the
 // least such a decision can cost Redis, beside the counter's two commands.
+//
+// -mode textbook runs, per decision, the textbook token bucket
+// (bench/redis/textbook.lua, EVALSHA, time from the caller in seconds) on
+// the caller's key, capacity 100 refilling 10 a second (sluice's rule),
+// and with -global on the global key too (capacity and refill -global),
+// both in one pipeline: what a limiter built on that script costs for the
+// same two rules.
 //
 // -mode reserve makes each decision a reservation (limiter.Reserve, up to
 // -max-wait) on the same rule and users instead of a check: what a
@@ -46,6 +55,8 @@ import (
 
 	_ "embed"
 
+	"github.com/redis/rueidis"
+
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/bench/redis/redisinfo"
 	"github.com/sluicehq/sluice/internal/bench/loadgen"
@@ -57,6 +68,9 @@ import (
 
 //go:embed floor.lua
 var floorLibrary string
+
+//go:embed textbook.lua
+var textbookScript string
 
 func main() {
 	var (
@@ -72,12 +86,13 @@ func main() {
 		maxBatch    = flag.Int("max-batch", sredis.DefaultConfig().MaxBatch, "store/redis Config.MaxBatch (1: no batching)")
 		batchConc   = flag.Int("batch-concurrency", sredis.DefaultConfig().BatchConcurrency, "store/redis Config.BatchConcurrency")
 		gcFloor     = flag.Int("gc-floor-mib", 64, "as sluice serve's --gc-floor-mib (0: Go's default pacing)")
-		mode        = flag.String("mode", "sluice", "sluice: limiter.Limiter over store/redis; reserve: the same, each decision a reservation (Limiter.Reserve); incr: one INCRBY+EXPIRE pipeline per decision (the counter baseline); floor: one run per decision of a script that reads TIME, GETs and SETs the key and decides nothing (bench/redis/floor.lua)")
+		mode        = flag.String("mode", "sluice", "sluice: limiter.Limiter over store/redis; reserve: the same, each decision a reservation (Limiter.Reserve); incr: one INCRBY+EXPIRE pipeline per decision (the counter baseline); textbook: the textbook script (bench/redis/textbook.lua) per key, one pipeline per decision; floor: one run per decision of a script that reads TIME, GETs and SETs the key and decides nothing (bench/redis/floor.lua)")
 		maxWait     = flag.Duration("max-wait", time.Second, "-mode reserve: the longest a reservation may wait for its slot")
 		evalsha     = flag.Bool("evalsha", false, "store/redis Config.Evalsha: run take.lua with EVALSHA, not FCALL")
 		batchWait   = flag.Duration("batch-wait", 0, "store/redis Config.BatchWait: how long a call that would start a script run waits for others to share it (0: it goes at once; up to 10ms)")
 		zipf        = flag.Float64("zipf", 0, "pick users by a Zipf law of this exponent (> 1; a few heavy callers), not uniformly (0)")
-		global      = flag.Int64("global", 0, "add a by: global rule of this many calls a second (a hot key; 0: none); -mode incr then counts a global key too")
+		global      = flag.Int64("global", 0, "add a by: global rule of this many calls a second (a hot key; 0: none); -mode incr and textbook then count a global key too")
+		caller      = flag.Bool("caller", true, "the per-user rule (false, with -global: the global rule alone, hot-key traffic only)")
 		leases      = flag.Bool("leases", true, "store/redis leases for hot buckets (false: Config.NoLeases)")
 		flushDelay  = flag.Duration("flush-delay", 0, "store/redis Config.FlushDelay: how long a connection may hold a write for more commands while a reply is out (0: write at once)")
 	)
@@ -96,9 +111,9 @@ func main() {
 	cfg.FlushDelay = *flushDelay
 	cfg.BatchWait = *batchWait
 	cfg.NoLeases = !*leases
-	pickZipf, globalLimit = *zipf, *global
-	if *mode != "sluice" && *mode != "incr" && *mode != "reserve" && *mode != "floor" {
-		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice, reserve, incr or floor\n", *mode)
+	pickZipf, globalLimit, perCaller = *zipf, *global, *caller || *global == 0
+	if *mode != "sluice" && *mode != "incr" && *mode != "reserve" && *mode != "floor" && *mode != "textbook" {
+		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice, reserve, incr, textbook or floor\n", *mode)
 		os.Exit(2)
 	}
 	if err := run(cfg, *mode, *duration, *concurrency, *keyspace, *requests, *rate, *warmup, *cpuprofile, *maxWait); err != nil {
@@ -118,10 +133,11 @@ const (
 	incrLimit  = 10
 )
 
-// pickZipf and globalLimit are -zipf and -global.
+// pickZipf, globalLimit and perCaller are -zipf, -global and -caller.
 var (
 	pickZipf    float64
 	globalLimit int64
+	perCaller   bool
 )
 
 // picker returns a function that picks a user index: uniformly, or by a
@@ -155,6 +171,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if globalLimit > 0 {
 		set.Rules = append(set.Rules, rules.Rule{ID: "global", By: rules.ByGlobal, Limit: globalLimit,
 			Window: rules.Duration(time.Second), Algorithm: algorithm.TokenBucket})
+	}
+	if !perCaller {
+		set.Rules = set.Rules[1:]
 	}
 	ix, err := rules.Compile(set)
 	if err != nil {
@@ -199,6 +218,14 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 			return func(ctx context.Context) (bool, error) {
 				start := time.Now().Unix() / incrWindow * incrWindow
 				key := "rl:{user:" + users[pick()] + "}:bench_" + strconv.FormatInt(start, 10)
+				if globalLimit > 0 && !perCaller {
+					gkey := "rl:{global}:global_" + strconv.FormatInt(start, 10)
+					rs := c.DoMulti(ctx,
+						c.B().Incrby().Key(gkey).Increment(1).Build(),
+						c.B().Expire().Key(gkey).Seconds(incrWindow).Build())
+					g, err := rs[0].AsInt64()
+					return g <= globalLimit, errors.Join(err, rs[1].Error())
+				}
 				if globalLimit > 0 {
 					// two descriptors: each key its INCRBY and EXPIRE, one round trip
 					gkey := "rl:{global}:global_" + strconv.FormatInt(start, 10)
@@ -219,6 +246,42 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 					err = rs[1].Error()
 				}
 				return n <= incrLimit, err
+			}
+		}
+	}
+
+	if mode == "textbook" {
+		c := store.Client()
+		command = "evalsha"
+		sha, err := c.Do(context.Background(), c.B().ScriptLoad().Script(textbookScript).Build()).ToString()
+		if err != nil {
+			return fmt.Errorf("-mode textbook: SCRIPT LOAD: %w", err)
+		}
+		newCall = func(worker int) loadgen.Call {
+			r := rand.New(rand.NewPCG(uint64(worker)+1, uint64(time.Now().UnixNano())))
+			pick := picker(r, len(users))
+			return func(ctx context.Context) (bool, error) {
+				now := strconv.FormatInt(time.Now().Unix(), 10)
+				key := "rl:{user:" + users[pick()] + "}:bench"
+				cmds := make(rueidis.Commands, 0, 2)
+				if perCaller {
+					cmds = append(cmds, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(key).Arg("100", "10", "1", now).Build())
+				}
+				if globalLimit > 0 {
+					g := strconv.FormatInt(globalLimit, 10)
+					cmds = append(cmds, c.B().Evalsha().Sha1(sha).Numkeys(1).Key("rl:{global}:global").Arg(g, g, "1", now).Build())
+				}
+				allowed := true
+				for _, rs := range c.DoMulti(ctx, cmds...) {
+					v, err := rs.ToArray()
+					if err != nil {
+						return false, err
+					}
+					if a, err := v[0].AsInt64(); err != nil || a != 1 {
+						allowed = false
+					}
+				}
+				return allowed, nil
 			}
 		}
 	}
@@ -254,6 +317,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		}
 	}
 
+	denied0, leased0 := store.LocalDenials(), store.Leases().Decided
 	cpu0, err := redisinfo.CPU(ctx, store.Client())
 	if err != nil {
 		return err
@@ -304,6 +368,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	}
 
 	cpu := cpu1 - cpu0
+	// ops decided in process: denials from the local denial cache, and
+	// ops decided from a lease (two rules: a decision has two ops)
+	localDenials, leased := store.LocalDenials()-denied0, store.Leases().Decided-leased0
 	perSec := res.PerSecond()
 	perCPU := 0.0
 	if cpu > 0 {
@@ -344,9 +411,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if res.Errors > 0 {
 		fmt.Printf("  first error   %v\n", res.FirstErr)
 	}
-	fmt.Printf("RESULT mode=%s command=%s decisions=%d errors=%d decisions_per_s=%.0f p50_us=%.1f p99_us=%.1f redis_cpu_s=%.3f decisions_per_cpu_s=%.0f cpu_ms_per_1000=%.2f usec_per_call=%.2f calls=%d late=%d reads_per_1000=%.0f writes_per_1000=%.0f\n",
+	fmt.Printf("RESULT mode=%s command=%s decisions=%d errors=%d decisions_per_s=%.0f p50_us=%.1f p99_us=%.1f redis_cpu_s=%.3f decisions_per_cpu_s=%.0f cpu_ms_per_1000=%.2f usec_per_call=%.2f calls=%d late=%d reads_per_1000=%.0f writes_per_1000=%.0f local_denials=%d leased_ops=%d\n",
 		mode, strings.ToLower(command), res.Requests, res.Errors, perSec, micros(res.Latency.Quantile(0.5)), micros(res.Latency.Quantile(0.99)), cpu, perCPU,
-		perThousand(cpu, res.Requests), usecPerCall, cmd1[0].Calls-cmd0[0].Calls, res.Late, readsPer, writesPer)
+		perThousand(cpu, res.Requests), usecPerCall, cmd1[0].Calls-cmd0[0].Calls, res.Late, readsPer, writesPer, localDenials, leased)
 	if res.Errors > 0 {
 		return fmt.Errorf("%d calls failed", res.Errors)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/rulestore"
+	"github.com/sluicehq/sluice/internal/rulewire"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -239,7 +240,8 @@ type applyDoc struct {
 
 // decodeApplyDoc decodes a POST /apply body; its error is the answer.
 func decodeApplyDoc(body []byte) (applyDoc, error) {
-	doc, err := rules.DecodeSetJSON(body)
+	doc := new(rules.Set)
+	err := rulewire.DecodeSetJSON(body, doc)
 	if err != nil {
 		var fe *rules.FieldError
 		if errors.As(err, &fe) {
@@ -251,7 +253,7 @@ func decodeApplyDoc(body []byte) (applyDoc, error) {
 		return applyDoc{}, invalid("body: %v", err)
 	}
 	var present map[string]json.RawMessage
-	json.Unmarshal(body, &present) // valid JSON: DecodeSetJSON read it
+	json.Unmarshal(body, &present) // valid JSON: rulewire.DecodeSetJSON read it
 	has := func(key string) bool {
 		raw, ok := present[key]
 		return ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))

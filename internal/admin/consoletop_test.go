@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/console"
+	"github.com/sluicehq/sluice/internal/descriptor"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -35,8 +36,11 @@ func TestConsoleTopNamesBuckets(t *testing.T) {
 		{User: "bob", Method: "GET", Path: "/e/orders"},
 		{User: "carol", Method: "GET", Path: "/h", Header: http.Header{"X-Tenant": {"acme"}}},
 		{User: "dave", Method: "GET", Path: "/t", Header: http.Header{"Authorization": {"Bearer s3cret-token"}}},
-		{IP: "203.0.113.9", Entries: []rules.Entry{{Key: "generic_key", Value: "checkout"}}},
+		{IP: "203.0.113.9"}, // with an Envoy descriptor, below
 	} {
+		if req.IP == "203.0.113.9" {
+			descriptor.Attach(&req, &descriptor.Descriptor{Entries: []rules.Entry{{Key: "generic_key", Value: "checkout"}}})
+		}
 		for range 3 {
 			d, err := lim.Check(t.Context(), &req)
 			if err != nil {

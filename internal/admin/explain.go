@@ -12,99 +12,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/console"
+	"github.com/sluicehq/sluice/internal/descriptor"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )
-
-// explainBody is the body of POST /explain: a call as the check API or a
-// gateway sees it, or as one Envoy descriptor.
-type explainBody struct {
-	User    string            `json:"user"`
-	APIKey  string            `json:"api_key"`
-	IP      string            `json:"ip"`
-	Method  string            `json:"method"`
-	Path    string            `json:"path"`
-	Plan    string            `json:"plan"`
-	Headers map[string]string `json:"headers"`
-	Cost    int64             `json:"cost"`
-	// Entries are one Envoy descriptor's entries: the keys user, api_key,
-	// remote_address (or ip), plan, method and path fill the fields above
-	// that are empty, as the Envoy API reads them, and every entry is
-	// what rules on match.entries and keyed by entry:<key> read.
-	Entries []rules.Entry `json:"entries"`
-
-	// Domain, Descriptors and HitsAddend are a whole Envoy ShouldRateLimit
-	// request instead (then every field above is left out): each
-	// descriptor is explained as the Envoy API would decide it.
-	Domain      string            `json:"domain"`
-	Descriptors []envoyDescriptor `json:"descriptors"`
-	HitsAddend  uint32            `json:"hits_addend"`
-}
-
-// envoyDescriptor is one descriptor of a ShouldRateLimit request.
-type envoyDescriptor struct {
-	Entries []rules.Entry `json:"entries"`
-	// Limit is the descriptor's own limit (Envoy's dynamic limits).
-	Limit *struct {
-		RequestsPerUnit uint32 `json:"requests_per_unit"`
-		Unit            string `json:"unit"` // SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, YEAR
-	} `json:"limit"`
-	// HitsAddend is the descriptor's own hits_addend, when set.
-	HitsAddend *uint64 `json:"hits_addend"`
-}
-
-// explainBucket is one bucket of an explanation.
-type explainBucket struct {
-	Rule       string  `json:"rule"`
-	Bucket     string  `json:"bucket"` // the bucket's client as an operator recognises it, never a secret
-	Shadow     bool    `json:"shadow,omitempty"`
-	Limit      int64   `json:"limit"`
-	Remaining  int64   `json:"remaining"`
-	ResetAfter float64 `json:"reset_after_s"`
-	Allows     bool    `json:"allows"`
-	RetryAfter float64 `json:"retry_after_s,omitempty"`
-	Reason     string  `json:"reason,omitempty"`
-}
-
-type explanation struct {
-	Plan     string          `json:"plan"`
-	Matched  []string        `json:"matched"`
-	Buckets  []explainBucket `json:"buckets"`
-	Decision struct {
-		Allowed    bool    `json:"allowed"`
-		Rule       string  `json:"rule,omitempty"`
-		Reason     string  `json:"reason,omitempty"`
-		Remaining  int64   `json:"remaining"`
-		RetryAfter float64 `json:"retry_after_s,omitempty"`
-		Source     string  `json:"source"`
-	} `json:"decision"`
-}
-
-// callExplanation answers one call.
-type callExplanation struct {
-	Revision int64 `json:"revision"`
-	explanation
-	Note string `json:"note"`
-}
-
-// envoyExplanation answers a ShouldRateLimit request: the overall code
-// and one check per descriptor, or per group of descriptors the Envoy API
-// unites into one check.
-type envoyExplanation struct {
-	Revision    int64        `json:"revision"`
-	Domain      string       `json:"domain"`
-	OverallCode string       `json:"overall_code"`
-	Checks      []envoyCheck `json:"checks"`
-	Note        string       `json:"note"`
-}
-
-type envoyCheck struct {
-	Descriptors []int  `json:"descriptors"` // indexes into the request's descriptors
-	Code        string `json:"code"`        // OK or OVER_LIMIT
-	Empty       bool   `json:"empty,omitempty"`
-	explanation
-}
 
 const explainNote = "read without taking: the buckets are as they are now, and this call was not counted"
 
@@ -119,29 +32,29 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var eb explainBody
+	var eb adminclient.ExplainRequest
 	if err := decodeStrict(body, &eb); err != nil {
 		return err
 	}
 	if len(eb.Descriptors) > 0 || eb.Domain != "" {
 		return s.explainEnvoy(w, r, &eb)
 	}
-	req, err := eb.request()
+	req, err := explainRequest(&eb)
 	if err != nil {
 		return err
 	}
+	ix := s.console.Limiter.Rules()
 	ex, err := s.console.Limiter.Explain(r.Context(), &req)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, callExplanation{Revision: revisionOf(s.console.Limiter.Rules()),
-		explanation: render(&ex), Note: explainNote})
+	writeJSON(w, http.StatusOK, adminclient.Explanation{Revision: revisionOf(ix), Check: render(&ex), Note: explainNote})
 	return nil
 }
 
 // explainEnvoy explains a ShouldRateLimit request through the Envoy API's
 // own planning (rls.Server.Explain).
-func (s *server) explainEnvoy(w http.ResponseWriter, r *http.Request, eb *explainBody) error {
+func (s *server) explainEnvoy(w http.ResponseWriter, r *http.Request, eb *adminclient.ExplainRequest) error {
 	if s.console.Envoy == nil {
 		return notFound("descriptors: this admin API serves no Envoy API to explain them by; sluice serve's does")
 	}
@@ -170,6 +83,7 @@ func (s *server) explainEnvoy(w http.ResponseWriter, r *http.Request, eb *explai
 		}
 		req.Descriptors = append(req.Descriptors, rd)
 	}
+	ix := s.console.Limiter.Rules()
 	checks, over, err := s.console.Envoy.Explain(r.Context(), req)
 	if err != nil {
 		if st, ok := status.FromError(err); ok && st.Code() == codes.InvalidArgument {
@@ -177,20 +91,20 @@ func (s *server) explainEnvoy(w http.ResponseWriter, r *http.Request, eb *explai
 		}
 		return err
 	}
-	out := envoyExplanation{Revision: revisionOf(s.console.Limiter.Rules()), Domain: eb.Domain, OverallCode: "OK",
-		Checks: []envoyCheck{}, Note: explainNote}
+	out := adminclient.EnvoyExplanation{Revision: revisionOf(ix), Domain: eb.Domain, OverallCode: "OK",
+		Checks: []adminclient.EnvoyCheck{}, Note: explainNote}
 	if over {
 		out.OverallCode = "OVER_LIMIT"
 	}
 	for _, c := range checks {
-		ec := envoyCheck{Descriptors: c.Descriptors, Code: "OK", Empty: c.Empty}
+		ec := adminclient.EnvoyCheck{Descriptors: c.Descriptors, Code: "OK", Empty: c.Empty}
 		if !c.Empty {
-			ec.explanation = render(&c.Explanation)
+			ec.Check = render(&c.Explanation)
 			if !c.Explanation.Decision.Allowed {
 				ec.Code = "OVER_LIMIT"
 			}
 		} else {
-			ec.Matched, ec.Buckets = []string{}, []explainBucket{}
+			ec.Matched, ec.Buckets = []string{}, []adminclient.ExplainBucket{}
 			ec.Decision.Allowed = true
 		}
 		out.Checks = append(out.Checks, ec)
@@ -207,13 +121,13 @@ func revisionOf(ix *rules.Index) int64 {
 }
 
 // render is ex as the admin API answers it.
-func render(ex *limiter.Explanation) explanation {
-	out := explanation{Plan: ex.Plan, Matched: ex.Matched, Buckets: []explainBucket{}}
+func render(ex *limiter.Explanation) adminclient.Check {
+	out := adminclient.Check{Plan: ex.Plan, Matched: ex.Matched, Buckets: []adminclient.ExplainBucket{}}
 	if out.Matched == nil {
 		out.Matched = []string{}
 	}
 	for _, b := range ex.Buckets {
-		eb := explainBucket{Rule: b.Rule, Bucket: displayClient(b.Client), Shadow: b.Shadow, Limit: b.Limit,
+		eb := adminclient.ExplainBucket{Rule: b.Rule, Bucket: displayClient(b.Client), Shadow: b.Shadow, Limit: b.Limit,
 			Remaining: b.Result.Remaining, ResetAfter: secs(b.Result.ResetAfter), Allows: b.Allows}
 		if !b.Allows {
 			eb.Reason, eb.RetryAfter = b.Result.Reason.String(), secs(b.Result.RetryAfter)
@@ -232,8 +146,8 @@ func render(ex *limiter.Explanation) explanation {
 
 func secs(us int64) float64 { return (time.Duration(us) * time.Microsecond).Seconds() }
 
-// request is the limiter.Request of an explain body.
-func (eb *explainBody) request() (limiter.Request, error) {
+// explainRequest is the limiter.Request of an explain body.
+func explainRequest(eb *adminclient.ExplainRequest) (limiter.Request, error) {
 	req := limiter.Request{User: eb.User, APIKey: eb.APIKey, IP: eb.IP, Method: eb.Method, Path: eb.Path,
 		Plan: eb.Plan, Cost: eb.Cost}
 	if eb.Cost < 0 {
@@ -269,9 +183,9 @@ func (eb *explainBody) request() (limiter.Request, error) {
 		}
 	}
 	if len(eb.Entries) > 0 {
-		req.Entries = eb.Entries
+		descriptor.Attach(&req, &descriptor.Descriptor{Entries: eb.Entries})
 	}
-	if req.User == "" && req.APIKey == "" && req.IP == "" && len(req.Entries) == 0 {
+	if req.User == "" && req.APIKey == "" && req.IP == "" && len(eb.Entries) == 0 {
 		return req, invalid("user, api_key, ip: give at least one, the caller to explain (or an Envoy descriptor's entries)")
 	}
 	if req.Method != "" && req.Path == "" {

@@ -10,6 +10,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
@@ -67,7 +68,7 @@ func TestExplainEnvoyRequestRedis(t *testing.T) {
 		{"entries": []}]}`
 	for range 3 {
 		r := e.must(e.do("POST", "/explain", body), 200)
-		var ex envoyExplanation
+		var ex adminclient.EnvoyExplanation
 		if err := json.Unmarshal(r.body, &ex); err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/sluicehq/sluice/internal/rulecheck"
+	"github.com/sluicehq/sluice/internal/rulewire"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -113,7 +115,8 @@ func decodeRule(body []byte, id string) (rules.Rule, error) {
 			body = append(b, body[i+1:]...)
 		}
 	}
-	rule, err := rules.DecodeRuleJSON(body)
+	var rule rules.Rule
+	err := rulewire.DecodeRuleJSON(body, &rule)
 	if err != nil {
 		var fe *rules.FieldError
 		if errors.As(err, &fe) {
@@ -217,7 +220,7 @@ func (s *server) readPlan(w http.ResponseWriter, r *http.Request) (string, error
 
 func (s *server) putClient(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if err := rules.ValidClientID(id); err != nil {
+	if err := rulecheck.ValidClientID(id); err != nil {
 		return s.apiError(err)
 	}
 	ifRev, err := s.ifMatch(r)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/adminclient"
 )
 
 // formatChange renders one change of an apply for a person:
@@ -19,7 +19,7 @@ import (
 //   - client user:alice (plan pro)
 //     ~ client user:bob: plan free → pro
 //     ~ default_plan: free → basic
-func formatChange(c client.Change) string {
+func formatChange(c adminclient.Change) string {
 	sign := map[string]string{"create": "+", "update": "~", "delete": "-"}[c.Op]
 	if sign == "" {
 		sign = "?"

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sluicehq/sluice/internal/envoyconf"
 	"github.com/sluicehq/sluice/internal/rulestore"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // envPrefix starts the environment variable of every flag (docs/guide.md,
@@ -338,7 +338,12 @@ func readEnvoyEnv(fl *pflag.FlagSet, f *serveFlags, lookup func(string) (string,
 	merge, _ := on("MERGE_DOMAIN_CONFIG")
 	shadow, _ := on("SHADOW_MODE")
 	quota, _ := on("QUOTA_MODE")
-	opt := rules.EnvoyOptions{MergeDomains: merge, Shadow: shadow, Quota: quota}
+	opt := envoyconf.Options{MergeDomains: merge, Shadow: shadow, Quota: quota}
+	charge, err := envoyconf.ParseSelectors(f.obs.envoyCharge)
+	if err != nil {
+		return fmt.Errorf("--envoy-charge-after-response (SLUICE_ENVOY_CHARGE_AFTER_RESPONSE) %w", err)
+	}
+	opt.ChargeAfterResponse = charge
 	xds := false
 	switch ct := strings.ToUpper(get("CONFIG_TYPE")); ct {
 	case "FILE":
@@ -374,6 +379,10 @@ func readEnvoyEnv(fl *pflag.FlagSet, f *serveFlags, lookup func(string) (string,
 			if b, _ := on(name); b {
 				return fmt.Errorf("environment %s=true applies to envoyproxy/ratelimit's configuration: set RUNTIME_SUBDIRECTORY (and RUNTIME_ROOT) to serve it", name)
 			}
+		}
+		if len(opt.ChargeAfterResponse) > 0 {
+			return errors.New("--envoy-charge-after-response (SLUICE_ENVOY_CHARGE_AFTER_RESPONSE) applies to envoyproxy/ratelimit's configuration: " +
+				"set RUNTIME_SUBDIRECTORY (and RUNTIME_ROOT) to serve it, or write charge: after_response on the rules of a sluice rules file")
 		}
 	}
 	f.envoy.healthConfig, _ = on("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")

@@ -161,6 +161,14 @@ func TestServeEnvoyRuntimeDirectory(t *testing.T) {
 	if r, err := http.Post(base+"/json", "application/json", strings.NewReader(`{"domain": 5}`)); err != nil || r.StatusCode != 400 {
 		t.Errorf("POST /json of a bad body = %v, %v; want 400", r, err)
 	}
+
+	// detailed_metric: the statistics count per value.
+	kubeletSwap(t, conf, "04", map[string]string{"gw.yaml": "domain: default/eg/https\ndescriptors:\n  - key: k\n    detailed_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"})
+	waitFor(t, "detailed_metric counted per value", func() bool {
+		ask("d")
+		r, err := http.Get(base + "/metrics")
+		return err == nil && strings.Contains(body(r), `sluice_envoy_total_hits_total{domain="default/eg/https",key="k_d"}`)
+	})
 }
 
 func body(r *http.Response) string {
@@ -197,6 +205,9 @@ func TestServeEnvoyEnvRefused(t *testing.T) {
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS"}, `environment CONFIG_TYPE="GRPC_XDS": want FILE or GRPC_XDS_SOTW`},
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "x"}, "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"},
 		{map[string]string{"RUNTIME_ROOT": "/nonexistent", "RUNTIME_SUBDIRECTORY": "rl"}, "runtime directory /nonexistent/rl/config"},
+		{map[string]string{"SLUICE_ENVOY_CHARGE_AFTER_RESPONSE": "ai"}, "--envoy-charge-after-response (SLUICE_ENVOY_CHARGE_AFTER_RESPONSE) applies to envoyproxy/ratelimit's configuration"},
+		{map[string]string{"SLUICE_ENVOY_CHARGE_AFTER_RESPONSE": "ai:user,ai=x", "RUNTIME_SUBDIRECTORY": "rl"},
+			`--envoy-charge-after-response (SLUICE_ENVOY_CHARGE_AFTER_RESPONSE) "ai=x": want domain, domain:key or domain:key=value; a value needs a key`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

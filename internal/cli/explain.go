@@ -1,31 +1,27 @@
 package cli
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/rules"
 )
 
 // newRulesExplainCmd is `sluice rules explain`: POST /explain.
 func newRulesExplainCmd(f *adminFlags) *cobra.Command {
 	var (
-		req      client.ExplainRequest
+		req      adminclient.ExplainRequest
 		endpoint string
 		headers  []string
 		entries  []string
 		output   string
-		envoy    envoyExplainRequest
+		envoy    adminclient.ExplainRequest // a whole Envoy request: Domain, Descriptors, HitsAddend
 		descs    []string
 	)
 	cmd := &cobra.Command{
@@ -47,11 +43,15 @@ descriptor's rules and buckets, and the overall code:
   sluice rules explain --domain edge --descriptor user=alice --descriptor generic_key=checkout --hits-addend 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
 			if len(descs) > 0 || envoy.Domain != "" {
-				if err := envoy.parse(descs); err != nil {
+				if err := parseDescriptors(&envoy, descs); err != nil {
 					return err
 				}
-				ex, err := f.explainEnvoy(cmd.Context(), &envoy)
+				ex, err := c.ExplainEnvoy(cmd.Context(), envoy)
 				if err != nil {
 					return f.explain(err)
 				}
@@ -80,10 +80,6 @@ descriptor's rules and buckets, and the overall code:
 					return fmt.Errorf("--entry %q: want KEY=VALUE, e.g. remote_address=203.0.113.7", e)
 				}
 				req.Entries = append(req.Entries, rules.Entry{Key: k, Value: v})
-			}
-			c, err := f.client()
-			if err != nil {
-				return err
 			}
 			ex, err := c.Explain(cmd.Context(), req)
 			if err != nil {
@@ -120,17 +116,17 @@ func writeAs(w io.Writer, output string, v any, table func(io.Writer) error) err
 }
 
 // writeExplanation prints an explanation: the decision, then a bucket a line.
-func writeExplanation(w io.Writer, ex *client.Explanation) error {
-	if err := writeChecked(w, ex); err != nil {
+func writeExplanation(w io.Writer, ex *adminclient.Explanation) error {
+	if err := writeChecked(w, ex.Revision, &ex.Check); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintln(w, ex.Note)
 	return err
 }
 
-// writeChecked prints one check of an explanation: the decision, the
-// rules matched, then a bucket a line.
-func writeChecked(w io.Writer, ex *client.Explanation) error {
+// writeChecked prints one check of an explanation under the rules
+// revision rev: the decision, the rules matched, then a bucket a line.
+func writeChecked(w io.Writer, rev int64, ex *adminclient.Check) error {
 	d := ex.Decision
 	if d.Allowed {
 		fmt.Fprintf(w, "ALLOWED")
@@ -145,7 +141,7 @@ func writeChecked(w io.Writer, ex *client.Explanation) error {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "plan %s, rules revision %d, matched: %s\n\n", or(ex.Plan, "(none)"), ex.Revision, or(strings.Join(ex.Matched, ", "), "none"))
+	fmt.Fprintf(w, "plan %s, rules revision %d, matched: %s\n\n", or(ex.Plan, "(none)"), rev, or(strings.Join(ex.Matched, ", "), "none"))
 	if len(ex.Buckets) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "RULE\tBUCKET\tREMAINING\tWHOLE IN\tTHIS CALL")
@@ -169,19 +165,8 @@ func writeChecked(w io.Writer, ex *client.Explanation) error {
 	return nil
 }
 
-// envoyExplainRequest is POST /explain's body for a whole Envoy request.
-type envoyExplainRequest struct {
-	Domain      string            `json:"domain"`
-	Descriptors []envoyDescriptor `json:"descriptors"`
-	HitsAddend  uint32            `json:"hits_addend,omitempty"`
-}
-
-type envoyDescriptor struct {
-	Entries []rules.Entry `json:"entries"`
-}
-
-// parse reads the --descriptor flags.
-func (r *envoyExplainRequest) parse(descs []string) error {
+// parseDescriptors reads the --descriptor flags into r's Descriptors.
+func parseDescriptors(r *adminclient.ExplainRequest, descs []string) error {
 	if r.Domain == "" {
 		return fmt.Errorf("--domain: required with --descriptor, the Envoy request's domain (e.g. --domain edge)")
 	}
@@ -189,7 +174,7 @@ func (r *envoyExplainRequest) parse(descs []string) error {
 		return fmt.Errorf("--descriptor: give at least one with --domain, e.g. --descriptor user=alice")
 	}
 	for _, d := range descs {
-		var desc envoyDescriptor
+		var desc adminclient.EnvoyDescriptor
 		for _, e := range strings.Split(d, ",") {
 			k, v, ok := strings.Cut(e, "=")
 			if !ok || k == "" {
@@ -202,64 +187,8 @@ func (r *envoyExplainRequest) parse(descs []string) error {
 	return nil
 }
 
-// envoyExplanation is the admin API's answer for a whole Envoy request.
-type envoyExplanation struct {
-	Revision    int64  `json:"revision"`
-	Domain      string `json:"domain"`
-	OverallCode string `json:"overall_code"`
-	Checks      []struct {
-		Descriptors []int  `json:"descriptors"`
-		Code        string `json:"code"`
-		Empty       bool   `json:"empty,omitempty"`
-		client.Explanation
-	} `json:"checks"`
-	Note string `json:"note"`
-}
-
-// explainEnvoy posts r to the admin API's POST /explain.
-func (f *adminFlags) explainEnvoy(ctx context.Context, r *envoyExplainRequest) (*envoyExplanation, error) {
-	base, hc, err := f.http()
-	if err != nil {
-		return nil, err
-	}
-	body, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/explain", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if t := strings.TrimSpace(f.token); t != "" {
-		req.Header.Set("Authorization", "Bearer "+t)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		e := &client.Error{Status: resp.StatusCode, Message: strings.TrimSpace(string(b))}
-		var eb struct{ Error, Message string }
-		if json.Unmarshal(b, &eb) == nil && eb.Message != "" {
-			e.Code, e.Message = eb.Error, eb.Message
-		}
-		return nil, e
-	}
-	var ex envoyExplanation
-	if err := json.Unmarshal(b, &ex); err != nil {
-		return nil, fmt.Errorf("POST /explain: the answer is not an explanation: %w", err)
-	}
-	return &ex, nil
-}
-
 // writeEnvoyExplanation prints the overall code, then each check.
-func writeEnvoyExplanation(w io.Writer, ex *envoyExplanation) error {
+func writeEnvoyExplanation(w io.Writer, ex *adminclient.EnvoyExplanation) error {
 	fmt.Fprintf(w, "%s (domain %s, rules revision %d)\n\n", ex.OverallCode, ex.Domain, ex.Revision)
 	for _, c := range ex.Checks {
 		which := make([]string, len(c.Descriptors))
@@ -276,8 +205,7 @@ func writeEnvoyExplanation(w io.Writer, ex *envoyExplanation) error {
 			fmt.Fprint(w, " (united into one check)")
 		}
 		fmt.Fprintln(w)
-		c.Revision = ex.Revision
-		if err := writeChecked(w, &c.Explanation); err != nil {
+		if err := writeChecked(w, ex.Revision, &c.Check); err != nil {
 			return err
 		}
 	}

@@ -42,7 +42,7 @@ func TestEngineFlagsMatchServe(t *testing.T) {
 		}
 	})
 	// And every serve flag that is not serve's own is shared.
-	serveOnly := map[string]bool{"listen": true, "admin-listen": true, "admin-token": true, "grpc-listen": true, "grpc-tls-cert": true, "grpc-tls-key": true, "grpc-tls-client-ca": true, "envoy-ratelimit-headers": true, "envoy-quota-headers": true, "data-token": true, "help": true,
+	serveOnly := map[string]bool{"listen": true, "admin-listen": true, "admin-token": true, "grpc-listen": true, "grpc-tls-cert": true, "grpc-tls-key": true, "grpc-tls-client-ca": true, "envoy-ratelimit-headers": true, "envoy-quota-headers": true, "envoy-charge-after-response": true, "data-token": true, "help": true,
 		"admin-allowed-host": true, "admin-allowed-origin": true, "pprof": true} // the admin listener's: adminflags.go; the Envoy API's: observe.go
 	serve.VisitAll(func(f *pflag.Flag) {
 		if !serveOnly[f.Name] && shared.Lookup(f.Name) == nil {

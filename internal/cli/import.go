@@ -11,12 +11,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/envoyconf"
 	"github.com/sluicehq/sluice/rules"
 )
 
 func newRulesImportCmd() *cobra.Command {
 	var out, algo string
 	var merge bool
+	var charge []string
 	cmd := &cobra.Command{
 		Use:   "import PATH",
 		Short: "Convert envoyproxy/ratelimit configuration files into a sluice rules file",
@@ -44,7 +46,11 @@ directly, following its changes: RUNTIME_ROOT, RUNTIME_SUBDIRECTORY.)
 			if err != nil {
 				return err
 			}
-			set, notes, err := rules.LoadEnvoy(files, rules.EnvoyOptions{MergeDomains: merge})
+			opt := envoyconf.Options{MergeDomains: merge}
+			if opt.ChargeAfterResponse, err = envoyconf.ParseSelectors(charge); err != nil {
+				return fmt.Errorf("rules import: --charge-after-response %w", err)
+			}
+			set, notes, err := envoyconf.Load(files, opt)
 			if err != nil {
 				return fmt.Errorf("rules import: %w", err)
 			}
@@ -74,13 +80,14 @@ directly, following its changes: RUNTIME_ROOT, RUNTIME_SUBDIRECTORY.)
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write the rules file here instead of standard output")
 	cmd.Flags().BoolVar(&merge, "merge-domains", false, "merge the files of one domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); without it a domain in two files is an error")
+	cmd.Flags().StringSliceVar(&charge, "charge-after-response", nil, "the descriptors whose calls with a hits_addend above 0 are charges after the response: their rules get charge: after_response (domain, domain:key or domain:key=value, comma-separated; as serve's --envoy-charge-after-response)")
 	cmd.Flags().StringVar(&algo, "algorithm", "fixed_window", "algorithm of every imported rule: fixed_window counts as envoyproxy/ratelimit does; token_bucket, leaky_bucket, sliding_window or sliding_log smooth the window's edges")
 	return cmd
 }
 
 // readEnvoyFiles reads path, a file or a directory of *.yaml/*.yml files
 // (not recursive, hidden files skipped), in name order.
-func readEnvoyFiles(path string) ([]rules.EnvoyFile, error) {
+func readEnvoyFiles(path string) ([]envoyconf.File, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("rules import: %w", err)
@@ -105,13 +112,13 @@ func readEnvoyFiles(path string) ([]rules.EnvoyFile, error) {
 	} else {
 		names = []string{path}
 	}
-	var files []rules.EnvoyFile
+	var files []envoyconf.File
 	for _, n := range names {
 		b, err := os.ReadFile(n)
 		if err != nil {
 			return nil, fmt.Errorf("rules import: %w", err)
 		}
-		files = append(files, rules.EnvoyFile{Name: n, Data: b})
+		files = append(files, envoyconf.File{Name: n, Data: b})
 	}
 	return files, nil
 }

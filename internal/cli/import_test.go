@@ -69,4 +69,12 @@ func TestRulesImport(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "id: msg.2") || !strings.Contains(stdout, "quota: true") {
 		t.Errorf("rules import --merge-domains: exit %d, %s%s; want msg.2, a quota rule", code, stdout, stderr)
 	}
+	// --charge-after-response: the selected descriptors' rules are charges.
+	code, stdout, stderr = sluice(t, "", "rules", "import", "--merge-domains", "--charge-after-response", "msg:k,nowhere", dir)
+	if code != 0 || strings.Count(stdout, "charge: after_response") != 1 || !strings.Contains(stderr, `note: charge after response: "nowhere" selects no descriptor`) {
+		t.Errorf("rules import --charge-after-response: exit %d, %s%s; want one charged rule and a note", code, stdout, stderr)
+	}
+	if code, _, stderr = sluice(t, "", "rules", "import", "--charge-after-response", ":k", dir); code == 0 || !strings.Contains(stderr, "--charge-after-response \":k\": want domain") {
+		t.Errorf("rules import --charge-after-response :k: exit %d, %s; want the selector refused", code, stderr)
+	}
 }

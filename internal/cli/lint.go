@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/internal/rulecheck"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -52,7 +53,7 @@ at WARN when it loads a rules file.`,
 			if _, err := rules.ParseRulesFile(b); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
-			fs, err := rules.Lint(b)
+			fs, err := rulecheck.Lint(b)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}

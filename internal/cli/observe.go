@@ -33,6 +33,9 @@ type observeFlags struct {
 	// quotaHeaders: add sluice's quota headers and 429 body to the Envoy
 	// API's answers.
 	quotaHeaders bool
+	// envoyCharge: --envoy-charge-after-response, the selectors of the
+	// descriptors whose costs are charges after the response.
+	envoyCharge []string
 	// grpcTLS: the gRPC listener's own TLS (--grpc-tls-*); unset, it has
 	// the data plane's (--tls-*).
 	grpcTLS listen.TLSFiles
@@ -46,6 +49,9 @@ func addGRPCFlags(fl *pflag.FlagSet, f *observeFlags) {
 	fl.StringVar(&f.grpcTLS.ClientCA, "grpc-tls-client-ca", "", "PEM CA certificate(s): with --grpc-tls-cert, gRPC clients need a certificate signed by one (mutual TLS)")
 	fl.BoolVar(&f.envoyHeaders, "envoy-ratelimit-headers", false,
 		"Envoy API: add envoyproxy/ratelimit's RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers (its LIMIT_RESPONSE_HEADERS_ENABLED)")
+	fl.StringSliceVar(&f.envoyCharge, "envoy-charge-after-response", nil,
+		"envoyproxy/ratelimit configuration: the descriptors whose calls with a hits_addend above 0 are charges after the response, taken in full into debt "+
+			"(domain, domain:key or domain:key=value, comma-separated; docs/envoy.md)")
 	fl.BoolVar(&f.quotaHeaders, "envoy-quota-headers", false,
 		"Envoy API: add sluice's quota headers (X-RateLimit-*, RateLimit-Policy, RateLimit) to every answer, and Retry-After and the JSON body of the 429 to a denial")
 }
@@ -86,6 +92,11 @@ func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store lim
 		NearLimitRatio: f.envoy.nearLimitRatio, OnDenied: onDenied}
 	if o.f.accessLog {
 		cfg.AccessLog = log
+	}
+	if d, ok := src.(interface {
+		DetailedMetric(*rules.Index) map[string]bool
+	}); ok { // envoyproxy/ratelimit's configuration: its detailed_metric
+		cfg.DetailedMetric = d.DetailedMetric
 	}
 	o.rls = rls.New(o.store, cfg)
 	o.setRules(src.Current())

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -37,20 +38,10 @@ type adminFlags struct {
 // client returns an admin API client for the flags. An --admin without a
 // scheme ("127.0.0.1:9090") is taken as http. A --admin-token that is not
 // one token (blank, a list, a space inside) is an error naming the flag.
-func (f *adminFlags) client() (*client.Client, error) {
-	u, hc, err := f.http()
-	if err != nil {
-		return nil, err
-	}
-	return client.New(u, client.WithToken(strings.TrimSpace(f.token)), client.WithHTTPClient(hc)), nil
-}
-
-// http returns the admin API's base URL and the HTTP client to reach it
-// with, checked as client says.
-func (f *adminFlags) http() (string, *http.Client, error) {
+func (f *adminFlags) client() (*adminclient.Client, error) {
 	if f.token != "" {
 		if err := admin.ParseTokens(f.token).Err(); err != nil || strings.Contains(f.token, ",") {
-			return "", nil, fmt.Errorf("--admin-token (%s): want one of the tokens of sluice serve --admin-token, e.g. \"alice:Zx81…\" (not blank, no list, no spaces inside)", EnvName("admin-token"))
+			return nil, fmt.Errorf("--admin-token (%s): want one of the tokens of sluice serve --admin-token, e.g. \"alice:Zx81…\" (not blank, no list, no spaces inside)", EnvName("admin-token"))
 		}
 	}
 	u := f.url
@@ -59,16 +50,16 @@ func (f *adminFlags) http() (string, *http.Client, error) {
 	}
 	tc, err := clientTLS(f.ca, f.clientCert, f.clientKey, "--admin-ca", "--admin-client-cert", "--admin-client-key")
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	hc := &http.Client{Timeout: f.timeout}
 	if tc != nil {
 		if strings.HasPrefix(u, "http://") {
-			return "", nil, fmt.Errorf("--admin %s: TLS flags given, want an https:// URL", f.url)
+			return nil, fmt.Errorf("--admin %s: TLS flags given, want an https:// URL", f.url)
 		}
 		hc.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
 	}
-	return u, hc, nil
+	return adminclient.New(u, client.WithToken(strings.TrimSpace(f.token)), client.WithHTTPClient(hc)), nil
 }
 
 // explain adds to an error of the admin API what to do about it: a 401
@@ -422,7 +413,7 @@ func newRulesDeleteCmd(f *adminFlags) *cobra.Command {
 
 // writeApplyResult prints the changes of an apply, one a line, then what
 // became of them.
-func writeApplyResult(w io.Writer, res *client.ApplyResult, dryRun bool) error {
+func writeApplyResult(w io.Writer, res *adminclient.ApplyResult, dryRun bool) error {
 	var b bytes.Buffer
 	var created, updated, deleted int
 	for _, c := range res.Changes {

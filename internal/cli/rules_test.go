@@ -7,57 +7,57 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/rules"
 )
 
 func TestFormatChange(t *testing.T) {
 	tests := []struct {
 		name string
-		c    client.Change
+		c    adminclient.Change
 		want string
 	}{
-		{"create rule", client.Change{Op: "create", Kind: "rule", ID: "free-per-user",
+		{"create rule", adminclient.Change{Op: "create", Kind: "rule", ID: "free-per-user",
 			After: json.RawMessage(`{"id":"free-per-user","match":{"plan":"free"},"limit":100,"window":"1m","algorithm":"token_bucket"}`)},
 			"+ rule free-per-user"},
-		{"delete rule", client.Change{Op: "delete", Kind: "rule", ID: "y", Before: json.RawMessage(`{"id":"y","limit":1,"window":"1s"}`)},
+		{"delete rule", adminclient.Change{Op: "delete", Kind: "rule", ID: "y", Before: json.RawMessage(`{"id":"y","limit":1,"window":"1s"}`)},
 			"- rule y"},
-		{"update one field", client.Change{Op: "update", Kind: "rule", ID: "x",
+		{"update one field", adminclient.Change{Op: "update", Kind: "rule", ID: "x",
 			Before: json.RawMessage(`{"id":"x","match":{},"limit":100,"window":"1m","algorithm":"token_bucket"}`),
 			After:  json.RawMessage(`{"id":"x","match":{},"limit":200,"window":"1m","algorithm":"token_bucket"}`)},
 			"~ rule x: limit 100 → 200"},
-		{"update fields in file order, defaults spelled out", client.Change{Op: "update", Kind: "rule", ID: "x",
+		{"update fields in file order, defaults spelled out", adminclient.Change{Op: "update", Kind: "rule", ID: "x",
 			Before: json.RawMessage(`{"id":"x","match":{"plan":"free"},"limit":100,"window":"1m","algorithm":"token_bucket"}`),
 			After: json.RawMessage(`{"id":"x","description":"Per caller, 1 a second","match":{"plan":"free","endpoint":"GET /api/*"},"by":"ip",` +
 				`"limit":100,"window":"1h","burst":50,"algorithm":"leaky_bucket","failure_mode":"closed","shadow":true,"enabled":false}`)},
 			`~ rule x: description "" → "Per caller, 1 a second", match.endpoint * → "GET /api/*", by client → ip, window 1m → 1h, ` +
 				`burst default → 50, algorithm token_bucket → leaky_bucket, failure_mode open → closed, shadow false → true, enabled true → false`},
-		{"a default spelled out is no change", client.Change{Op: "update", Kind: "rule", ID: "x",
+		{"a default spelled out is no change", adminclient.Change{Op: "update", Kind: "rule", ID: "x",
 			Before: json.RawMessage(`{"id":"x","limit":1,"window":"1s","by":"client","enabled":true}`),
 			After:  json.RawMessage(`{"id":"x","limit":2,"window":"1s"}`)},
 			"~ rule x: limit 1 → 2"},
-		{"a field removed", client.Change{Op: "update", Kind: "rule", ID: "x",
+		{"a field removed", adminclient.Change{Op: "update", Kind: "rule", ID: "x",
 			Before: json.RawMessage(`{"id":"x","match":{"plan":"free"},"limit":1,"window":"1s"}`),
 			After:  json.RawMessage(`{"id":"x","match":{},"limit":1,"window":"1s"}`)},
 			"~ rule x: match.plan free → *"},
-		{"an unknown field", client.Change{Op: "update", Kind: "rule", ID: "x",
+		{"an unknown field", adminclient.Change{Op: "update", Kind: "rule", ID: "x",
 			Before: json.RawMessage(`{"id":"x","limit":1,"window":"1s"}`),
 			After:  json.RawMessage(`{"id":"x","limit":1,"window":"1s","priority":3}`)},
 			"~ rule x: priority (none) → 3"},
-		{"update without visible field changes", client.Change{Op: "update", Kind: "rule", ID: "x"},
+		{"update without visible field changes", adminclient.Change{Op: "update", Kind: "rule", ID: "x"},
 			"~ rule x"},
-		{"create client", client.Change{Op: "create", Kind: "client", ID: "user:alice", After: json.RawMessage(`{"plan":"pro"}`)},
+		{"create client", adminclient.Change{Op: "create", Kind: "client", ID: "user:alice", After: json.RawMessage(`{"plan":"pro"}`)},
 			"+ client user:alice (plan pro)"},
-		{"update client", client.Change{Op: "update", Kind: "client", ID: "ip:2001:db8::/64",
+		{"update client", adminclient.Change{Op: "update", Kind: "client", ID: "ip:2001:db8::/64",
 			Before: json.RawMessage(`{"plan":"free"}`), After: json.RawMessage(`{"plan":"partner"}`)},
 			"~ client ip:2001:db8::/64: plan free → partner"},
-		{"delete client", client.Change{Op: "delete", Kind: "client", ID: "user:bob", Before: json.RawMessage(`{"plan":"pro"}`)},
+		{"delete client", adminclient.Change{Op: "delete", Kind: "client", ID: "user:bob", Before: json.RawMessage(`{"plan":"pro"}`)},
 			"- client user:bob"},
-		{"default plan", client.Change{Op: "update", Kind: "default_plan", Before: json.RawMessage(`"free"`), After: json.RawMessage(`"basic"`)},
+		{"default plan", adminclient.Change{Op: "update", Kind: "default_plan", Before: json.RawMessage(`"free"`), After: json.RawMessage(`"basic"`)},
 			"~ default_plan: free → basic"},
-		{"default plan cleared", client.Change{Op: "update", Kind: "default_plan", Before: json.RawMessage(`"free"`), After: json.RawMessage(`""`)},
+		{"default plan cleared", adminclient.Change{Op: "update", Kind: "default_plan", Before: json.RawMessage(`"free"`), After: json.RawMessage(`""`)},
 			"~ default_plan: free → (none)"},
-		{"unknown op", client.Change{Op: "rename", Kind: "rule", ID: "x"}, "? rule x"},
+		{"unknown op", adminclient.Change{Op: "rename", Kind: "rule", ID: "x"}, "? rule x"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,7 +69,7 @@ func TestFormatChange(t *testing.T) {
 }
 
 func TestWriteApplyResult(t *testing.T) {
-	changes := []client.Change{
+	changes := []adminclient.Change{
 		{Op: "create", Kind: "rule", ID: "a"},
 		{Op: "update", Kind: "rule", ID: "b", Before: json.RawMessage(`{"limit":1}`), After: json.RawMessage(`{"limit":2}`)},
 		{Op: "delete", Kind: "rule", ID: "c"},
@@ -77,15 +77,15 @@ func TestWriteApplyResult(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		res    client.ApplyResult
+		res    adminclient.ApplyResult
 		dryRun bool
 		want   string
 	}{
-		{"applied", client.ApplyResult{Revision: 8, Changes: changes}, false,
+		{"applied", adminclient.ApplyResult{Revision: 8, Changes: changes}, false,
 			"+ rule a\n~ rule b: limit 1 → 2\n- rule c\n- client user:d\napplied: 1 created, 1 updated, 2 deleted; revision 8\n"},
-		{"dry run", client.ApplyResult{Revision: 7, DryRun: true, Changes: changes[:2]}, true,
+		{"dry run", adminclient.ApplyResult{Revision: 7, DryRun: true, Changes: changes[:2]}, true,
 			"+ rule a\n~ rule b: limit 1 → 2\ndry run: 1 to create, 1 to update, 0 to delete; nothing applied (revision 7)\n"},
-		{"nothing to do", client.ApplyResult{Revision: 7}, false,
+		{"nothing to do", adminclient.ApplyResult{Revision: 7}, false,
 			"no changes: the rules in force already match (revision 7)\n"},
 	}
 	for _, tt := range tests {

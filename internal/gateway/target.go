@@ -22,7 +22,7 @@ const CodeBadTarget = "invalid_request"
 //   - "." and ".." segments are resolved (RFC 3986 section 5.2.4), never
 //     above the root, as a browser would have before sending them; in a
 //     path that has them, empty segments and segments of parameters only
-//     are dropped ("/a//.." is "/", as rules.CleanPath and nginx's
+//     are dropped ("/a//.." is "/", as urlpath.Clean and nginx's
 //     merge_slashes read it);
 //   - a target that is not a path ("http:admin/x", "*"), or with a segment
 //     that an upstream could still take for "." or ".." (one spelled with
@@ -84,7 +84,7 @@ func maybeDots(p string) bool {
 // and reports whether what is left has no segment an upstream could take
 // for one (see upstreamPath). A path without them is p itself; in one
 // with them, segments that are empty or only parameters (";x") are
-// dropped too, as rules.CleanPath reads them.
+// dropped too, as urlpath.Clean reads them.
 func resolveDots(p string) (string, bool) {
 	dots := false
 	for rest := p[1:]; ; {

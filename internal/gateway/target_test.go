@@ -5,12 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
 // FuzzUpstreamPath: a path upstreamPath takes starts with "/", holds no
 // segment an upstream could take for "." or ".." in any spelling, and is
-// limited as the target it came from would have been (rules.CleanPath of
+// limited as the target it came from would have been (urlpath.Clean of
 // both is the same).
 func FuzzUpstreamPath(f *testing.F) {
 	for _, s := range []string{"/", "/a/../b", "/a/./b/", "/..", "/a/..", "/%2e%2e/x", "/a;b/../c", "/..;/x", "/a%2f..%2fb",
@@ -25,7 +25,7 @@ func FuzzUpstreamPath(f *testing.F) {
 		if err != nil {
 			return
 		}
-		before := rules.CleanPath(u.EscapedPath())
+		before := urlpath.Clean(u.EscapedPath())
 		if !upstreamPath(u) {
 			return
 		}
@@ -38,7 +38,7 @@ func FuzzUpstreamPath(f *testing.F) {
 				t.Fatalf("upstreamPath(%q) = %q: segment %q", target, p, seg)
 			}
 		}
-		if after := rules.CleanPath(p); after != before {
+		if after := urlpath.Clean(p); after != before {
 			t.Fatalf("upstreamPath(%q) = %q: limited as %q, the target as %q", target, p, after, before)
 		}
 	})

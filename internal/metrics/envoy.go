@@ -1,6 +1,9 @@
 package metrics
 
 import (
+	"sync"
+	"unicode/utf8"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -9,6 +12,7 @@ import (
 type envoyVecs struct {
 	total, over, near, within, shadow *prometheus.CounterVec
 	keys                              map[[2]string]bool // the (domain, key) pairs in force
+	details                           map[[2]string]*EnvoyDetail
 }
 
 func newEnvoyVecs() *envoyVecs {
@@ -43,17 +47,82 @@ func (m *Metrics) EnvoyStats(domain, key string) *EnvoyStats {
 
 // SetEnvoyKeys drops the series of the (domain, key) pairs in force before
 // that keys does not hold, and keeps keys as the pairs in force: the
-// series of a rule leave with it.
-func (m *Metrics) SetEnvoyKeys(keys map[[2]string]bool) {
+// series of a rule leave with it. The per-value series of a pair
+// (EnvoyDetail) leave when detailed no longer holds it.
+func (m *Metrics) SetEnvoyKeys(keys, detailed map[[2]string]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v := m.envoy
 	for k := range v.keys {
 		if !keys[k] {
-			for _, vec := range [...]*prometheus.CounterVec{v.total, v.over, v.near, v.within, v.shadow} {
-				vec.DeleteLabelValues(k[0], k[1])
-			}
+			v.delete(k[0], k[1])
 		}
 	}
 	v.keys = keys
+	for k, d := range v.details {
+		if !detailed[k] {
+			d.mu.Lock()
+			for label := range d.values {
+				v.delete(k[0], label)
+			}
+			d.values = nil
+			d.mu.Unlock()
+			delete(v.details, k)
+		}
+	}
+}
+
+func (v *envoyVecs) delete(domain, key string) {
+	for _, vec := range [...]*prometheus.CounterVec{v.total, v.over, v.near, v.within, v.shadow} {
+		vec.DeleteLabelValues(domain, key)
+	}
+}
+
+// MaxDetailedValues bounds the per-value series of one descriptor key
+// with detailed_metric: the first values seen get series of their own,
+// the others count under the key.
+const MaxDetailedValues = 100
+
+// EnvoyDetail is the per-value statistics of one descriptor key with
+// envoyproxy/ratelimit's detailed_metric: a series per descriptor value,
+// for at most MaxDetailedValues values.
+type EnvoyDetail struct {
+	m      *Metrics
+	domain string
+	mu     sync.Mutex
+	values map[string]*EnvoyStats // by key label; nil once dropped
+}
+
+// EnvoyDetail returns the per-value statistics of descriptor key in
+// domain, the same across rules revisions while SetEnvoyKeys' detailed
+// holds the pair.
+func (m *Metrics) EnvoyDetail(domain, key string) *EnvoyDetail {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := m.envoy
+	k := [2]string{domain, key}
+	if d := v.details[k]; d != nil {
+		return d
+	}
+	if v.details == nil {
+		v.details = make(map[[2]string]*EnvoyDetail)
+	}
+	d := &EnvoyDetail{m: m, domain: domain, values: make(map[string]*EnvoyStats)}
+	v.details[k] = d
+	return d
+}
+
+// Stats returns the counters of label, a descriptor's key with its
+// values; nil when the key has MaxDetailedValues series already (or was
+// dropped), or label is not UTF-8 (which no Prometheus label may be): its
+// hits then count under the key.
+func (d *EnvoyDetail) Stats(label string) *EnvoyStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if st := d.values[label]; st != nil || d.values == nil || len(d.values) >= MaxDetailedValues || !utf8.ValidString(label) {
+		return st
+	}
+	st := d.m.EnvoyStats(d.domain, label)
+	d.values[label] = st
+	return st
 }

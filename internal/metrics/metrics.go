@@ -44,7 +44,7 @@ import (
 )
 
 // numSources is the number of limiter.Origin values: store,
-// local_denial_cache, local_fallback, unavailable.
+// local_denial_cache, lease, local_fallback, unavailable.
 const numSources = limiter.OriginUnavailable + 1
 
 // Outcome is what a decision said: the value of the outcome label.
@@ -155,7 +155,7 @@ func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), console: prometheus.NewRegistry()}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_decisions_total",
-		Help: "Decisions made, by the most restrictive rule (\"\" when no rule matched; for shadow_denied, the shadow rule that would have denied), outcome (allowed, denied, shadow_denied) and source (store, local_denial_cache, local_fallback, unavailable).",
+		Help: "Decisions made, by the most restrictive rule (\"\" when no rule matched; for shadow_denied, the shadow rule that would have denied), outcome (allowed, denied, shadow_denied) and source (store, local_denial_cache, lease, local_fallback, unavailable).",
 	}, []string{"rule", "outcome", "source"})
 	decideTime := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_decision_duration_seconds",

@@ -18,11 +18,14 @@ import (
 )
 
 // envoyUnits are the Envoy units a window is expressed in, longest first.
-// MONTH and YEAR are not used: their length varies.
+// MONTH is 30 days and YEAR 365, as Envoy reads them (the window of its
+// x-ratelimit-limit header) and envoyproxy/ratelimit counts them.
 var envoyUnits = [...]struct {
 	d time.Duration
 	u rlsv3.RateLimitResponse_RateLimit_Unit
 }{
+	{365 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_YEAR},
+	{30 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_MONTH},
 	{7 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_WEEK},
 	{24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_DAY},
 	{time.Hour, rlsv3.RateLimitResponse_RateLimit_HOUR},
@@ -36,7 +39,8 @@ var envoyUnits = [...]struct {
 // rate_limit.name, which it answers with an empty name) or a descriptor's
 // own limit, and the id of any other rule — and its limit per window; nil for an unlimited
 // rule, which has none. A window of whole seconds is exact: the
-// longest unit (WEEK, DAY, HOUR, MINUTE, SECOND) it is a whole number of,
+// longest unit (YEAR of 365 days, MONTH of 30, WEEK, DAY, HOUR, MINUTE,
+// SECOND) it is a whole number of,
 // with that number as unit_multiplier when it is more than 1 (100 per 10m
 // is 100 per MINUTE × 10). A window of a fraction of a second (500ms,
 // 1500ms) is approximated as a rate per SECOND, rounded, at least 1 (10 per
@@ -74,8 +78,15 @@ func DescriptorKey(r *rules.Compiled) string {
 	if len(r.Match.Entries) == 0 {
 		return r.ID
 	}
+	return entriesKey(r.Match.Entries)
+}
+
+// entriesKey is the descriptor key of entries es, as envoyproxy/ratelimit
+// names it in its statistics (a request's entries: with detailed_metric):
+// each key, with "_" and its value when it has one, joined by ".".
+func entriesKey(es []rules.Entry) string {
 	var b []byte
-	for i, e := range r.Match.Entries {
+	for i, e := range es {
 		if i > 0 {
 			b = append(b, '.')
 		}
@@ -213,27 +224,29 @@ const (
 // addHeaders adds to resp the headers cfg asks for: sluice's quota headers
 // and 429 body of d, the most restrictive decision (QuotaHeaders, see
 // addHeaders), then envoyproxy/ratelimit's of statuses (EnvoyHeaders, see
-// addEnvoyHeaders). Nothing by default.
-func (s *Server) addHeaders(resp *rlsv3.RateLimitResponse, d *limiter.Decision, hb *headerBlock, statuses []*rlsv3.RateLimitResponse_DescriptorStatus) {
+// addEnvoyHeaders). Nothing by default. quotaOver, nil or one per status,
+// marks the quota descriptors reported over their limit (quota.go).
+func (s *Server) addHeaders(resp *rlsv3.RateLimitResponse, d *limiter.Decision, hb *headerBlock, statuses []*rlsv3.RateLimitResponse_DescriptorStatus, quotaOver []bool) {
 	if s.cfg.QuotaHeaders {
 		addHeaders(resp, d, hb)
 	}
 	if s.cfg.EnvoyHeaders {
-		if st := envoyPick(statuses); st != nil {
+		if st := envoyPick(statuses, quotaOver); st != nil {
 			s.addEnvoyHeaders(resp, st, hb)
 		}
 	}
 }
 
 // envoyPick returns the status whose limit envoyproxy/ratelimit's headers
-// describe: the last one OVER_LIMIT, else the first with the least
-// limit_remaining among those with a current_limit; nil when none has one.
-func envoyPick(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) *rlsv3.RateLimitResponse_DescriptorStatus {
+// describe: the last one OVER_LIMIT that is not a quota descriptor's
+// (quotaOver), else the first with the least limit_remaining among those
+// with a current_limit; nil when none has one.
+func envoyPick(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, quotaOver []bool) *rlsv3.RateLimitResponse_DescriptorStatus {
 	var pick *rlsv3.RateLimitResponse_DescriptorStatus
 	least := uint32(math.MaxUint32)
-	for _, st := range statuses {
+	for i, st := range statuses {
 		switch {
-		case st.Code == rlsv3.RateLimitResponse_OVER_LIMIT && st.CurrentLimit != nil:
+		case st.Code == rlsv3.RateLimitResponse_OVER_LIMIT && st.CurrentLimit != nil && (quotaOver == nil || !quotaOver[i]):
 			pick, least = st, 0
 		case st.CurrentLimit != nil && st.LimitRemaining < least:
 			pick, least = st, st.LimitRemaining

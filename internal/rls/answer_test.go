@@ -16,6 +16,8 @@ func TestCurrentLimit(t *testing.T) {
 		hour   = rlsv3.RateLimitResponse_RateLimit_HOUR
 		day    = rlsv3.RateLimitResponse_RateLimit_DAY
 		week   = rlsv3.RateLimitResponse_RateLimit_WEEK
+		month  = rlsv3.RateLimitResponse_RateLimit_MONTH
+		year   = rlsv3.RateLimitResponse_RateLimit_YEAR
 	)
 	tests := []struct {
 		limit  int64
@@ -31,7 +33,10 @@ func TestCurrentLimit(t *testing.T) {
 		{1000, time.Hour, 1000, hour, 0},
 		{1000, 36 * time.Hour, 1000, hour, 36},
 		{1, 24 * time.Hour, 1, day, 0},
-		{1, 30 * 24 * time.Hour, 1, day, 30},
+		{1, 30 * 24 * time.Hour, 1, month, 0}, // Envoy's MONTH is 30 days, as envoyproxy/ratelimit's
+		{1, 60 * 24 * time.Hour, 1, month, 2},
+		{1, 365 * 24 * time.Hour, 1, year, 0}, // and its YEAR 365
+		{1, 31 * 24 * time.Hour, 1, day, 31},
 		{7, 14 * 24 * time.Hour, 7, week, 2},
 		{10, 500 * time.Millisecond, 20, sec, 0},              // a fraction of a second: a rate per second
 		{3, 1500 * time.Millisecond, 2, sec, 0},               // 2/s, rounded

@@ -10,6 +10,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/internal/envoyconf"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -18,12 +19,12 @@ import (
 // without a value, as in envoyproxy/ratelimit, and is a bucket of its
 // own: (key3, "") at 1 an hour is OK, then OVER_LIMIT.
 func TestEmptyValueMatchesKey(t *testing.T) {
-	set, err := rules.ImportEnvoy([]rules.EnvoyFile{{Name: "c.yaml", Data: []byte(`
+	set, _, err := envoyconf.Load([]envoyconf.File{{Name: "c.yaml", Data: []byte(`
 domain: d
 descriptors:
   - key: key3
     rate_limit: {unit: hour, requests_per_unit: 1}
-`)}})
+`)}}, envoyconf.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

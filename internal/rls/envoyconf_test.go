@@ -7,7 +7,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/internal/envoyconf"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -52,7 +52,7 @@ descriptors:
 // envoyproxy/ratelimit configuration and checks, per descriptor, the code,
 // the limit, limit_remaining and duration_until_reset.
 func TestEnvoyConfiguration(t *testing.T) {
-	set, err := rules.ImportEnvoy([]rules.EnvoyFile{{Name: "sms.yaml", Data: []byte(envoyConf)}, {Name: "other.yaml", Data: []byte(envoyConf2)}})
+	set, _, err := envoyconf.Load([]envoyconf.File{{Name: "sms.yaml", Data: []byte(envoyConf)}, {Name: "other.yaml", Data: []byte(envoyConf2)}}, envoyconf.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/internal/envoyconf"
 	"github.com/sluicehq/sluice/internal/testkit/rlstest"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // TestEnvoyUnlimitedZeroReplaces replays request sequences against
@@ -17,7 +17,7 @@ import (
 // 0 is OVER_LIMIT with that limit; a replaced limit is not applied (OK, no
 // current_limit) and not counted.
 func TestEnvoyUnlimitedZeroReplaces(t *testing.T) {
-	set, err := rules.ImportEnvoy([]rules.EnvoyFile{{Name: "feat.yaml", Data: []byte(rlstest.Features)}})
+	set, _, err := envoyconf.Load([]envoyconf.File{{Name: "feat.yaml", Data: []byte(rlstest.Features)}}, envoyconf.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

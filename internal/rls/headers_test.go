@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/envoyconf"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/testkit/limitertest"
 	"github.com/sluicehq/sluice/rules"
@@ -78,14 +79,14 @@ func TestEnvoyHeadersPickAsEnvoyproxy(t *testing.T) {
 // without one, as envoyproxy/ratelimit answers; a descriptor's own limit
 // has none either. A sluice rule is named by its name, else its id.
 func TestCurrentLimitName(t *testing.T) {
-	set, err := rules.ImportEnvoy([]rules.EnvoyFile{{Name: "c.yaml", Data: []byte(`
+	set, _, err := envoyconf.Load([]envoyconf.File{{Name: "c.yaml", Data: []byte(`
 domain: d
 descriptors:
   - key: named
     rate_limit: {unit: minute, requests_per_unit: 5, name: the-name}
   - key: nameless
     rate_limit: {unit: minute, requests_per_unit: 5}
-`)}})
+`)}}, envoyconf.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,5 +108,39 @@ descriptors:
 		if cl := resp.Statuses[0].CurrentLimit; cl == nil || cl.Name != tt.want {
 			t.Errorf("%s: current_limit %v, want name %q", tt.name, cl, tt.want)
 		}
+	}
+}
+
+// TestEnvoyHeadersPickQuota: a quota descriptor over its limit is not
+// "the last one OVER_LIMIT" envoyproxy/ratelimit's headers describe; its
+// headers then describe the first with the least limit_remaining. Two
+// quota descriptors, 1 and 2 a minute, both spent: the headers are the
+// first's (RateLimit-Limit 1), as envoyproxy/ratelimit answers its
+// quota.sh scenario.
+func TestEnvoyHeadersPickQuota(t *testing.T) {
+	entry := func(v string) []rules.Entry { return []rules.Entry{{Key: "service", Value: v}} }
+	set := &rules.Set{Rules: []rules.Rule{
+		{ID: "s1", Match: rules.Match{Domain: "d", Entries: entry("s1")}, By: rules.ByGlobal, Limit: 1, Window: minute, Algorithm: algorithm.FixedWindow, Quota: true},
+		{ID: "s2", Match: rules.Match{Domain: "d", Entries: entry("s2")}, By: rules.ByGlobal, Limit: 2, Window: minute, Algorithm: algorithm.FixedWindow, Quota: true},
+		{ID: "p", Match: rules.Match{Domain: "d", Entries: []rules.Entry{{Key: "p"}}}, By: "entry:p", Limit: 1, Window: minute, Algorithm: algorithm.FixedWindow},
+	}}
+	mc := memory.DefaultConfig()
+	mc.Clock = func() int64 { return 1_777_777_740_000_000 } // the start of a minute
+	e := newEnvOn(t, set, mc, func(c *rls.Config) { *c = rls.Config{EnvoyHeaders: true} })
+	for i, want := range []struct {
+		code  rlsv3.RateLimitResponse_Code
+		limit string
+	}{{ok, "1"}, {ok, "1"}, {over, "1"}} {
+		resp := e.call(t, request("d", desc("service", "s1"), desc("service", "s2")))
+		if h := hdrs(resp); resp.OverallCode != want.code || h.Get(rls.EnvoyLimitHeader) != want.limit {
+			t.Errorf("call %d = %v, headers %v; want %v with %s %s", i+1, resp.OverallCode, resp.ResponseHeadersToAdd, want.code, rls.EnvoyLimitHeader, want.limit)
+		}
+	}
+	// A plain descriptor over its limit is picked, though a spent quota
+	// descriptor follows it.
+	e.call(t, request("d", desc("p", "x")))
+	resp := e.call(t, request("d", desc("p", "x"), desc("service", "s2")))
+	if h := hdrs(resp); resp.OverallCode != over || h.Get(rls.EnvoyLimitHeader) != "1" || h.Get(rls.EnvoyRemainingHeader) != "0" {
+		t.Errorf("= %v, headers %v; want OVER_LIMIT with p's limit 1", resp.OverallCode, resp.ResponseHeadersToAdd)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/internal/envoyconf"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -32,7 +32,7 @@ descriptors:
 // nothing from any descriptor — or when a plain descriptor is over, as
 // envoyproxy/ratelimit decides quota_mode.
 func TestQuotaMode(t *testing.T) {
-	set, err := rules.ImportEnvoy([]rules.EnvoyFile{{Name: "q.yaml", Data: []byte(quotaConf)}})
+	set, _, err := envoyconf.Load([]envoyconf.File{{Name: "q.yaml", Data: []byte(quotaConf)}}, envoyconf.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

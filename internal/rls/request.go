@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/descriptor"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -43,11 +44,12 @@ const (
 	KeyPath          = "path"
 )
 
-// call is one descriptor read as a sluice check. req.Entries is the
-// descriptor's entries, every key (rules on match.entries and rules keyed
-// by entry:<key> read them), held in entries.
+// call is one descriptor read as a sluice check. desc, attached to req, is
+// the descriptor's entries, every key (rules on match.entries and rules
+// keyed by entry:<key> read them), held in entries, and its own limit.
 type call struct {
 	req     limiter.Request
+	desc    descriptor.Descriptor
 	entries [MaxEntries]rules.Entry
 	// empty: the descriptor has no entries (Envoy sends one when every
 	// action of a rate_limits entry is skip_if_absent and absent). It is
@@ -175,7 +177,8 @@ func parseDescriptor(d *ratelimitv3.RateLimitDescriptor, hits uint32, c *call) e
 			*p = val
 		}
 	}
-	c.req.Entries = c.entries[:len(es)]
+	c.desc.Entries = c.entries[:len(es)]
+	descriptor.Attach(&c.req, &c.desc)
 	return nil
 }
 
@@ -185,7 +188,7 @@ func merge(calls []call, dst *call) bool {
 	*dst = calls[0]
 	for i := 1; i < len(calls); i++ {
 		c := &calls[i]
-		if c.req.Cost != dst.req.Cost || c.req.Peek != dst.req.Peek || c.req.Own != nil || dst.req.Own != nil {
+		if c.req.Cost != dst.req.Cost || c.req.Peek != dst.req.Peek || c.desc.Own != nil || dst.desc.Own != nil {
 			return false
 		}
 		for f := range nFields {

@@ -72,6 +72,12 @@ type Config struct {
 	// would with the same settings, so that replacing it changes no
 	// response Envoy sends.
 	QuotaHeaders bool
+	// DetailedMetric, when set, returns the ids of the rules of a rule
+	// set whose descriptor has envoyproxy/ratelimit's detailed_metric
+	// (rulestore's envoyproxy/ratelimit sources): with Metrics, their hits
+	// count per descriptor value, for at most metrics.MaxDetailedValues
+	// values a rule, the rest under the rule's key.
+	DetailedMetric func(*rules.Index) map[string]bool
 	// EnvoyHeaders adds envoyproxy/ratelimit's response headers (its
 	// LIMIT_RESPONSE_HEADERS_ENABLED): the limit, remaining and reset of
 	// the descriptor it picks (see addEnvoyHeaders), after sluice's own
@@ -122,6 +128,7 @@ type views struct {
 	by     map[string]*limiter.Limiter
 	limits []*rlsv3.RateLimitResponse_RateLimit // CurrentLimit of each rule, by Seq
 	stats  []*metrics.EnvoyStats                // statistics of each limited rule, by Seq (nil without Config.Metrics)
+	detail []*metrics.EnvoyDetail               // per-value statistics of each rule with detailed_metric, by Seq
 	ix     *rules.Index
 	// entries: some enabled rule matches on descriptor entries or is keyed
 	// by one, so each descriptor is decided with its own entries, never
@@ -189,18 +196,25 @@ func (s *Server) SetRules(ix *rules.Index) {
 	}
 	rs := ix.Rules()
 	vs.limits = make([]*rlsv3.RateLimitResponse_RateLimit, len(rs))
-	var keys map[[2]string]bool
 	if m := s.cfg.Metrics; m != nil {
-		vs.stats = make([]*metrics.EnvoyStats, len(rs))
-		keys = make(map[[2]string]bool)
+		var detailed map[string]bool
+		if s.cfg.DetailedMetric != nil {
+			detailed = s.cfg.DetailedMetric(ix)
+		}
+		vs.stats, vs.detail = make([]*metrics.EnvoyStats, len(rs)), make([]*metrics.EnvoyDetail, len(rs))
+		keys, details := make(map[[2]string]bool), make(map[[2]string]bool)
 		for i, r := range rs {
 			if r.IsEnabled() && !r.Unlimited {
 				k := [2]string{r.Match.Domain, DescriptorKey(r)}
 				keys[k] = true
 				vs.stats[i] = m.EnvoyStats(k[0], k[1])
+				if detailed[r.ID] && len(r.Match.Entries) > 0 {
+					details[k] = true
+					vs.detail[i] = m.EnvoyDetail(k[0], k[1])
+				}
 			}
 		}
-		m.SetEnvoyKeys(keys)
+		m.SetEnvoyKeys(keys, details)
 	}
 	for i, r := range rs {
 		vs.limits[i] = CurrentLimit(r)
@@ -231,7 +245,7 @@ func (vs *views) prepare(req *rlsv3.RateLimitRequest, calls []call) *limiter.Lim
 	if vs.by[req.GetDomain()] != nil { // a domain no rule names has no limits, as in envoyproxy/ratelimit
 		for i, d := range req.GetDescriptors() {
 			if d.GetLimit() != nil && !calls[i].empty {
-				calls[i].req.Own, calls[i].req.OwnBucket = ownLimit(req.GetDomain(), d)
+				calls[i].desc.Own, calls[i].desc.OwnBucket = ownLimit(req.GetDomain(), d)
 			}
 		}
 	}
@@ -253,14 +267,21 @@ func (vs *views) limiter(domain string) *limiter.Limiter {
 // allowed call within the limit, and those of them past NearLimitRatio
 // of the limit also near it. A denied call takes nothing, so all its hits
 // are over the limit. Nothing for a decision without a rule or by a
-// descriptor's own limit.
-func (s *Server) count(vs *views, d *limiter.Decision, cost int64) {
+// descriptor's own limit. A rule with detailed_metric counts on the series
+// of the descriptor's values, es, while it has one (see
+// Config.DetailedMetric).
+func (s *Server) count(vs *views, d *limiter.Decision, cost int64, es []rules.Entry) {
 	if vs.stats == nil || d.Rule == nil || d.Rule.Seq >= len(vs.stats) || vs.ix.Rules()[d.Rule.Seq] != d.Rule {
 		return
 	}
 	st := vs.stats[d.Rule.Seq]
 	if st == nil {
 		return
+	}
+	if det := vs.detail[d.Rule.Seq]; det != nil && len(es) > 0 {
+		if dst := det.Stats(entriesKey(es)); dst != nil {
+			st = dst
+		}
 	}
 	c := float64(cost)
 	st.Total.Add(c)
@@ -427,7 +448,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			return nil, limiter.Decision{}, s.unavailable(ctx, err)
 		}
 		s.noteTooMany(req, &d)
-		s.count(vs, &d, cost(&c.req))
+		s.count(vs, &d, cost(&c.req), c.desc.Entries)
 		if !d.Allowed && s.cfg.OnDenied != nil && d.Rule != nil {
 			s.cfg.OnDenied(lim, &d, &c.req)
 		}
@@ -439,7 +460,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		s.addHeaders(resp, &d, &a.headers, statuses)
+		s.addHeaders(resp, &d, &a.headers, statuses, nil)
 		if m := s.cfg.Metrics; m != nil {
 			m.Decision(&d)
 		}
@@ -453,7 +474,9 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		handled bool
 		err     error
 	)
+	var quotaOver []bool // the quota descriptors over their limit, for the headers
 	if q := vs.quota; q != nil && q.by[req.GetDomain()] != nil {
+		quotaOver = make([]bool, len(live))
 		ds, over, denied, handled, err = s.decideQuota(ctx, lim, q.by[req.GetDomain()], live)
 		if err != nil {
 			return nil, limiter.Decision{}, err
@@ -472,13 +495,19 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	for i := range ds {
 		d := &ds[i]
 		s.noteTooMany(req, d)
-		s.count(vs, d, cost(&live[i].req))
+		s.count(vs, d, cost(&live[i].req), live[i].desc.Entries)
 		if !d.Allowed && s.cfg.OnDenied != nil && d.Rule != nil {
 			s.cfg.OnDenied(lim, d, &live[i].req)
 		}
 		statuses[i] = descriptorStatus(d, vs.quotaLimit(d.Rule))
 		if over != nil && over[i] {
 			statuses[i].Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if quotaOver != nil {
+			// Over by a quota rule (step 3's decision, or step 4's shadow
+			// denial), not by a plain one.
+			quotaOver[i] = statuses[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT &&
+				(d.Rule != nil && d.Rule.Quota || over != nil && over[i] && d.Allowed)
 		}
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -490,7 +519,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			m.Decision(d)
 		}
 	}
-	s.addHeaders(resp, &ds[best], &a.headers, statuses)
+	s.addHeaders(resp, &ds[best], &a.headers, statuses, quotaOver)
 	return resp, ds[best], nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/envoyconf"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -21,11 +22,12 @@ import (
 // good change comes.
 type envoyHead struct {
 	kind, location string
-	opt            rules.EnvoyOptions
+	opt            envoyconf.Options
 	log            *slog.Logger
 	now            func() time.Time
 
-	cur atomic.Pointer[rules.Index]
+	cur      atomic.Pointer[rules.Index]
+	detailed atomic.Pointer[detailedOf] // of cur
 
 	// mu serializes loads and with them the subscriber calls, and guards
 	// hash and bad.
@@ -33,25 +35,26 @@ type envoyHead struct {
 	hash [32]byte // of the files in force
 	bad  string   // the last problem, logged once ("" when none): the hash of files refused, or an error's text
 
-	subMu sync.Mutex
-	subs  []func(*rules.Index)
-
-	stMu sync.Mutex
-	st   Status
+	watched
 }
 
 func (h *envoyHead) Current() *rules.Index { return h.cur.Load() }
 
-func (h *envoyHead) Status() Status {
-	h.stMu.Lock()
-	defer h.stMu.Unlock()
-	return h.st
+// detailedOf is the ids of the rules of ix whose descriptor has
+// detailed_metric.
+type detailedOf struct {
+	ix  *rules.Index
+	ids map[string]bool
 }
 
-func (h *envoyHead) Subscribe(fn func(*rules.Index)) {
-	h.subMu.Lock()
-	h.subs = append(h.subs, fn)
-	h.subMu.Unlock()
+// DetailedMetric returns the ids of the rules of ix whose descriptor has
+// envoyproxy/ratelimit's detailed_metric, nil when ix is not the rules in
+// force (or none has it).
+func (h *envoyHead) DetailedMetric(ix *rules.Index) map[string]bool {
+	if d := h.detailed.Load(); d != nil && d.ix == ix {
+		return d.ids
+	}
+	return nil
 }
 
 // Update refuses: the configuration is envoyproxy/ratelimit's, changed
@@ -62,7 +65,7 @@ func (h *envoyHead) Update(context.Context, int64, func(*rules.Set) error) (*rul
 }
 
 // filesHash hashes the names and contents of files.
-func filesHash(files []rules.EnvoyFile) [32]byte {
+func filesHash(files []envoyconf.File) [32]byte {
 	d := sha256.New()
 	for _, f := range files {
 		fmt.Fprintf(d, "%d:%s%d:", len(f.Name), f.Name, len(f.Data))
@@ -76,7 +79,7 @@ func filesHash(files []rules.EnvoyFile) [32]byte {
 // load puts files in force, unless they are what is in force already. A
 // set that does not load is the error returned, logged once (first is
 // the load at start: nothing logged, nothing in force yet).
-func (h *envoyHead) load(files []rules.EnvoyFile, first bool) error {
+func (h *envoyHead) load(files []envoyconf.File, first bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	sum := filesHash(files)
@@ -88,9 +91,12 @@ func (h *envoyHead) load(files []rules.EnvoyFile, first bool) error {
 	if !first && key == h.bad {
 		return fmt.Errorf("%s", h.Status().Error)
 	}
-	set, notes, err := rules.LoadEnvoy(files, h.opt)
+	res, err := envoyconf.LoadResult(files, h.opt)
 	var ix *rules.Index
+	var set *rules.Set
+	var notes []string
 	if err == nil {
+		set, notes = res.Set, res.Notes
 		if cur := h.cur.Load(); cur != nil {
 			set.Revision = cur.Revision() + 1
 		} else {
@@ -110,20 +116,14 @@ func (h *envoyHead) load(files []rules.EnvoyFile, first bool) error {
 	}
 	h.hash = sum
 	h.clearBadLocked()
+	h.detailed.Store(&detailedOf{ix: ix, ids: res.DetailedMetric})
 	h.cur.Store(ix)
-	h.stMu.Lock()
-	h.st.Revision, h.st.Loaded = ix.Revision(), h.now()
-	h.stMu.Unlock()
+	h.loaded(ix, h.now())
 	if !first {
 		h.log.Info("rulestore: loaded a change of the envoyproxy/ratelimit configuration",
 			"source", h.kind, "location", h.location, "files", len(files), "revision", ix.Revision(), "rules", len(ix.Rules()))
 	}
-	h.subMu.Lock()
-	subs := h.subs
-	h.subMu.Unlock()
-	for _, fn := range subs {
-		fn(ix)
-	}
+	h.tell(ix)
 	return nil
 }
 
@@ -144,9 +144,7 @@ func (h *envoyHead) failLocked(key string, err error) error {
 	h.bad = key
 	h.log.Warn("rulestore: envoyproxy/ratelimit configuration change does not load; keeping the last good configuration",
 		"source", h.kind, "location", h.location, "revision", h.cur.Load().Revision(), "error", err)
-	h.stMu.Lock()
-	h.st.Error, h.st.ErrorAt = err.Error(), h.now()
-	h.stMu.Unlock()
+	h.setError(err.Error(), h.now())
 	return err
 }
 
@@ -157,7 +155,5 @@ func (h *envoyHead) clearBadLocked() {
 	}
 	h.bad = ""
 	h.log.Info("rulestore: envoyproxy/ratelimit configuration loads again", "source", h.kind, "location", h.location)
-	h.stMu.Lock()
-	h.st.Error, h.st.ErrorAt = "", time.Time{}
-	h.stMu.Unlock()
+	h.setError("", time.Time{})
 }

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/internal/envoyconf"
 )
 
 // EnvoyDirConfig configures an EnvoyDir: envoyproxy/ratelimit's runtime
@@ -39,7 +39,7 @@ type EnvoyDirConfig struct {
 	// load every file twice (a domain in two files: refused).
 	IgnoreDotFiles bool
 	// Options are the loader's (MERGE_DOMAIN_CONFIG).
-	Options rules.EnvoyOptions
+	Options envoyconf.Options
 	// PollInterval is how often Run looks at the files. Default 1s. Each
 	// look is a directory listing and one stat per file; the files are
 	// read only when a stat changed.
@@ -52,7 +52,7 @@ type EnvoyDirConfig struct {
 
 // EnvoyDir is a Source that serves envoyproxy/ratelimit's configuration
 // from its runtime directory as that service reads it (see
-// EnvoyDirConfig and rules.LoadEnvoy), and follows every change: an edit,
+// EnvoyDirConfig and envoyconf.Load), and follows every change: an edit,
 // a file added or removed, a symlink swapped (RUNTIME_ROOT pointed
 // elsewhere, a Kubernetes ConfigMap's ..data replaced). A change is put in
 // force once the files stay the same for one read: a swap seen half done
@@ -119,7 +119,7 @@ func OpenEnvoyDir(cfg EnvoyDirConfig) (*EnvoyDir, error) {
 	// A swap seen half done at start is read again at once.
 	var err error
 	for range 5 {
-		var files []rules.EnvoyFile
+		var files []envoyconf.File
 		var stamps []fileStamp
 		var stable bool
 		if stamps, files, stable, err = d.read(); err != nil {
@@ -184,7 +184,7 @@ func (d *EnvoyDir) list() ([]fileStamp, error) {
 
 // read lists and reads the files. stable is false when they changed while
 // they were read (a swap half done): read again later.
-func (d *EnvoyDir) read() (stamps []fileStamp, files []rules.EnvoyFile, stable bool, err error) {
+func (d *EnvoyDir) read() (stamps []fileStamp, files []envoyconf.File, stable bool, err error) {
 	stamps, err = d.list()
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("rulestore: envoyproxy/ratelimit runtime directory %s: %w", d.cfg.Dir(), err)
@@ -197,7 +197,7 @@ func (d *EnvoyDir) read() (stamps []fileStamp, files []rules.EnvoyFile, stable b
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("rulestore: envoyproxy/ratelimit runtime directory: %w", err)
 		}
-		files = append(files, rules.EnvoyFile{Name: d.name(st), Data: b})
+		files = append(files, envoyconf.File{Name: d.name(st), Data: b})
 	}
 	after, err := d.list()
 	if err != nil || !slices.Equal(after, stamps) {
@@ -261,18 +261,7 @@ func (d *EnvoyDir) hint(stamps []fileStamp, err error) error {
 // Run polls every PollInterval until ctx is done (returning ctx.Err()) or
 // the EnvoyDir is closed (returning nil).
 func (d *EnvoyDir) Run(ctx context.Context) error {
-	c, stop := d.cfg.Tick(d.cfg.PollInterval)
-	defer stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-d.done:
-			return nil
-		case <-c:
-			_ = d.Poll() // problems are logged and kept in Status
-		}
-	}
+	return pollEvery(ctx, d.cfg.Tick, d.cfg.PollInterval, d.done, d.Poll)
 }
 
 // Close stops Run. It is safe to call more than once.

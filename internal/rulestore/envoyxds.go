@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/sluicehq/sluice/rules"
+	"github.com/sluicehq/sluice/internal/envoyconf"
 )
 
 // RateLimitConfigType is the xDS type URL of envoyproxy/ratelimit's
@@ -59,7 +59,7 @@ type EnvoyXDSConfig struct {
 	// configuration that loads.
 	ForceStart bool
 	// Options are the loader's (MERGE_DOMAIN_CONFIG, SHADOW_MODE, ...).
-	Options rules.EnvoyOptions
+	Options envoyconf.Options
 	// Logger and Now are as in FileConfig.
 	Logger *slog.Logger
 	Now    func() time.Time
@@ -69,7 +69,7 @@ type EnvoyXDSConfig struct {
 // server sends (the state of the world, over the aggregated discovery
 // service, as envoyproxy/ratelimit's GRPC_XDS_SOTW reads them): each
 // response is loaded as that service loads its files (one resource, one
-// file, named by its name; rules.LoadEnvoy) and ACKed, or — when it does
+// file, named by its name; envoyconf.Load) and ACKed, or — when it does
 // not load — NACKed with the reason, the last good rules staying in force
 // (see envoyHead). A broken stream, or a server that is down, also keeps
 // them: it is logged, shown in Status, and the client connects again
@@ -224,8 +224,8 @@ func (x *EnvoyXDS) stream(ctx context.Context) error {
 // form (what its xDS provider does, and, like it, without quota_mode,
 // metadata, value_to_metric and share_threshold, which the resource of
 // this version does not carry).
-func configFiles(resp *discoveryv3.DiscoveryResponse) ([]rules.EnvoyFile, error) {
-	files := make([]rules.EnvoyFile, 0, len(resp.GetResources()))
+func configFiles(resp *discoveryv3.DiscoveryResponse) ([]envoyconf.File, error) {
+	files := make([]envoyconf.File, 0, len(resp.GetResources()))
 	for i, res := range resp.GetResources() {
 		var c rlsconfv3.RateLimitConfig
 		if err := res.UnmarshalTo(&c); err != nil {
@@ -235,7 +235,7 @@ func configFiles(resp *discoveryv3.DiscoveryResponse) ([]rules.EnvoyFile, error)
 		if err != nil {
 			return nil, fmt.Errorf("resource %d (%s): %w", i, c.GetName(), err)
 		}
-		files = append(files, rules.EnvoyFile{Name: "xds:" + c.GetName(), Data: b})
+		files = append(files, envoyconf.File{Name: "xds:" + c.GetName(), Data: b})
 	}
 	return files, nil
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/rulecheck"
+	"github.com/sluicehq/sluice/internal/rulewire"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -142,11 +144,7 @@ type File struct {
 	badErr     error
 	badMissing bool // the problem is that the file does not exist
 
-	subMu sync.Mutex
-	subs  []func(*rules.Index)
-
-	stMu sync.Mutex // guards st
-	st   Status
+	watched
 
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -201,11 +199,11 @@ func OpenFile(cfg FileConfig) (*File, error) {
 	return f, nil
 }
 
-// warnFindings logs at WARN what rules.Lint finds in data, a rules file
+// warnFindings logs at WARN what rulecheck.Lint finds in data, a rules file
 // just loaded: limits it probably misses (`sluice rules lint` prints the
 // same).
 func (f *File) warnFindings(data []byte) {
-	fs, err := rules.Lint(data)
+	fs, err := rulecheck.Lint(data)
 	if err != nil {
 		return
 	}
@@ -227,20 +225,6 @@ func compileFile(data []byte, minRevision int64) (*rules.Index, error) {
 
 // Current returns the rules in force.
 func (f *File) Current() *rules.Index { return f.cur.Load() }
-
-// Status reports the file, the revision in force and the last load error.
-func (f *File) Status() Status {
-	f.stMu.Lock()
-	defer f.stMu.Unlock()
-	return f.st
-}
-
-// Subscribe registers fn to be called after every change; see Source.
-func (f *File) Subscribe(fn func(*rules.Index)) {
-	f.subMu.Lock()
-	f.subs = append(f.subs, fn)
-	f.subMu.Unlock()
-}
 
 // Update changes the rule set and rewrites the file; see Source. It first
 // polls the file, so that a hand edit saved just before is built upon rather
@@ -329,11 +313,11 @@ func writeError(path string, rev int64, err error) error {
 
 // renderOnto is the file content for s written over prev, the content in
 // force: prev's layout — the order of its keys, its comments, the text of
-// what did not change — kept (rules.EncodeYAMLOnto), or, when prev has
+// what did not change — kept (rulewire.EncodeYAMLOnto), or, when prev has
 // none to keep, render's.
 func renderOnto(prev []byte, s *rules.Set) ([]byte, error) {
 	if len(bytes.TrimSpace(prev)) > 0 {
-		if b, err := rules.EncodeYAMLOnto(prev, s); err == nil {
+		if b, err := rulewire.EncodeYAMLOnto(prev, s); err == nil {
 			return b, nil
 		}
 	}
@@ -411,10 +395,7 @@ func (f *File) badLocked(key string, err error, missing bool) error {
 	f.bad, f.badErr, f.badMissing = key, err, missing
 	f.log.Warn("rulestore: rules file does not load; keeping the last good rules",
 		"path", f.path, "revision", f.cur.Load().Revision(), "error", err)
-	now := f.now()
-	f.stMu.Lock()
-	f.st.Error, f.st.ErrorAt = err.Error(), now
-	f.stMu.Unlock()
+	f.setError(err.Error(), f.now())
 	return err
 }
 
@@ -425,42 +406,21 @@ func (f *File) clearBadLocked() {
 	}
 	f.log.Info("rulestore: rules file loads again", "path", f.path)
 	f.bad, f.badErr, f.badMissing = "", nil, false
-	f.stMu.Lock()
-	f.st.Error, f.st.ErrorAt = "", time.Time{}
-	f.stMu.Unlock()
+	f.setError("", time.Time{})
 }
 
 // installLocked puts ix in force and tells the subscribers. f.mu must be
 // held, which keeps the calls in revision order.
 func (f *File) installLocked(ix *rules.Index) {
 	f.cur.Store(ix)
-	now := f.now()
-	f.stMu.Lock()
-	f.st.Revision, f.st.Loaded = ix.Revision(), now
-	f.stMu.Unlock()
-	f.subMu.Lock()
-	subs := f.subs
-	f.subMu.Unlock()
-	for _, fn := range subs {
-		fn(ix)
-	}
+	f.loaded(ix, f.now())
+	f.tell(ix)
 }
 
 // Run polls the file every PollInterval until ctx is done (returning
 // ctx.Err()) or the File is closed (returning nil).
 func (f *File) Run(ctx context.Context) error {
-	c, stop := f.tick(f.poll)
-	defer stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-f.done:
-			return nil
-		case <-c:
-			_ = f.Poll() // problems are logged and kept in Status
-		}
-	}
+	return pollEvery(ctx, f.tick, f.poll, f.done, f.Poll)
 }
 
 // Close stops Run; later Updates fail with ErrClosed. It is safe to call

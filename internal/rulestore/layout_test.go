@@ -94,7 +94,7 @@ rules:
 func deleteRule(rs []rules.Rule, i int) []rules.Rule { return append(rs[:i:i], rs[i+1:]...) }
 
 // TestLoadWarnsFindings: a rules file that loads is linted, and what
-// rules.Lint finds is logged at WARN with its line.
+// rulecheck.Lint finds is logged at WARN with its line.
 func TestLoadWarnsFindings(t *testing.T) {
 	fx := newFixture(t)
 	fx.write(t, "rules:\n  - {id: pace, limit: 10, window: 1s, algorithm: leaky_bucket, burst: 0}\n  - {id: c, limit: 10, window: 1s}\n")

@@ -92,11 +92,7 @@ type Postgres struct {
 
 	migrated atomic.Bool // the schema is current; set once, under mu
 
-	subMu sync.Mutex
-	subs  []func(*rules.Index)
-
-	stMu sync.Mutex // guards st
-	st   Status
+	watched
 
 	runMu     sync.Mutex // guards closed and wg.Add
 	closed    bool
@@ -275,22 +271,6 @@ func location(cc *pgx.ConnConfig) string {
 
 // Current returns the rules in force.
 func (p *Postgres) Current() *rules.Index { return p.cur.Load().ix }
-
-// Status reports the database, the revision in force and, while the
-// database is unreachable, holds rules that do not load, or is refused,
-// why.
-func (p *Postgres) Status() Status {
-	p.stMu.Lock()
-	defer p.stMu.Unlock()
-	return p.st
-}
-
-// Subscribe registers fn to be called after every change; see Source.
-func (p *Postgres) Subscribe(fn func(*rules.Index)) {
-	p.subMu.Lock()
-	p.subs = append(p.subs, fn)
-	p.subMu.Unlock()
-}
 
 func (p *Postgres) isClosed() bool {
 	p.runMu.Lock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/internal/rulewire"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -209,7 +210,8 @@ func setAt(ctx context.Context, tx pgx.Tx, revision int64) (*rules.Set, error) {
 		}
 		switch kind {
 		case KindRule:
-			r, err := rules.DecodeRuleJSON([]byte(*before))
+			var r rules.Rule
+			err := rulewire.DecodeRuleJSON([]byte(*before), &r)
 			if err != nil {
 				rows.Close()
 				return nil, badDataError{fmt.Errorf("sluice_history: rule %q: %w", id, err)}

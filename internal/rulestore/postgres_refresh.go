@@ -138,17 +138,17 @@ func (p *Postgres) noteLocked(err error) {
 // Refused.
 func (p *Postgres) setError(msg string, refused bool) {
 	now := p.now()
-	p.stMu.Lock()
-	defer p.stMu.Unlock()
-	p.st.Refused = refused
-	switch {
-	case msg == "":
-		p.st.Error, p.st.ErrorAt = "", time.Time{}
-	case p.st.Error == "":
-		p.st.Error, p.st.ErrorAt = msg, now
-	default:
-		p.st.Error = msg
-	}
+	p.editStatus(func(st *Status) {
+		st.Refused = refused
+		switch {
+		case msg == "":
+			st.Error, st.ErrorAt = "", time.Time{}
+		case st.Error == "":
+			st.Error, st.ErrorAt = msg, now
+		default:
+			st.Error = msg
+		}
+	})
 }
 
 // installLocked puts ix, the rules of database db, in force, writes the
@@ -157,18 +157,11 @@ func (p *Postgres) setError(msg string, refused bool) {
 func (p *Postgres) installLocked(ix *rules.Index, fromDB bool, db string) {
 	p.cur.Store(&inForce{ix: ix, fromDB: fromDB, db: db})
 	now := p.now()
-	p.stMu.Lock()
-	p.st.Revision, p.st.Loaded, p.st.Database = ix.Revision(), now, db
-	p.stMu.Unlock()
+	p.editStatus(func(st *Status) { st.Revision, st.Loaded, st.Database = ix.Revision(), now, db })
 	if fromDB && p.snapshot != "" {
 		if err := p.writeSnapshot(ix.Set(), db); err != nil {
 			p.log.Warn("rulestore: cannot write the rules snapshot", "snapshot", p.snapshot, "error", err)
 		}
 	}
-	p.subMu.Lock()
-	subs := p.subs
-	p.subMu.Unlock()
-	for _, fn := range subs {
-		fn(ix)
-	}
+	p.tell(ix)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/internal/rulewire"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -204,7 +205,8 @@ func decodeSet(s *rules.Set, rulesJSON, clientsJSON []byte) (*rules.Set, error) 
 	for _, pair := range rs {
 		var id string
 		json.Unmarshal(pair[0], &id) // a text column: always a JSON string
-		r, err := rules.DecodeRuleJSON(pair[1])
+		var r rules.Rule
+		err := rulewire.DecodeRuleJSON(pair[1], &r)
 		if err != nil {
 			return nil, badDataError{fmt.Errorf("sluice_rules row %q: %w", id, err)}
 		}

@@ -6,17 +6,17 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/jsonhttp"
+	planname "github.com/sluicehq/sluice/internal/plan"
 	"github.com/sluicehq/sluice/internal/quote"
 	"github.com/sluicehq/sluice/limiter"
-	"github.com/sluicehq/sluice/rules"
 )
 
 // Limits on the fields of a check request. user, api_key, ip and the
 // endpoint's path have none: whatever a caller sends there is decided (see
 // ParseCheck), within the body's size limit.
 const (
-	MaxPlan = rules.MaxPlan // bytes of plan
-	MaxCost = 1000000000    // largest cost, as rules.MaxLimit
+	MaxPlan = planname.MaxLen // bytes of plan
+	MaxCost = 1000000000      // largest cost, as rules.MaxLimit
 )
 
 // CheckRequest is the body of POST /ratelimit/check (docs/api.md):
@@ -34,7 +34,7 @@ type CheckRequest struct {
 	Cost     int64  `json:"cost"`               // 1..MaxCost; 1 when absent
 
 	// Method and Path are the parts of Endpoint, as given: the limiter
-	// drops the query and cleans the path (rules.CleanPath).
+	// drops the query and cleans the path (urlpath.Clean).
 	Method string `json:"-"`
 	Path   string `json:"-"`
 }
@@ -58,7 +58,7 @@ func (r *CheckRequest) limiterRequest() limiter.Request {
 // refused: user, api_key and ip may be any string (one too long or odd is
 // keyed by its digest, see package identity), the method any word (rules
 // compare it without regard to case), and the path anything (the limiter
-// drops its query and cleans it, see rules.CleanPath).
+// drops its query and cleans it, see urlpath.Clean).
 //
 // The returned strings do not alias body.
 func ParseCheck(body []byte) (CheckRequest, error) {
@@ -171,7 +171,7 @@ func (r *rawCheck) validate(dst *CheckRequest) error {
 		}
 	}
 	user, apiKey, ip, plan, endpoint := s[fUser], s[fAPIKey], s[fIP], s[fPlan], s[fEndpoint]
-	if plan != "" && !rules.ValidPlan(plan) {
+	if plan != "" && !planname.Valid(plan) {
 		return invalid("plan: must be 1 to 64 of A-Z a-z 0-9 . _ - starting with a letter or digit, got " + quote.Short(plan))
 	}
 	var method, path string

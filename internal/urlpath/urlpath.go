@@ -1,5 +1,5 @@
 // Package urlpath cleans request paths as every rule sees them
-// (rules.CleanPath), eight bytes at a time where it can, and folds them to
+// (Clean), eight bytes at a time where it can, and folds them to
 // lower case for rules that match paths without regard to case. The
 // limiter builds bucket keys with the same functions.
 package urlpath
@@ -10,7 +10,7 @@ import (
 
 // Clean returns the form of a request path that rules match, the same
 // for every entry point (the decision API, the Envoy API, the gateway and
-// the middleware) and for the paths of endpoint patterns (rules.CleanPath):
+// the middleware) and for the paths of endpoint patterns:
 //
 //   - the query and fragment are dropped (from the first "?" or "#");
 //   - each segment loses its parameters, from a ";" to the end of the

@@ -49,7 +49,7 @@ func (s *Store) degraded(ctx context.Context, sh *shard, ops []limiter.Op, res [
 	var buf [limiter.MaxRulesPerCall]limiter.Op
 	local := buf[:0]
 	for _, op := range ops {
-		op.Params = Scale(op.Params, n)
+		op.Params = scale(op.Params, n)
 		local = append(local, op)
 	}
 	// Without the caller's deadline: a call whose wait for the store ended
@@ -64,10 +64,10 @@ func (s *Store) degraded(ctx context.Context, sh *shard, ops []limiter.Op, res [
 	return info, nil
 }
 
-// Scale returns p with its allowance divided among n instances, rounded up
+// scale returns p with its allowance divided among n instances, rounded up
 // so that no instance gets nothing: limit and burst (token bucket capacity,
 // leaky bucket burst+1) become ceil(x/n).
-func Scale(p algorithm.Params, n int64) algorithm.Params {
+func scale(p algorithm.Params, n int64) algorithm.Params {
 	if n <= 1 {
 		return p
 	}

@@ -17,10 +17,12 @@
 // the store's answer; when the breaker opens, every waiting call is
 // answered locally at once.
 //
-// The breaker is kept per shard when the Primary has shards (Sharder: a
-// Redis Cluster's masters): a shard that fails sends only its own callers
-// to the local fallback. The local fallback keeps its buckets across
-// openings, so a caller does not get a fresh local allowance at each.
+// The breaker is kept per shard when the Primary has shards (a method
+// Shard(client string) string naming the shard that serves a client, as a
+// Redis Cluster store has for its masters): a shard that fails sends only
+// its own callers to the local fallback. The local fallback keeps its
+// buckets across openings, so a caller does not get a fresh local
+// allowance at each.
 //
 // Worst-case over-admission while degraded: each of N instances admits up to
 // ceil(burst/N) calls at once and ceil(limit/N) per window, so the fleet
@@ -188,12 +190,12 @@ type Store struct {
 
 type primaryBox struct {
 	p       Primary
-	sharder Sharder // p's, when it has shards
+	sharder sharder // p's, when it has shards
 }
 
 func box(p Primary) *primaryBox {
 	b := &primaryBox{p: p}
-	b.sharder, _ = p.(Sharder)
+	b.sharder, _ = p.(sharder)
 	return b
 }
 

@@ -8,11 +8,11 @@ import (
 	"github.com/sluicehq/sluice/limiter"
 )
 
-// Sharder is what a Primary that spreads its buckets over shards (a Redis
+// sharder is what a Primary that spreads its buckets over shards (a Redis
 // Cluster's masters) tells of it: the breaker is kept per shard, so that a
 // shard that fails sends only its own callers to the local fallback while
 // the others' decisions stay on the shared store.
-type Sharder interface {
+type sharder interface {
 	// Shard names the shard serving client's buckets: from a small set
 	// (a cluster's masters), "" when there is one shard or it is not
 	// known.

@@ -503,7 +503,10 @@ func (s *Store) Leases() LeaseStats {
 }
 
 // takeLeased decides a call of which some ops are leased: those from their
-// leases, the others with one script run; all or nothing.
+// leases, the others with one script run; all or nothing. A call decided
+// from leases alone (every op leased, or a leased op that denied) reports
+// limiter.OriginLease; one that also went to Redis, the origin of that
+// part (the store, or the local denial cache).
 func (s *Store) takeLeased(ctx context.Context, ops []limiter.Op, res []algorithm.Result) (limiter.TakeInfo, error) {
 	var (
 		held   [limiter.MaxRulesPerCall]*bucketLease
@@ -553,11 +556,11 @@ func (s *Store) takeLeased(ctx context.Context, ops []limiter.Op, res []algorith
 					res[j] = algorithm.Result{Allowed: true, Remaining: 1 << 62}
 				}
 			}
-			return limiter.TakeInfo{Now: server}, nil
+			return limiter.TakeInfo{Now: server, Origin: limiter.OriginLease}, nil
 		}
 	}
 	if nl == len(ops) {
-		return limiter.TakeInfo{Now: server}, nil
+		return limiter.TakeInfo{Now: server, Origin: limiter.OriginLease}, nil
 	}
 	var rops [limiter.MaxRulesPerCall]limiter.Op
 	var rres [limiter.MaxRulesPerCall]algorithm.Result

@@ -1,8 +1,13 @@
 package redis_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +24,7 @@ import (
 type leaseRun struct {
 	admitted [][]time.Duration // per instance, since start: when each admitted call returned
 	started  [][]time.Duration // per instance: when each admitted call was made
+	tried    []time.Duration   // when each call that was decided (admitted or not) was made
 	calls    atomic.Int64      // decisions, admitted or not
 	errs     atomic.Int64      // calls that failed (Redis down)
 	slowest  atomic.Int64      // ns of the slowest call
@@ -45,7 +51,7 @@ func runFleet(t *testing.T, stores []*sredis.Store, op limiter.Op, workers int, 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				var adm, st []time.Duration
+				var adm, st, tried []time.Duration
 				res := make([]algorithm.Result, 1)
 				ops := []limiter.Op{op}
 				for n := 0; n < max && live[i].Load(); n++ {
@@ -71,6 +77,7 @@ func runFleet(t *testing.T, stores []*sredis.Store, op limiter.Op, workers int, 
 						time.Sleep(time.Millisecond)
 						continue
 					}
+					tried = append(tried, b.Sub(start))
 					if res[0].Allowed {
 						adm = append(adm, e.Sub(start))
 						st = append(st, b.Sub(start))
@@ -79,6 +86,7 @@ func runFleet(t *testing.T, stores []*sredis.Store, op limiter.Op, workers int, 
 				mu.Lock()
 				r.admitted[i] = append(r.admitted[i], adm...)
 				r.started[i] = append(r.started[i], st...)
+				r.tried = append(r.tried, tried...)
 				mu.Unlock()
 			}()
 		}
@@ -112,10 +120,34 @@ func excess(all []time.Duration, c int64, r float64) float64 {
 	return worst
 }
 
+// ideal is how many of the calls made at tried a perfect token bucket
+// of capacity c refilling r tokens a second, full at the first call,
+// would have admitted: the most any limiter of that rule could admit of
+// that demand. Where demand exceeds the rule throughout, it is the
+// budget (c + r × the run's length); where the callers fell short of it
+// (a machine too loaded to call as fast as the rule allows), less.
+func ideal(tried []time.Duration, c int64, r float64) int64 {
+	slices.Sort(tried)
+	if len(tried) == 0 {
+		return 0
+	}
+	tokens, last, n := float64(c), tried[0], int64(0)
+	for _, t := range tried {
+		tokens = min(float64(c), tokens+r*(t-last).Seconds())
+		last = t
+		if tokens >= 1 {
+			tokens--
+			n++
+		}
+	}
+	return n
+}
+
 // TestLeaseFleetExact: three instances on one Redis decide a global token
 // bucket as fast as this machine goes. Together they admit no more than
-// the bucket allows over the run and in any interval, use at least 98 % of
-// it, and make at most 0.05 Redis calls per decision; the same with one
+// the bucket allows over the run and in any interval, admit at least 98 %
+// of what a perfect bucket would of the same calls (the budget, while
+// demand exceeds it), and make at most 0.05 Redis calls per decision; the same with one
 // instance's store crashed mid-run, and with Redis killed and restarted
 // mid-run (appendfsync always).
 func TestLeaseFleetExact(t *testing.T) {
@@ -211,34 +243,37 @@ func TestLeaseFleetExact(t *testing.T) {
 			slack := lim * time.Duration(r.slowest.Load()).Seconds()
 			ex := excess(slices.Clone(all), limit, lim)
 			perDecision := float64(redisCalls) / float64(r.calls.Load())
+			best := ideal(r.tried, limit, lim)
 			slices.Sort(r.lat)
 			p99 := r.lat[len(r.lat)*99/100]
-			t.Logf("%s: a rule of %d a second; %d decisions, %d admitted of a budget of %.0f (%.2f %%), %d errors; %d Redis calls (%.4f a decision); worst interval %.0f over the bucket (slack %.0f: slowest call %s); p99 %s; held by the killed instance %d, in hand at the end %d; leases %+v",
-				tc.name, limit, r.calls.Load(), n, budget, 100*float64(n)/budget, r.errs.Load(), redisCalls, perDecision, ex, slack, time.Duration(r.slowest.Load()), p99, stranded, inHand, stats)
+			t.Logf("%s: a rule of %d a second; %d decisions, %d admitted of a budget of %.0f (%.2f %%; a perfect bucket, of these calls: %d, %.2f %%), %d errors; %d Redis calls (%.4f a decision); worst interval %.0f over the bucket (slack %.0f: slowest call %s); p99 %s; held by the killed instance %d, in hand at the end %d; leases %+v",
+				tc.name, limit, r.calls.Load(), n, budget, 100*float64(n)/budget, best, 100*float64(n)/float64(best), r.errs.Load(), redisCalls, perDecision, ex, slack, time.Duration(r.slowest.Load()), p99, stranded, inHand, stats)
 			if float64(n) > budget+1 {
 				t.Errorf("admitted %d, more than the bucket's %.0f over the run", n, budget)
 			}
 			if ex > slack+1 {
 				t.Errorf("an interval admitted %.0f more than the bucket allows (slack %.0f)", ex, slack)
 			}
-			if tc.name == "redis restarted" {
-				// A lease call Redis ran but whose answer the kill lost:
-				// charged, never received. At most one a store, of at
-				// most a quarter of the refill over a lease's life.
-				stranded = int64(len(stores)) * limit * int64(sredis.DefaultConfig().LeaseTTL/time.Millisecond) / 1000 / 4
+			// A lease call Redis ran but whose answer was lost: charged,
+			// never received. At most one a store when Redis restarts,
+			// one when the instance dies; at most a quarter of the refill
+			// over a lease's life each.
+			lease := limit * int64(sredis.DefaultConfig().LeaseTTL/time.Millisecond) / 1000 / 4
+			switch tc.name {
+			case "redis restarted":
+				stranded = int64(len(stores)) * lease
+			case "instance killed":
+				stranded += lease
 			}
-			share := 0.98
-			if tc.name == "instance killed" {
-				// 98 % holds alone (99.0-99.6 % measured, with and
-				// without -race); beside the whole suite under -race
-				// (a rule of 5,000/s) this run has used 93 %, a loss not
-				// yet explained (never an over-admission): the bound
-				// here is what holds there.
-				share = 0.90
-			}
-			want := share * (budget - float64(stranded+inHand))
+			// Against what a perfect bucket admits of the calls made (the
+			// budget, while demand exceeds the rule): beside the whole
+			// suite under -race the callers fall short of the rule at
+			// times (slowest calls of hundreds of ms), and no limiter
+			// admits calls that were not made. Measured so: 90.1 % of the
+			// budget, 99.2 % of the perfect bucket's.
+			want := 0.98 * (float64(best) - float64(stranded+inHand))
 			if float64(n) < want {
-				t.Errorf("admitted %d, less than %.0f (%.0f %% of the budget less what the killed instance held and what is in hand)", n, want, 100*share)
+				t.Errorf("admitted %d, less than %.0f (98 %% of the %d a perfect bucket admits of these calls, less what the killed instance held, what lost answers stranded and what is in hand)", n, want, best)
 			}
 			if perDecision > 0.05 {
 				t.Errorf("%.4f Redis calls a decision, want ≤ 0.05", perDecision)
@@ -340,5 +375,147 @@ func TestLeaseFixedWindow(t *testing.T) {
 	}
 	if leased == 0 {
 		t.Error("no decision from a lease")
+	}
+}
+
+// TestLeaseOrigin: a call decided from leases alone says so
+// (limiter.OriginLease), whether its leased bucket allowed or denied; a
+// call that also went to Redis says the store decided it.
+func TestLeaseOrigin(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, nil, srv.Addr())
+	leased := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: limiter.LeaseOn,
+		Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1000, Window: 1e6}}
+	cold := limiter.Op{Client: "user:a", Rule: "per-user", Cost: 1, Lease: limiter.LeaseOff,
+		Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1e6, Window: 1e6}}
+	for i := range 3 {
+		res, info := take(t, s, leased)
+		if !res[0].Allowed || info.Origin != limiter.OriginLease {
+			t.Fatalf("call %d of a leased bucket alone: allowed %v, origin %s; want allowed, from the lease", i, res[0].Allowed, info.Origin)
+		}
+	}
+	if res, info := take(t, s, leased, cold); !res[0].Allowed || !res[1].Allowed || info.Origin != limiter.OriginStore {
+		t.Errorf("a leased and a cold bucket: allowed %v %v, origin %s; want both allowed, from the store", res[0].Allowed, res[1].Allowed, info.Origin)
+	}
+	// until the leased bucket is spent: its denial vetoes the call before
+	// Redis is asked about the cold bucket
+	for i := 0; ; i++ {
+		res, info := take(t, s, leased, cold)
+		if res[0].Allowed {
+			if i > 100_000 {
+				t.Fatal("the leased bucket never denied")
+			}
+			continue
+		}
+		if info.Origin != limiter.OriginLease {
+			t.Errorf("a spent leased bucket: origin %s; want lease", info.Origin)
+		}
+		break
+	}
+	if st := s.Leases(); st.Decided == 0 {
+		t.Errorf("no decision from a lease: %+v", st)
+	}
+}
+
+// killedOp is the bucket TestLeaseKilledProcess's child leases: 1,000
+// tokens refilling 100 a second (a token each 10 ms), and killedTTL the
+// child's LeaseTTL: long enough that the lease's tokens take over a second
+// to refill, so that a loaded machine still probes the bucket before.
+var killedOp = limiter.Op{Client: "global", Rule: "killed", Cost: 1, Lease: limiter.LeaseOn,
+	Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 100, Window: 1e6, Burst: 1000}}
+
+const killedTTL = 10 * time.Second
+
+// TestLeaseHelperProcess is TestLeaseKilledProcess's child: it leases
+// killedOp's bucket on the Redis at $SLUICE_LEASE_HELPER, uses one token,
+// prints "leased <Unix µs before its call> <Unix µs after> <tokens
+// granted> <tokens held>" and waits to be killed.
+func TestLeaseHelperProcess(t *testing.T) {
+	addr := os.Getenv("SLUICE_LEASE_HELPER")
+	if addr == "" {
+		t.Skip("the child of TestLeaseKilledProcess")
+	}
+	// leases sized for 1,000 decisions a second: the largest the rule
+	// allows (125 tokens: an eighth of its capacity)
+	s := openStore(t, func(c *sredis.Config) { c.LeaseRate, c.LeaseTTL = 1000, killedTTL }, addr)
+	start := time.Now()
+	if res, info := take(t, s, killedOp); !res[0].Allowed || info.Origin != limiter.OriginLease {
+		t.Fatalf("the first call: allowed %v, origin %s; want allowed from a lease", res[0].Allowed, info.Origin)
+	}
+	end := time.Now()
+	st := s.Leases()
+	fmt.Printf("leased %d %d %d %d\n", start.UnixMicro(), end.UnixMicro(), st.Granted, st.Stranded)
+	time.Sleep(time.Minute)
+}
+
+// TestLeaseKilledProcess: a process that holds a lease is killed
+// (SIGKILL: no give-back, no goodbye). The tokens it held stay out of the
+// bucket — taking the whole bucket right after the kill is denied — and
+// come back with the refill, as if used at the lease's end: the bucket,
+// left alone, is whole again within LeaseTTL of the lease, and no sooner
+// than its tokens take to refill.
+func TestLeaseKilledProcess(t *testing.T) {
+	srv := redistest.Start(t)
+	child := exec.Command(os.Args[0], "-test.run=^TestLeaseHelperProcess$", "-test.count=1")
+	child.Env = append(os.Environ(), "SLUICE_LEASE_HELPER="+srv.Addr())
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() }) //nolint:errcheck // killed already, normally
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "leased ") {
+				lines <- sc.Text()
+				return
+			}
+		}
+		close(lines)
+	}()
+	var line string
+	select {
+	case line = <-lines:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the child never leased")
+	}
+	if line == "" {
+		t.Fatal("the child ended without leasing")
+	}
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait() //nolint:errcheck // killed
+	var start, end, granted, held int64
+	if _, err := fmt.Sscanf(line, "leased %d %d %d %d", &start, &end, &granted, &held); err != nil || granted < 8 || held != granted-1 {
+		t.Fatalf("the child said %q (%v): want a lease of 8 tokens or more, one used", line, err)
+	}
+
+	probe := openStore(t, func(c *sredis.Config) { c.NoLeases, c.NoDenialCache = true, true }, srv.Addr())
+	all := killedOp
+	all.Lease, all.Cost = limiter.LeaseOff, all.Params.Capacity()
+	res, info := take(t, probe, all)
+	token := all.Params.Window / all.Params.Limit // µs
+	whole := info.Now + res[0].RetryAfter         // when the bucket is whole again (Unix µs, Redis's clock)
+	ttl := killedTTL.Microseconds()
+	t.Logf("the child asked for a lease at 0 and had %d tokens (holding %d) at %d µs; killed, probed at %d µs; the bucket is whole at %d µs (LeaseTTL %d µs, the tokens' refill %d µs)",
+		granted, held, end-start, info.Now-start, whole-start, ttl, granted*token)
+	if res[0].Allowed {
+		t.Fatalf("the whole bucket right after the kill: allowed; the killed process's %d tokens were handed out again", held)
+	}
+	if whole-start < granted*token {
+		t.Errorf("whole again %d µs after the lease was asked for: sooner than its %d tokens refill (%d µs)", whole-start, granted, granted*token)
+	}
+	if whole-end > ttl {
+		t.Errorf("whole again %d µs after the lease was granted: later than LeaseTTL (%d µs)", whole-end, ttl)
+	}
+	time.Sleep(time.Duration(whole-info.Now+1000) * time.Microsecond)
+	if res, _ := take(t, probe, all); !res[0].Allowed {
+		t.Errorf("the whole bucket after it refilled: denied (retry after %d µs)", res[0].RetryAfter)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/everyresult"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -54,7 +55,7 @@ func (s *Store) Take(ctx context.Context, ops []limiter.Op, res []algorithm.Resu
 	if len(ops) > limiter.MaxRulesPerCall {
 		return limiter.TakeInfo{}, limiter.ErrTooManyRules
 	}
-	if s.leases != nil && !limiter.EveryResult(ctx) {
+	if s.leases != nil && !everyresult.Wanted(ctx) {
 		return s.takeLeased(ctx, ops, res)
 	}
 	return s.takeRemote(ctx, ops, res)
@@ -65,11 +66,11 @@ func (s *Store) takeRemote(ctx context.Context, ops []limiter.Op, res []algorith
 	sent := s.cfg.Now()
 	if s.deny != nil {
 		if info, ok := s.deny.DenyLocally(ops, res, sent); ok {
-			if !limiter.EveryResult(ctx) {
+			if !everyresult.Wanted(ctx) {
 				return info, nil
 			}
 			// A cached denial reads no other bucket of the call, and the
-			// caller wants every op's result (limiter.WithEveryResult):
+			// caller wants every op's result (everyresult.With):
 			// Redis decides, and the cache did not.
 			s.deny.hits.Add(-1)
 		}

@@ -86,10 +86,10 @@ end
 
 -- the most debt beyond an empty bucket a bucket owes as it is (µs):
 -- reservations handed out ahead, which wait at most an hour; debt further
--- beyond (a clock that went backwards) is clamped. algorithm.MaxQueue.
+-- beyond (a clock that went backwards) is clamped. algorithm.maxQueue.
 local MAX_QUEUE = 3600000000
 
--- the largest cost a charge counts (algorithm.MaxCharge)
+-- the largest cost a charge counts (algorithm.maxCharge)
 local MAX_CHARGE = 1073741823
 
 -- Exact. The state is F, the instant the bucket is full again: whole µs T

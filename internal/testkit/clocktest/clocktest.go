@@ -1,6 +1,15 @@
 // Package clocktest holds the clock tests move by hand, so that a wait of
 // any length passes at once and a run does not depend on the machine's
 // speed.
+//
+// Tests that wait use testing/synctest where it fits; this clock stays
+// where synctest's fake clock does not: a bubble's time moves only while
+// every goroutine in it is durably blocked, and one waiting on real I/O
+// never is. Its users are such tests: store/failover's denial test runs
+// against a real redis-server process, the client's Transport and Budget
+// tests against real loopback HTTP servers (httptest.NewServer), and
+// internal/server's helpers serve its benchmarks too (a testing.TB, which
+// synctest.Test cannot wrap).
 package clocktest
 
 import (

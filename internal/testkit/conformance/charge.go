@@ -6,7 +6,7 @@ package conformance
 // always. Envoy's apply_on_stream_done with a hits_addend: 0 check before
 // it, the way AI gateways count tokens.
 
-// huge is a cost past every bound: counted as algorithm.MaxCharge.
+// huge is a cost past every bound: counted as algorithm.maxCharge.
 const huge = 1 << 32
 
 var tokenBucketCharge = []Case{

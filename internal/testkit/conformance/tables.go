@@ -118,7 +118,7 @@ var tokenBucket = []Case{
 	},
 	{
 		// Full again at 2 h 10 s, seen from 5 s: more than an hour
-		// (algorithm.MaxQueue) beyond an empty bucket (1 s), which no
+		// (algorithm.maxQueue) beyond an empty bucket (1 s), which no
 		// reservation can be. The debt is clamped: the caller is not blocked
 		// for the length of the skew.
 		Name:   "clock jumps backwards",
@@ -327,7 +327,7 @@ var leakyBucket = []Case{
 		},
 	},
 	{
-		// More than an hour (algorithm.MaxQueue) of debt beyond an empty
+		// More than an hour (algorithm.maxQueue) of debt beyond an empty
 		// meter, which no reservation can be: clamped.
 		Name:   "clock jumps backwards",
 		Params: params(lb, 1, Second, 1),

@@ -22,7 +22,14 @@ import (
 // to it before it serves.
 func Serve(t testing.TB, set *rules.Set, opts []grpc.ServerOption, register ...func(*grpc.Server)) string {
 	t.Helper()
-	srv := rls.New(limitertest.Store(t, memory.DefaultConfig()), rls.Config{})
+	return ServeOn(t, set, memory.DefaultConfig(), rls.Config{}, opts, register...)
+}
+
+// ServeOn is Serve over a memory store of config mc (its Clock, say), the
+// server configured by cfg.
+func ServeOn(t testing.TB, set *rules.Set, mc memory.Config, cfg rls.Config, opts []grpc.ServerOption, register ...func(*grpc.Server)) string {
+	t.Helper()
+	srv := rls.New(limitertest.Store(t, mc), cfg)
 	srv.SetRules(limitertest.Compile(t, set))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

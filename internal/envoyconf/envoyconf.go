@@ -1,4 +1,7 @@
-package rules
+// Package envoyconf loads envoyproxy/ratelimit's configuration files into
+// a rules.Set: what sluice serve does with a runtime directory or xDS
+// RateLimitConfig resources, and what sluice rules import converts.
+package envoyconf
 
 import (
 	"fmt"
@@ -9,12 +12,15 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/doctree"
 	"github.com/sluicehq/sluice/internal/quote"
+	"github.com/sluicehq/sluice/internal/ruleid"
+	"github.com/sluicehq/sluice/rules"
 )
 
-// EnvoyFile is one configuration file of envoyproxy/ratelimit: its name
+// File is one configuration file of envoyproxy/ratelimit: its name
 // (for errors and rule descriptions) and its YAML text.
-type EnvoyFile struct {
+type File struct {
 	Name string
 	Data []byte
 }
@@ -31,9 +37,9 @@ var envoyUnits = map[string]time.Duration{
 	"year":   365 * 24 * time.Hour,
 }
 
-// EnvoyOptions are the settings of envoyproxy/ratelimit that change how
+// Options are the settings of envoyproxy/ratelimit that change how
 // its configuration loads. The zero value is its default.
-type EnvoyOptions struct {
+type Options struct {
 	// MergeDomains is its MERGE_DOMAIN_CONFIG: files of one domain add
 	// their descriptors to it (a descriptor a file repeats at the top
 	// level is still refused). Default false: a domain is one file.
@@ -42,17 +48,18 @@ type EnvoyOptions struct {
 	Shadow bool
 	// Quota is its QUOTA_MODE: every rule is quota.
 	Quota bool
+	// ChargeAfterResponse selects the descriptors whose calls with a
+	// hits_addend above 0 are charges after the response: their rules
+	// get charge: after_response (unlimited ones excepted). It is
+	// sluice's, not envoyproxy/ratelimit's: its configuration has no
+	// such field, and Envoy marks nothing in the report it sends after
+	// the response.
+	ChargeAfterResponse []Selector
 }
 
-// ImportEnvoy is LoadEnvoy with the default options and no notes.
-func ImportEnvoy(files []EnvoyFile) (*Set, error) {
-	s, _, err := LoadEnvoy(files, EnvoyOptions{})
-	return s, err
-}
-
-// LoadEnvoy converts envoyproxy/ratelimit configuration files — one
+// Load converts envoyproxy/ratelimit configuration files — one
 // domain each, as that service loads from its runtime directory or its
-// xDS RateLimitConfig resources — into a Set, one rule per descriptor with
+// xDS RateLimitConfig resources — into a rules.Set, one rule per descriptor with
 // a rate_limit:
 //
 //   - the rule's match is the file's domain (any string) and the chain of
@@ -74,8 +81,10 @@ func ImportEnvoy(files []EnvoyFile) (*Set, error) {
 //     unused rule id, else the id is <domain>.<n> (n counts the domain's
 //     rules in file order, the domain's characters outside a-z 0-9 . _ -
 //     as "-"); replaces is the rule's replaces; the description names the
-//     file, the descriptor chain, detailed_metric and value_to_metric
-//     (sluice's metrics are per rule). metadata is read and checked, and
+//     file, the descriptor chain, detailed_metric and value_to_metric;
+//     the rules with detailed_metric are also in LoadResult's
+//     Result.DetailedMetric (statistics per value, internal/rls).
+//     metadata is read and checked, and
 //     kept nowhere: it only goes into envoyproxy/ratelimit's answers with
 //     RESPONSE_DYNAMIC_METADATA, which sluice does not offer.
 //
@@ -95,34 +104,60 @@ func ImportEnvoy(files []EnvoyFile) (*Set, error) {
 // opt.MergeDomains. An empty file is refused (it has no domain). What is
 // refused is an error naming the file, the line and the descriptor. A key
 // it knows that has no meaning where it stands (a unit beside key) is
-// ignored, as it ignores it, and named in the notes. The Set is
+// ignored, as it ignores it, and named in the notes. The rules.Set is
 // validated.
-func LoadEnvoy(files []EnvoyFile, opt EnvoyOptions) (*Set, []string, error) {
-	s := &Set{Rules: []Rule{}}
-	ld := &envoyLoad{opt: opt, set: s, ids: make(map[string]bool), domains: make(map[string]*envoyDomain)}
+func Load(files []File, opt Options) (*rules.Set, []string, error) {
+	r, err := LoadResult(files, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.Set, r.Notes, nil
+}
+
+// Result is what Load makes of the files, and the ids of the rules whose
+// descriptor has detailed_metric: true (envoyproxy/ratelimit's statistics
+// per descriptor value; internal/rls counts them so).
+type Result struct {
+	Set            *rules.Set
+	Notes          []string
+	DetailedMetric map[string]bool
+}
+
+// LoadResult is Load, with the rules that have detailed_metric.
+func LoadResult(files []File, opt Options) (*Result, error) {
+	s := &rules.Set{Rules: []rules.Rule{}}
+	ld := &envoyLoad{opt: opt, set: s, ids: make(map[string]bool), domains: make(map[string]*envoyDomain),
+		charged: make([]bool, len(opt.ChargeAfterResponse))}
 	for _, f := range files {
-		n, err := parseYAML(f.Data)
+		n, err := doctree.ParseYAML(f.Data)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", f.Name, err)
+			return nil, fmt.Errorf("%s: %w", f.Name, err)
 		}
 		im := envoyImport{envoyLoad: ld, file: f.Name}
 		if err := im.file1(n); err != nil {
-			return nil, nil, err
+			return nil, err
+		}
+	}
+	for i, sel := range opt.ChargeAfterResponse {
+		if !ld.charged[i] {
+			ld.notes = append(ld.notes, fmt.Sprintf("charge after response: %s selects no descriptor with a rate_limit", quote.Short(sel.String())))
 		}
 	}
 	if err := s.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("imported rules: %w", err)
+		return nil, fmt.Errorf("imported rules: %w", err)
 	}
-	return s, ld.notes, nil
+	return &Result{Set: s, Notes: ld.notes, DetailedMetric: ld.detailed}, nil
 }
 
-// envoyLoad is the state of one LoadEnvoy.
+// envoyLoad is the state of one Load.
 type envoyLoad struct {
-	opt     EnvoyOptions
-	set     *Set
-	ids     map[string]bool
-	domains map[string]*envoyDomain
-	notes   []string
+	opt      Options
+	set      *rules.Set
+	ids      map[string]bool
+	domains  map[string]*envoyDomain
+	notes    []string
+	charged  []bool          // charged[i]: opt.ChargeAfterResponse[i] selected a rule
+	detailed map[string]bool // ids of the rules with detailed_metric
 }
 
 // envoyDomain is a domain loaded so far.
@@ -163,14 +198,14 @@ func (im *envoyImport) note(line int, what, msg string) {
 	im.notes = append(im.notes, fmt.Sprintf("%s: line %d: %s", im.file, line, msg))
 }
 
-func (im *envoyImport) file1(n *tnode) error {
-	switch n.kind {
-	case tnull:
-		return im.fail(n.line, "", "the file is empty; envoyproxy/ratelimit refuses a file without a domain: "+
+func (im *envoyImport) file1(n *doctree.Node) error {
+	switch n.Kind {
+	case doctree.Null:
+		return im.fail(n.Line, "", "the file is empty; envoyproxy/ratelimit refuses a file without a domain: "+
 			"give it domain and descriptors, or remove it")
-	case tobject:
+	case doctree.Object:
 	default:
-		return im.fail(n.line, "", "want a mapping with domain and descriptors, got "+n.describe())
+		return im.fail(n.Line, "", "want a mapping with domain and descriptors, got "+n.Describe())
 	}
 	if err := im.checkTree(n, ""); err != nil {
 		return err
@@ -181,7 +216,7 @@ func (im *envoyImport) file1(n *tnode) error {
 		return err
 	}
 	if dom == "" {
-		return im.fail(n.line, "", "domain: required, a non-empty string (envoyproxy/ratelimit refuses a file without one)")
+		return im.fail(n.Line, "", "domain: required, a non-empty string (envoyproxy/ratelimit refuses a file without one)")
 	}
 	d := im.domains[dom]
 	switch {
@@ -189,7 +224,7 @@ func (im *envoyImport) file1(n *tnode) error {
 		d = &envoyDomain{file: im.file, top: make(map[string]bool)}
 		im.domains[dom] = d
 	case !im.opt.MergeDomains:
-		return im.fail(last(n, "domain").line, "", fmt.Sprintf("domain %s is also the domain of %s; a domain is one file "+
+		return im.fail(last(n, "domain").Line, "", fmt.Sprintf("domain %s is also the domain of %s; a domain is one file "+
 			"(set MERGE_DOMAIN_CONFIG=true to merge the files of a domain)", quote.Short(dom), d.file))
 	}
 	im.domain, im.d = dom, d
@@ -200,39 +235,39 @@ func (im *envoyImport) file1(n *tnode) error {
 // any field: a mapping key it does not know (anywhere but under
 // metadata), a list item that is not a mapping, a number that is not a
 // whole number of 64 bits.
-func (im *envoyImport) checkTree(n *tnode, what string) error {
-	switch n.kind {
-	case tobject:
-		if k := last(n, "key"); k != nil && k.kind != tobject && k.kind != tarray {
-			e := Entry{Key: k.raw}
-			if v := last(n, "value"); v != nil && v.kind != tobject && v.kind != tarray {
-				e.Value = v.raw
+func (im *envoyImport) checkTree(n *doctree.Node, what string) error {
+	switch n.Kind {
+	case doctree.Object:
+		if k := last(n, "key"); k != nil && k.Kind != doctree.Object && k.Kind != doctree.Array {
+			e := rules.Entry{Key: k.Raw}
+			if v := last(n, "value"); v != nil && v.Kind != doctree.Object && v.Kind != doctree.Array {
+				e.Value = v.Raw
 			}
 			if what != "" {
 				what += " > "
 			}
-			what += chainString([]Entry{e})
+			what += chainString([]rules.Entry{e})
 		}
-		for i, k := range n.keys {
-			if !slices.Contains(envoyKeys, k.name) {
-				return im.fail(k.line, what, fmt.Sprintf("unknown key %s; envoyproxy/ratelimit's configuration knows only %s",
-					quote.Short(k.name), strings.Join(envoyKeys, ", ")))
+		for i, k := range n.Keys {
+			if !slices.Contains(envoyKeys, k.Name) {
+				return im.fail(k.Line, what, fmt.Sprintf("unknown key %s; envoyproxy/ratelimit's configuration knows only %s",
+					quote.Short(k.Name), strings.Join(envoyKeys, ", ")))
 			}
-			if k.name == "metadata" || slices.ContainsFunc(n.keys[i+1:], func(l tkey) bool { return l.name == k.name }) {
+			if k.Name == "metadata" || slices.ContainsFunc(n.Keys[i+1:], func(l doctree.Key) bool { return l.Name == k.Name }) {
 				continue // free-form; or given again, and the last one counts
 			}
 			sub := what
-			if k.name != "descriptors" {
-				sub = strings.TrimPrefix(what+": "+k.name, ": ")
+			if k.Name != "descriptors" {
+				sub = strings.TrimPrefix(what+": "+k.Name, ": ")
 			}
-			if err := im.checkTree(k.val, sub); err != nil {
+			if err := im.checkTree(k.Val, sub); err != nil {
 				return err
 			}
 		}
-	case tarray:
-		for _, it := range n.items {
-			if it.kind != tobject {
-				return im.fail(it.line, what, "a list here holds mappings only (descriptors, or replaces' {name: ...}), got "+it.describe())
+	case doctree.Array:
+		for _, it := range n.Items {
+			if it.Kind != doctree.Object {
+				return im.fail(it.Line, what, "a list here holds mappings only (descriptors, or replaces' {name: ...}), got "+it.Describe())
 			}
 			if err := im.checkTree(it, what); err != nil {
 				return err
@@ -241,9 +276,9 @@ func (im *envoyImport) checkTree(n *tnode, what string) error {
 	default:
 		switch k, _ := yaml11(n); k {
 		case "float":
-			return im.fail(n.line, what, "want a whole number, a string or true/false, got "+n.raw+" (envoyproxy/ratelimit refuses fractional numbers)")
+			return im.fail(n.Line, what, "want a whole number, a string or true/false, got "+n.Raw+" (envoyproxy/ratelimit refuses fractional numbers)")
 		case "uint64":
-			return im.fail(n.line, what, "number "+n.raw+" out of range")
+			return im.fail(n.Line, what, "number "+n.Raw+" out of range")
 		}
 	}
 	return nil
@@ -251,21 +286,21 @@ func (im *envoyImport) checkTree(n *tnode, what string) error {
 
 // misplaced notes the keys of n outside want: envoyproxy/ratelimit knows
 // them, and ignores them there.
-func (im *envoyImport) misplaced(n *tnode, what string, want ...string) {
-	for _, k := range n.keys {
-		if !slices.Contains(want, k.name) {
-			im.note(k.line, what, fmt.Sprintf("%s has no meaning here (want %s) and is ignored, as envoyproxy/ratelimit ignores it",
-				quote.Short(k.name), strings.Join(want, ", ")))
+func (im *envoyImport) misplaced(n *doctree.Node, what string, want ...string) {
+	for _, k := range n.Keys {
+		if !slices.Contains(want, k.Name) {
+			im.note(k.Line, what, fmt.Sprintf("%s has no meaning here (want %s) and is ignored, as envoyproxy/ratelimit ignores it",
+				quote.Short(k.Name), strings.Join(want, ", ")))
 		}
 	}
 }
 
 // last returns the value of n's last key name, nil when it has none:
 // envoyproxy/ratelimit keeps the last of a key given twice.
-func last(n *tnode, name string) *tnode {
-	for i := len(n.keys) - 1; i >= 0; i-- {
-		if n.keys[i].name == name {
-			return n.keys[i].val
+func last(n *doctree.Node, name string) *doctree.Node {
+	for i := len(n.Keys) - 1; i >= 0; i-- {
+		if n.Keys[i].Name == name {
+			return n.Keys[i].Val
 		}
 	}
 	return nil
@@ -274,11 +309,11 @@ func last(n *tnode, name string) *tnode {
 // yaml11 classifies a YAML scalar as envoyproxy/ratelimit's YAML 1.1
 // reader does: "null", "bool", "int", "uint64" (beyond int64), "float" or
 // "string"; for bool and int, v is its value.
-func yaml11(n *tnode) (kind string, v int64) {
-	if !n.plain {
+func yaml11(n *doctree.Node) (kind string, v int64) {
+	if !n.Plain {
 		return "string", 0
 	}
-	switch n.raw {
+	switch n.Raw {
 	case "", "~", "null", "Null", "NULL":
 		return "null", 0
 	case "y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON":
@@ -288,8 +323,8 @@ func yaml11(n *tnode) (kind string, v int64) {
 	case ".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF":
 		return "float", 0
 	}
-	if c := n.raw[0]; c == '+' || c == '-' || c == '.' || '0' <= c && c <= '9' {
-		plain := strings.ReplaceAll(n.raw, "_", "")
+	if c := n.Raw[0]; c == '+' || c == '-' || c == '.' || '0' <= c && c <= '9' {
+		plain := strings.ReplaceAll(n.Raw, "_", "")
 		if i, err := strconv.ParseInt(plain, 0, 64); err == nil {
 			return "int", i
 		}
@@ -307,50 +342,50 @@ var yaml11Float = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+
 
 // str reads n's string field name as envoyproxy/ratelimit reads it: any
 // scalar as written, null or absent as "".
-func (im *envoyImport) str(n *tnode, name, what string) (string, error) {
+func (im *envoyImport) str(n *doctree.Node, name, what string) (string, error) {
 	v := last(n, name)
 	if v == nil {
 		return "", nil
 	}
-	switch v.kind {
-	case tobject, tarray:
-		return "", im.fail(v.line, what, name+": want a string, got "+v.describe())
+	switch v.Kind {
+	case doctree.Object, doctree.Array:
+		return "", im.fail(v.Line, what, name+": want a string, got "+v.Describe())
 	}
 	if k, _ := yaml11(v); k == "null" {
 		return "", nil
 	}
-	return v.raw, nil
+	return v.Raw, nil
 }
 
 // flag reads n's true/false field name: true, yes, on (any YAML 1.1
 // spelling), false when null or absent.
-func (im *envoyImport) flag(n *tnode, name, what string) (bool, error) {
+func (im *envoyImport) flag(n *doctree.Node, name, what string) (bool, error) {
 	v := last(n, name)
 	if v == nil {
 		return false, nil
 	}
 	switch k, b := yaml11(v); {
-	case v.kind == tobject || v.kind == tarray:
+	case v.Kind == doctree.Object || v.Kind == doctree.Array:
 	case k == "null":
 		return false, nil
 	case k == "bool":
 		return b == 1, nil
 	}
-	return false, im.fail(v.line, what, name+": want true or false, got "+v.describe())
+	return false, im.fail(v.Line, what, name+": want true or false, got "+v.Describe())
 }
 
 // list imports the descriptors of n (its key descriptors), under chain;
 // shared[i] says whether chain[i] has share_threshold; seen holds the
 // composite keys of the level.
-func (im *envoyImport) list(n *tnode, chain []Entry, shared []bool, seen map[string]bool) error {
+func (im *envoyImport) list(n *doctree.Node, chain []rules.Entry, shared []bool, seen map[string]bool) error {
 	ds := last(n, "descriptors")
-	if ds == nil || ds.kind == tnull {
+	if ds == nil || ds.Kind == doctree.Null {
 		return nil
 	}
-	if ds.kind != tarray {
-		return im.fail(ds.line, chainString(chain), "descriptors: want a list, got "+ds.describe())
+	if ds.Kind != doctree.Array {
+		return im.fail(ds.Line, chainString(chain), "descriptors: want a list, got "+ds.Describe())
 	}
-	for _, it := range ds.items {
+	for _, it := range ds.Items {
 		if err := im.descriptor(it, chain, shared, seen); err != nil {
 			return err
 		}
@@ -358,8 +393,8 @@ func (im *envoyImport) list(n *tnode, chain []Entry, shared []bool, seen map[str
 	return nil
 }
 
-func (im *envoyImport) descriptor(n *tnode, parent []Entry, pshared []bool, seen map[string]bool) error {
-	var e Entry
+func (im *envoyImport) descriptor(n *doctree.Node, parent []rules.Entry, pshared []bool, seen map[string]bool) error {
+	var e rules.Entry
 	var err error
 	if e.Key, err = im.str(n, "key", chainString(parent)); err != nil {
 		return err
@@ -367,10 +402,10 @@ func (im *envoyImport) descriptor(n *tnode, parent []Entry, pshared []bool, seen
 	if e.Value, err = im.str(n, "value", chainString(parent)); err != nil {
 		return err
 	}
-	chain := append(append([]Entry(nil), parent...), e)
+	chain := append(append([]rules.Entry(nil), parent...), e)
 	what := chainString(chain)
 	if e.Key == "" {
-		return im.fail(n.line, what, "key: required, a non-empty string")
+		return im.fail(n.Line, what, "key: required, a non-empty string")
 	}
 	im.misplaced(n, what, "key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode", "detailed_metric",
 		"value_to_metric", "share_threshold", "metadata")
@@ -379,7 +414,7 @@ func (im *envoyImport) descriptor(n *tnode, parent []Entry, pshared []bool, seen
 		composite += "_" + e.Value
 	}
 	if seen[composite] {
-		return im.fail(n.line, what, fmt.Sprintf("a descriptor of this level already has key and value %s "+
+		return im.fail(n.Line, what, fmt.Sprintf("a descriptor of this level already has key and value %s "+
 			"(envoyproxy/ratelimit's composite key key_value; key a_b alone is the same as key a, value b): remove one", quote.Short(composite)))
 	}
 	seen[composite] = true
@@ -394,24 +429,24 @@ func (im *envoyImport) descriptor(n *tnode, parent []Entry, pshared []bool, seen
 			return err
 		}
 	}
-	if v := last(n, "metadata"); v != nil && v.kind != tnull && v.kind != tobject {
-		return im.fail(v.line, what, "metadata: want a mapping, got "+v.describe())
+	if v := last(n, "metadata"); v != nil && v.Kind != doctree.Null && v.Kind != doctree.Object {
+		return im.fail(v.Line, what, "metadata: want a mapping, got "+v.Describe())
 	}
 	if share && !strings.Contains(composite, "*") {
-		return im.fail(last(n, "share_threshold").line, what, "share_threshold: only on a wildcard value (one containing \"*\"); remove share_threshold or make the value a wildcard")
+		return im.fail(last(n, "share_threshold").Line, what, "share_threshold: only on a wildcard value (one containing \"*\"); remove share_threshold or make the value a wildcard")
 	}
 	shared := append(append([]bool(nil), pshared...), share)
 	rl, ds := last(n, "rate_limit"), last(n, "descriptors")
 	switch {
-	case rl != nil && rl.kind != tnull:
+	case rl != nil && rl.Kind != doctree.Null:
 		if err := im.limit(rl, chain, shared, f); err != nil {
 			return err
 		}
-	case ds == nil || ds.kind == tnull || ds.kind == tarray && len(ds.items) == 0:
+	case ds == nil || ds.Kind == doctree.Null || ds.Kind == doctree.Array && len(ds.Items) == 0:
 		// No limit and nothing nested: envoyproxy/ratelimit matches the
 		// descriptor and applies no limit, so a less specific one must
 		// not apply either.
-		if err := im.add(n.line, chain, shared, f, Rule{Unlimited: true}, "no rate_limit"); err != nil {
+		if err := im.add(n.Line, chain, shared, f, rules.Rule{Unlimited: true}, "no rate_limit"); err != nil {
 			return err
 		}
 	}
@@ -426,13 +461,13 @@ type envoyFlags struct {
 // envoyUnitNames lists the units for messages.
 const envoyUnitNames = "second, minute, hour, day, week, month, year (any letter case)"
 
-func (im *envoyImport) limit(n *tnode, chain []Entry, shared []bool, f envoyFlags) error {
+func (im *envoyImport) limit(n *doctree.Node, chain []rules.Entry, shared []bool, f envoyFlags) error {
 	what := chainString(chain)
-	if n.kind != tobject {
-		return im.fail(n.line, what, "rate_limit: want {unit, requests_per_unit}, got "+n.describe())
+	if n.Kind != doctree.Object {
+		return im.fail(n.Line, what, "rate_limit: want {unit, requests_per_unit}, got "+n.Describe())
 	}
 	im.misplaced(n, what+": rate_limit", "unit", "requests_per_unit", "unlimited", "name", "replaces")
-	var r Rule
+	var r rules.Rule
 	var err error
 	if r.Name, err = im.str(n, "name", what+": rate_limit"); err != nil {
 		return err
@@ -450,27 +485,27 @@ func (im *envoyImport) limit(n *tnode, chain []Entry, shared []bool, f envoyFlag
 		k, i := yaml11(v)
 		switch {
 		case k == "null":
-		case k != "int" || v.kind == tobject || v.kind == tarray:
-			return im.fail(v.line, what, "rate_limit.requests_per_unit: want a whole number from 0 to 4294967295, got "+v.describe())
+		case k != "int" || v.Kind == doctree.Object || v.Kind == doctree.Array:
+			return im.fail(v.Line, what, "rate_limit.requests_per_unit: want a whole number from 0 to 4294967295, got "+v.Describe())
 		case i < 0 || i > 1<<32-1:
-			return im.fail(v.line, what, fmt.Sprintf("rate_limit.requests_per_unit: want a whole number from 0 to 4294967295, got %s", v.raw))
+			return im.fail(v.Line, what, fmt.Sprintf("rate_limit.requests_per_unit: want a whole number from 0 to 4294967295, got %s", v.Raw))
 		default:
 			limit = i
 		}
 	}
 	switch {
 	case r.Unlimited && validUnit:
-		return im.fail(last(n, "unit").line, what, "rate_limit.unit: an unlimited rate_limit takes no unit; remove unit or unlimited")
+		return im.fail(last(n, "unit").Line, what, "rate_limit.unit: an unlimited rate_limit takes no unit; remove unit or unlimited")
 	case !r.Unlimited && unit == "":
-		return im.fail(n.line, what, "rate_limit.unit: required, one of "+envoyUnitNames+" (or unlimited: true)")
+		return im.fail(n.Line, what, "rate_limit.unit: required, one of "+envoyUnitNames+" (or unlimited: true)")
 	case !r.Unlimited && !validUnit:
-		return im.fail(last(n, "unit").line, what, fmt.Sprintf("rate_limit.unit: want one of %s, got %s", envoyUnitNames, quote.Short(unit)))
+		return im.fail(last(n, "unit").Line, what, fmt.Sprintf("rate_limit.unit: want one of %s, got %s", envoyUnitNames, quote.Short(unit)))
 	}
-	if v := last(n, "replaces"); v != nil && v.kind != tnull {
-		if v.kind != tarray {
-			return im.fail(v.line, what, "rate_limit.replaces: want a list of {name: <rate_limit name>}, got "+v.describe())
+	if v := last(n, "replaces"); v != nil && v.Kind != doctree.Null {
+		if v.Kind != doctree.Array {
+			return im.fail(v.Line, what, "rate_limit.replaces: want a list of {name: <rate_limit name>}, got "+v.Describe())
 		}
-		for _, it := range v.items {
+		for _, it := range v.Items {
 			im.misplaced(it, what+": rate_limit.replaces", "name")
 			name, err := im.str(it, "name", what+": rate_limit.replaces")
 			if err != nil {
@@ -478,28 +513,28 @@ func (im *envoyImport) limit(n *tnode, chain []Entry, shared []bool, f envoyFlag
 			}
 			switch {
 			case name == "":
-				return im.fail(it.line, what, "rate_limit.replaces: name: required, the name of the rate_limit to replace")
+				return im.fail(it.Line, what, "rate_limit.replaces: name: required, the name of the rate_limit to replace")
 			case name == r.Name:
-				return im.fail(it.line, what, fmt.Sprintf("rate_limit.replaces: %s is this rate_limit's own name; remove it", quote.Short(name)))
+				return im.fail(it.Line, what, fmt.Sprintf("rate_limit.replaces: %s is this rate_limit's own name; remove it", quote.Short(name)))
 			}
 			r.Replaces = append(r.Replaces, name)
 		}
 	}
 	if r.Unlimited {
-		return im.add(n.line, chain, shared, f, r, "unlimited")
+		return im.add(n.Line, chain, shared, f, r, "unlimited")
 	}
-	r.Limit, r.Window, r.Algorithm = limit, Duration(window), algorithm.FixedWindow
-	return im.add(n.line, chain, shared, f, r, "")
+	r.Limit, r.Window, r.Algorithm = limit, rules.Duration(window), algorithm.FixedWindow
+	return im.add(n.Line, chain, shared, f, r, "")
 }
 
 // add completes r, the rule of the descriptor chain at line — its id,
-// description, match, key and flags — checks it and adds it to the Set.
+// description, match, key and flags — checks it and adds it to the rules.Set.
 // note, when not "", goes in the description.
-func (im *envoyImport) add(line int, chain []Entry, shared []bool, f envoyFlags, r Rule, note string) error {
+func (im *envoyImport) add(line int, chain []rules.Entry, shared []bool, f envoyFlags, r rules.Rule, note string) error {
 	what := chainString(chain)
 	im.d.n++
 	id := ""
-	if validID(r.Name) == nil && !im.ids[r.Name] {
+	if ruleid.Valid(r.Name) && !im.ids[r.Name] {
 		id = r.Name
 	}
 	if id == "" {
@@ -512,12 +547,12 @@ func (im *envoyImport) add(line int, chain []Entry, shared []bool, f envoyFlags,
 			}
 			return '-'
 		}, im.domain)
-		if base == "" || !isAlnum(base[0]) {
+		if base == "" || !('a' <= base[0] && base[0] <= 'z' || '0' <= base[0] && base[0] <= '9') {
 			base = "d" + base
 		}
 		suffix := "." + strconv.Itoa(im.d.n)
-		if len(base)+len(suffix) > maxIDLen {
-			base = base[:maxIDLen-len(suffix)]
+		if len(base)+len(suffix) > ruleid.MaxLen {
+			base = base[:ruleid.MaxLen-len(suffix)]
 		}
 		id = base + suffix
 		for im.ids[id] { // a name took it
@@ -533,10 +568,17 @@ func (im *envoyImport) add(line int, chain []Entry, shared []bool, f envoyFlags,
 	}
 	r.ID = id
 	r.Description = "envoyproxy/ratelimit " + im.file + ": " + what
-	r.Match = Match{Domain: im.domain, Entries: chain}
-	r.By = ByGlobal
+	r.Match = rules.Match{Domain: im.domain, Entries: chain}
+	r.By = rules.ByGlobal
 	r.Shadow = f.shadow || im.opt.Shadow
 	r.Quota = f.quota || im.opt.Quota
+	if !r.Unlimited {
+		for i, sel := range im.opt.ChargeAfterResponse {
+			if sel.selects(im.domain, chain) {
+				r.Charge, im.charged[i] = rules.ChargeAfterResponse, true
+			}
+		}
+	}
 	for _, x := range []struct {
 		on   bool
 		text string
@@ -546,20 +588,26 @@ func (im *envoyImport) add(line int, chain []Entry, shared []bool, f envoyFlags,
 		}
 	}
 	if len(by) > 0 {
-		r.By = By(strings.Join(by, "+"))
+		r.By = rules.By(strings.Join(by, "+"))
 	}
-	if len(by) > MaxKeyParts {
-		return im.fail(line, what, fmt.Sprintf("%d entries without a fixed value; sluice keys a rule by at most %d", len(by), MaxKeyParts))
+	if len(by) > rules.MaxKeyParts {
+		return im.fail(line, what, fmt.Sprintf("%d entries without a fixed value; sluice keys a rule by at most %d", len(by), rules.MaxKeyParts))
 	}
 	if err := r.Validate(); err != nil {
 		return im.fail(line, what, err.Error())
+	}
+	if f.detailed && !r.Unlimited {
+		if im.detailed == nil {
+			im.detailed = make(map[string]bool)
+		}
+		im.detailed[r.ID] = true
 	}
 	im.set.Rules = append(im.set.Rules, r)
 	return nil
 }
 
 // chainString renders a descriptor chain: `domain "rl", foo > bar=banned`.
-func chainString(chain []Entry) string {
+func chainString(chain []rules.Entry) string {
 	var b strings.Builder
 	for i, e := range chain {
 		if i > 0 {

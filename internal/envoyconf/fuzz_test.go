@@ -1,9 +1,11 @@
-package rules
+package envoyconf
 
 import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/rules"
 )
 
 // FuzzImportEnvoy: any file either converts into a Set that validates,
@@ -22,14 +24,14 @@ func FuzzImportEnvoy(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
-		if len(doc) > maxFuzzInput {
+		if len(doc) > 8<<10 {
 			return
 		}
-		s, err := ImportEnvoy([]EnvoyFile{{Name: "f.yaml", Data: []byte(doc)}})
+		s, err := importEnvoy([]File{{Name: "f.yaml", Data: []byte(doc)}})
 		if err != nil {
 			return
 		}
-		ix, err := Compile(s)
+		ix, err := rules.Compile(s)
 		if err != nil {
 			t.Fatalf("imported set does not compile: %v", err)
 		}

@@ -1,4 +1,4 @@
-package rules
+package envoyconf
 
 import (
 	"os"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/rules"
 )
 
 // TestImportPublishedExamples loads, unchanged, the configurations of
@@ -24,7 +26,7 @@ func TestImportPublishedExamples(t *testing.T) {
 		limit     int64
 		window    time.Duration
 		unlimited bool
-		by        By
+		by        rules.By
 		shadow    bool
 		quota     bool
 		name      string
@@ -38,8 +40,8 @@ func TestImportPublishedExamples(t *testing.T) {
 	}{
 		{file: "ex01-values.yaml",
 			rules: map[string]ruleWant{
-				"catalog_qps.1": {limit: 300, window: time.Second, by: ByGlobal},
-				"catalog_qps.2": {limit: 300, window: time.Second, by: ByGlobal},
+				"catalog_qps.1": {limit: 300, window: time.Second, by: rules.ByGlobal},
+				"catalog_qps.2": {limit: 300, window: time.Second, by: rules.ByGlobal},
 			},
 			matches: []match{{[]string{"table", "products"}, "catalog_qps.1"}, {[]string{"table", "fallback"}, "catalog_qps.2"}, {[]string{"table", "other"}, ""}}},
 		{file: "ex02-nested.yaml",
@@ -51,7 +53,7 @@ func TestImportPublishedExamples(t *testing.T) {
 		{file: "ex03-zero.yaml",
 			rules: map[string]ruleWant{
 				"border_per_ip.1": {limit: 20, window: time.Second, by: "entry:remote_address"},
-				"border_per_ip.2": {limit: 0, window: time.Second, by: ByGlobal},
+				"border_per_ip.2": {limit: 0, window: time.Second, by: rules.ByGlobal},
 			},
 			matches: []match{{[]string{"remote_address", "198.51.100.66"}, "border_per_ip.2"}, {[]string{"remote_address", "198.51.100.67"}, "border_per_ip.1"}}},
 		{file: "ex04-depth.yaml",
@@ -71,14 +73,14 @@ func TestImportPublishedExamples(t *testing.T) {
 			matches: []match{{[]string{"app", "auth", "account", "account-1"}, "shadowed.1"}, {[]string{"app", "auth", "account", "account-3"}, ""}}},
 		{file: "ex07-replaces.yaml",
 			rules: map[string]ruleWant{
-				"acct9_reads": {limit: 6, window: time.Second, by: ByGlobal, name: "acct9_reads"},
-				"replacing.2": {limit: 12, window: time.Second, by: ByGlobal, replaces: []string{"acct9_reads"}},
+				"acct9_reads": {limit: 6, window: time.Second, by: rules.ByGlobal, name: "acct9_reads"},
+				"replacing.2": {limit: 12, window: time.Second, by: rules.ByGlobal, replaces: []string{"acct9_reads"}},
 			},
 			matches: []match{{[]string{"group_a", "reads", "account", "acct-9"}, "acct9_reads"}, {[]string{"group_b", "writes", "account", "acct-9"}, "replacing.2"}}},
 		{file: "ex08-detailed.yaml",
 			rules: map[string]ruleWant{
 				"detailed.1": {limit: 15, window: time.Minute, by: "entry:tenant"},
-				"detailed.2": {limit: 45, window: time.Minute, by: ByGlobal},
+				"detailed.2": {limit: 45, window: time.Minute, by: rules.ByGlobal},
 			},
 			matches: []match{{[]string{"tenant", "small"}, "detailed.1"}, {[]string{"tenant", "big-tenant"}, "detailed.2"}}},
 		{file: "ex09-wildcard.yaml",
@@ -106,17 +108,17 @@ func TestImportPublishedExamples(t *testing.T) {
 			matches: []match{{[]string{"endpoint", "/a", "verb", "GET", "principal", "p"}, "per_value_metrics.1"}, {[]string{"member", "m", "op", "listAll", "collection", "c"}, "per_value_metrics.2"}}},
 		{file: "ex11-share-threshold.yaml",
 			rules: map[string]ruleWant{
-				"shared_wildcards.1": {limit: 8, window: time.Hour, by: ByGlobal}, // one bucket for every docs/ value
+				"shared_wildcards.1": {limit: 8, window: time.Hour, by: rules.ByGlobal}, // one bucket for every docs/ value
 				"shared_wildcards.2": {limit: 8, window: time.Hour, by: "entry:doc_apart"},
 				"shared_wildcards.3": {limit: 40, window: time.Minute, by: "entry:verb"},
 			},
 			matches: []match{{[]string{"doc", "docs/a.pdf"}, "shared_wildcards.1"}, {[]string{"doc_apart", "docs_apart/a.pdf"}, "shared_wildcards.2"}, {[]string{"api", "v3/users", "verb", "GET"}, "shared_wildcards.3"}}},
 		{file: "example-rl.yaml",
 			rules: map[string]ruleWant{
-				"gw.1":          {limit: 5, window: time.Minute, by: ByGlobal, replaces: []string{"lee", "decoy_limit"}},
-				"gw.2":          {limit: 3, window: time.Minute, by: ByGlobal, replaces: []string{"lee"}},
-				"gw.4":          {limit: 3, window: time.Minute, by: ByGlobal, replaces: []string{"blocked_limit"}},
-				"decoy_limit":   {limit: 3, window: time.Minute, by: ByGlobal, name: "decoy_limit"},
+				"gw.1":          {limit: 5, window: time.Minute, by: rules.ByGlobal, replaces: []string{"lee", "decoy_limit"}},
+				"gw.2":          {limit: 3, window: time.Minute, by: rules.ByGlobal, replaces: []string{"lee"}},
+				"gw.4":          {limit: 3, window: time.Minute, by: rules.ByGlobal, replaces: []string{"blocked_limit"}},
+				"decoy_limit":   {limit: 3, window: time.Minute, by: rules.ByGlobal, name: "decoy_limit"},
 				"gw.6":          {limit: 3, window: time.Minute, by: "entry:alpha"},
 				"lee":           {limit: 1, window: time.Minute, by: "entry:alpha", name: "lee"},
 				"blocked_limit": {limit: 0, window: time.Minute, by: "entry:alpha", name: "blocked_limit"},
@@ -135,8 +137,8 @@ func TestImportPublishedExamples(t *testing.T) {
 			}},
 		{file: "example-quota.yaml",
 			rules: map[string]ruleWant{
-				"gw_quota.1": {limit: 1, window: time.Minute, by: ByGlobal, quota: true},
-				"gw_quota.2": {limit: 2, window: time.Minute, by: ByGlobal, quota: true},
+				"gw_quota.1": {limit: 1, window: time.Minute, by: rules.ByGlobal, quota: true},
+				"gw_quota.2": {limit: 2, window: time.Minute, by: rules.ByGlobal, quota: true},
 			},
 			matches: []match{{[]string{"product", "product_a"}, "gw_quota.1"}, {[]string{"product", "product_b"}, "gw_quota.2"}}},
 	}
@@ -151,7 +153,7 @@ func TestImportPublishedExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := ImportEnvoy([]EnvoyFile{{Name: tt.file, Data: b}})
+			s, err := importEnvoy([]File{{Name: tt.file, Data: b}})
 			if tt.refused != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.refused) {
 					t.Fatalf("ImportEnvoy = %v, want an error containing %q", err, tt.refused)
@@ -162,7 +164,7 @@ func TestImportPublishedExamples(t *testing.T) {
 				t.Fatal(err)
 			}
 			for id, w := range tt.rules {
-				i := slices.IndexFunc(s.Rules, func(r Rule) bool { return r.ID == id })
+				i := slices.IndexFunc(s.Rules, func(r rules.Rule) bool { return r.ID == id })
 				if i < 0 {
 					t.Errorf("no rule %q in %v", id, ruleIDs(s))
 					continue
@@ -173,14 +175,14 @@ func TestImportPublishedExamples(t *testing.T) {
 					t.Errorf("rule %s = %+v, want %+v", id, got, w)
 				}
 			}
-			ix, err := Compile(s)
+			ix, err := rules.Compile(s)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, m := range tt.matches {
-				var es []Entry
+				var es []rules.Entry
 				for i := 0; i < len(m.entries); i += 2 {
-					es = append(es, Entry{m.entries[i], m.entries[i+1]})
+					es = append(es, rules.Entry{Key: m.entries[i], Value: m.entries[i+1]})
 				}
 				var got string
 				if cs := ix.Domain(s.Rules[0].Match.Domain).MatchEntries(es, nil); len(cs) > 0 {
@@ -198,16 +200,16 @@ func TestImportPublishedExamples(t *testing.T) {
 		})
 	}
 	// A pattern is matched without allocating, as every other value.
-	s, err := ImportEnvoy([]EnvoyFile{{Name: "m.yaml", Data: []byte("domain: m\ndescriptors:\n  - key: p\n    value: /a/*/b/*/c\n    rate_limit: {unit: second, requests_per_unit: 1}\n")}})
+	s, err := importEnvoy([]File{{Name: "m.yaml", Data: []byte("domain: m\ndescriptors:\n  - key: p\n    value: /a/*/b/*/c\n    rate_limit: {unit: second, requests_per_unit: 1}\n")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix, err := Compile(s)
+	ix, err := rules.Compile(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, es := ix.Domain("m"), []Entry{{"p", "/a/x/b/y/c"}}
-	var dst [4]*Compiled
+	v, es := ix.Domain("m"), []rules.Entry{{Key: "p", Value: "/a/x/b/y/c"}}
+	var dst [4]*rules.Compiled
 	if got := v.MatchEntries(es, dst[:0]); len(got) != 1 {
 		t.Fatalf("MatchEntries(%v) = %d rules, want 1", es, len(got))
 	}
@@ -219,7 +221,7 @@ func TestImportPublishedExamples(t *testing.T) {
 	}
 }
 
-func ruleIDs(s *Set) []string {
+func ruleIDs(s *rules.Set) []string {
 	var ids []string
 	for _, r := range s.Rules {
 		ids = append(ids, r.ID)

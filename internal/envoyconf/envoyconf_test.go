@@ -1,4 +1,4 @@
-package rules
+package envoyconf
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+
+	"github.com/sluicehq/sluice/rules"
 )
 
 // The configurations below are written for this project; each uses a
@@ -54,25 +56,25 @@ descriptors:
 `
 
 func TestImportEnvoy(t *testing.T) {
-	s, err := ImportEnvoy([]EnvoyFile{{Name: "edge.yaml", Data: []byte(envoyNested)}})
+	s, err := importEnvoy([]File{{Name: "edge.yaml", Data: []byte(envoyNested)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	type want struct {
 		id      string
-		entries []Entry
-		by      By
+		entries []rules.Entry
+		by      rules.By
 		limit   int64
 		window  time.Duration
 		shadow  bool
 	}
 	wants := []want{
-		{"edge.1", []Entry{{"source_cluster", "front"}, {"destination_cluster", "books"}}, ByGlobal, 4, time.Minute, false},
-		{"edge.2", []Entry{{"tenant", ""}}, "entry:tenant", 7, time.Minute, false},
-		{"edge.3", []Entry{{"tenant", ""}, {"path", ""}}, "entry:tenant+entry:path", 30, time.Hour, false},
-		{"tenant-slow", []Entry{{"tenant", ""}, {"path", "/slow"}}, "entry:tenant", 2, time.Second, true},
-		{"edge.5", []Entry{{"region", "eu-*"}}, "entry:region", 1000, 24 * time.Hour, false},
-		{"edge.6", []Entry{{"plain_key", "42"}}, ByGlobal, 0, 0, false}, // no rate_limit: unlimited
+		{"edge.1", []rules.Entry{{Key: "source_cluster", Value: "front"}, {Key: "destination_cluster", Value: "books"}}, rules.ByGlobal, 4, time.Minute, false},
+		{"edge.2", []rules.Entry{{Key: "tenant", Value: ""}}, "entry:tenant", 7, time.Minute, false},
+		{"edge.3", []rules.Entry{{Key: "tenant", Value: ""}, {Key: "path", Value: ""}}, "entry:tenant+entry:path", 30, time.Hour, false},
+		{"tenant-slow", []rules.Entry{{Key: "tenant", Value: ""}, {Key: "path", Value: "/slow"}}, "entry:tenant", 2, time.Second, true},
+		{"edge.5", []rules.Entry{{Key: "region", Value: "eu-*"}}, "entry:region", 1000, 24 * time.Hour, false},
+		{"edge.6", []rules.Entry{{Key: "plain_key", Value: "42"}}, rules.ByGlobal, 0, 0, false}, // no rate_limit: unlimited
 	}
 	if len(s.Rules) != len(wants) {
 		t.Fatalf("ImportEnvoy made %d rules, want %d: %+v", len(s.Rules), len(wants), s.Rules)
@@ -142,21 +144,21 @@ func TestImportEnvoyRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ImportEnvoy([]EnvoyFile{{Name: "f.yaml", Data: []byte(tt.yaml)}})
+			_, err := importEnvoy([]File{{Name: "f.yaml", Data: []byte(tt.yaml)}})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("ImportEnvoy = %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
 	one := []byte("domain: d\n")
-	_, err := ImportEnvoy([]EnvoyFile{{"a.yaml", one}, {"b.yaml", one}})
+	_, err := importEnvoy([]File{{"a.yaml", one}, {"b.yaml", one}})
 	if err == nil || !strings.Contains(err.Error(), `b.yaml: line 1: domain "d" is also the domain of a.yaml; a domain is one file (set MERGE_DOMAIN_CONFIG=true`) {
 		t.Errorf("two files of one domain: %v", err)
 	}
 }
 
 func TestMatchEntries(t *testing.T) {
-	s, err := ImportEnvoy([]EnvoyFile{{Name: "edge.yaml", Data: []byte(envoyNested + `
+	s, err := importEnvoy([]File{{Name: "edge.yaml", Data: []byte(envoyNested + `
   - key: ip
     rate_limit: {unit: second, requests_per_unit: 10}
   - key: ip
@@ -168,22 +170,22 @@ func TestMatchEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Rules = append(s.Rules, Rule{ID: "other", Match: Match{Domain: "other", Entries: []Entry{{"tenant", ""}}}, Limit: 1, Window: Duration(time.Second)})
-	ix, err := Compile(s)
+	s.Rules = append(s.Rules, rules.Rule{ID: "other", Match: rules.Match{Domain: "other", Entries: []rules.Entry{{Key: "tenant", Value: ""}}}, Limit: 1, Window: rules.Duration(time.Second)})
+	ix, err := rules.Compile(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := func(kv ...string) []Entry {
-		var es []Entry
+	e := func(kv ...string) []rules.Entry {
+		var es []rules.Entry
 		for i := 0; i < len(kv); i += 2 {
-			es = append(es, Entry{kv[i], kv[i+1]})
+			es = append(es, rules.Entry{Key: kv[i], Value: kv[i+1]})
 		}
 		return es
 	}
 	tests := []struct {
 		name    string
 		domain  string
-		entries []Entry
+		entries []rules.Entry
 		want    []string
 	}{
 		{"nested exact", "edge", e("source_cluster", "front", "destination_cluster", "books"), []string{"edge.1"}},
@@ -221,45 +223,9 @@ func TestMatchEntries(t *testing.T) {
 		t.Errorf("Match = %d rules, want none", len(got))
 	}
 	es, v := e("tenant", "acme", "path", "/slow"), ix.Domain("edge")
-	var dst [4]*Compiled
+	var dst [4]*rules.Compiled
 	if n := testing.AllocsPerRun(100, func() { v.MatchEntries(es, dst[:0]) }); n != 0 {
 		t.Errorf("MatchEntries allocates %v times, want 0", n)
-	}
-}
-
-func TestParseBy(t *testing.T) {
-	tests := []struct {
-		by      By
-		want    []KeyPart
-		wantErr string
-	}{
-		{"", []KeyPart{{Kind: KeyClient}}, ""},
-		{"global", []KeyPart{{Kind: KeyGlobal}}, ""},
-		{"endpoint", []KeyPart{{Kind: KeyEndpoint}}, ""},
-		{"api_key+endpoint", []KeyPart{{Kind: KeyAPIKey}, {Kind: KeyEndpoint}}, ""},
-		{"header:x-tenant", []KeyPart{{Kind: KeyHeader, Name: "X-Tenant"}}, ""},
-		{"entry:generic_key+user", []KeyPart{{Kind: KeyEntry, Name: "generic_key"}, {Kind: KeyUser}}, ""},
-		{"global+ip", nil, `by: global is one bucket for every call and joins nothing; use "ip" without global`},
-		{"user+user", nil, `names "user" twice`},
-		{"client+ip", nil, `names "ip" twice`},
-		{"a+b+c+d+e", nil, "at most 4 parts"},
-		{"header:", nil, `"header:" needs a name after the colon, e.g. "header:x-tenant"`},
-		{"header:x y", nil, `a header name is letters`},
-		{"entry:a b", nil, `an entry key is printable ASCII without spaces`},
-		{"user+", nil, "empty part"},
-		{"session", nil, `got "session"`},
-	}
-	for _, tt := range tests {
-		got, err := ParseBy(tt.by)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("ParseBy(%q) = %v, want an error containing %q", tt.by, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("ParseBy(%q) = %+v, %v, want %+v", tt.by, got, err, tt.want)
-		}
 	}
 }
 
@@ -272,15 +238,15 @@ func TestImportEnvoyMany(t *testing.T) {
 	for i := range 500 {
 		fmt.Fprintf(&b, "  - key: k\n    value: v%d\n    rate_limit: {unit: second, requests_per_unit: %d}\n", i, i+1)
 	}
-	s, err := ImportEnvoy([]EnvoyFile{{Name: "big.yaml", Data: []byte(b.String())}})
+	s, err := importEnvoy([]File{{Name: "big.yaml", Data: []byte(b.String())}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix, err := Compile(s)
+	ix, err := rules.Compile(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := ix.Domain("big").MatchEntries([]Entry{{Key: "k", Value: "v499"}}, nil)
+	got := ix.Domain("big").MatchEntries([]rules.Entry{{Key: "k", Value: "v499"}}, nil)
 	if len(got) != 1 || got[0].Limit != 500 {
 		t.Errorf("MatchEntries(k=v499) = %v, want the one rule of 500", got)
 	}
@@ -311,25 +277,25 @@ descriptors:
     shadow_mode: false
     shadow_mode: true
 `
-	s, notes, err := LoadEnvoy([]EnvoyFile{{Name: "eg.yaml", Data: []byte(conf)}}, EnvoyOptions{})
+	s, notes, err := Load([]File{{Name: "eg.yaml", Data: []byte(conf)}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	type want struct {
 		id            string
-		entries       []Entry
+		entries       []rules.Entry
 		limit         int64
 		window        time.Duration
 		shadow, quota bool
 		unlimited     bool
 	}
 	wants := []want{
-		{"default-eg-https.1", []Entry{{"k", "017"}}, 4294967295, time.Minute, true, true, false},
-		{"default-eg-https.2", []Entry{{"n", "true"}}, 1000, time.Second, false, false, false},
-		{"default-eg-https.3", []Entry{{"n", ""}}, 0, 0, true, false, true},
+		{"default-eg-https.1", []rules.Entry{{Key: "k", Value: "017"}}, 4294967295, time.Minute, true, true, false},
+		{"default-eg-https.2", []rules.Entry{{Key: "n", Value: "true"}}, 1000, time.Second, false, false, false},
+		{"default-eg-https.3", []rules.Entry{{Key: "n", Value: ""}}, 0, 0, true, false, true},
 	}
 	if len(s.Rules) != len(wants) {
-		t.Fatalf("LoadEnvoy made %d rules, want %d: %+v", len(s.Rules), len(wants), s.Rules)
+		t.Fatalf("Load made %d rules, want %d: %+v", len(s.Rules), len(wants), s.Rules)
 	}
 	for i, w := range wants {
 		r := s.Rules[i]
@@ -341,7 +307,7 @@ descriptors:
 	if len(notes) != 1 || !strings.Contains(notes[0], `eg.yaml: line 17: n=true: "unit" has no meaning here`) {
 		t.Errorf("notes = %q, want the misplaced unit", notes)
 	}
-	if _, err := Compile(s); err != nil {
+	if _, err := rules.Compile(s); err != nil {
 		t.Fatal(err)
 	}
 	back, out := yamlRoundTrip(t, s)
@@ -355,14 +321,14 @@ descriptors:
 func TestLoadEnvoyMergeDomains(t *testing.T) {
 	a := []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
 	b := []byte("domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 2}\n")
-	s, _, err := LoadEnvoy([]EnvoyFile{{"a.yaml", a}, {"b.yaml", b}}, EnvoyOptions{MergeDomains: true})
+	s, _, err := Load([]File{{"a.yaml", a}, {"b.yaml", b}}, Options{MergeDomains: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(s.Rules) != 2 || s.Rules[1].ID != "d.2" || s.Rules[1].Limit != 2 {
 		t.Errorf("merged rules = %+v, want d.1 and d.2", s.Rules)
 	}
-	_, _, err = LoadEnvoy([]EnvoyFile{{"a.yaml", a}, {"a2.yaml", a}}, EnvoyOptions{MergeDomains: true})
+	_, _, err = Load([]File{{"a.yaml", a}, {"a2.yaml", a}}, Options{MergeDomains: true})
 	if err == nil || !strings.Contains(err.Error(), `a2.yaml: line 3: a: a descriptor of this level already has key and value "a"`) {
 		t.Errorf("merged duplicate = %v, want the composite key refused", err)
 	}
@@ -372,7 +338,7 @@ func TestLoadEnvoyMergeDomains(t *testing.T) {
 // shadow or quota, unlimited ones included, and the set still validates.
 func TestLoadEnvoyGlobalModes(t *testing.T) {
 	conf := []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: b\n    rate_limit: {unlimited: true}\n")
-	s, _, err := LoadEnvoy([]EnvoyFile{{"d.yaml", conf}}, EnvoyOptions{Shadow: true, Quota: true})
+	s, _, err := Load([]File{{"d.yaml", conf}}, Options{Shadow: true, Quota: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +347,26 @@ func TestLoadEnvoyGlobalModes(t *testing.T) {
 			t.Errorf("rule %s: shadow %v, quota %v; want both", r.ID, r.Shadow, r.Quota)
 		}
 	}
-	if _, err := Compile(s); err != nil {
+	if _, err := rules.Compile(s); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func importEnvoy(files []File) (*rules.Set, error) {
+	s, _, err := Load(files, Options{})
+	return s, err
+}
+
+// yamlRoundTrip encodes s as a rules file and parses it back.
+func yamlRoundTrip(t *testing.T, s *rules.Set) (*rules.Set, []byte) {
+	t.Helper()
+	b, err := rules.EncodeYAML(s)
+	if err != nil {
+		t.Fatalf("EncodeYAML(%+v) = %v", s, err)
+	}
+	back, err := rules.ParseYAML(b)
+	if err != nil {
+		t.Fatalf("ParseYAML(EncodeYAML(s)) = %v\n%s", err, b)
+	}
+	return back, b
 }
