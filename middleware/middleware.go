@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/headers"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
+	"github.com/sluicehq/sluice/internal/mwhook"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -31,6 +32,14 @@ type options struct {
 	endpoint func(*http.Request) (method, path string)
 	onError  func(http.ResponseWriter, *http.Request, error)
 	shape    time.Duration // WithShaping's max wait; 0: reject at once
+	// observe, when set, is told every decision (internal/mwhook).
+	observe func(d limiter.Decision, req limiter.Request)
+}
+
+func init() {
+	mwhook.Observe = func(fn func(d limiter.Decision, req limiter.Request)) any {
+		return Option(func(o *options) { o.observe = fn })
+	}
 }
 
 // WithIdentifier sets who calls are from: JWT verification, the API key
@@ -159,6 +168,9 @@ func (f *filter) serve(w http.ResponseWriter, r *http.Request, next http.Handler
 		return
 	}
 	d, err := f.l.Check(r.Context(), &req)
+	if f.o.observe != nil && err == nil {
+		f.o.observe(d, req)
+	}
 	if f.refused(w, r, &d, err) {
 		return
 	}

@@ -35,6 +35,9 @@ func (f *filter) serveShaped(w http.ResponseWriter, r *http.Request, next http.H
 		next.ServeHTTP(w, r)
 		return
 	}
+	if f.o.observe != nil && err == nil {
+		f.o.observe(d, *req)
+	}
 	if f.refused(w, r, &d, err) {
 		return
 	}

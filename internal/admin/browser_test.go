@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/metrics"
+	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
@@ -161,6 +162,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		waitText("#ex-buckets", "user:flood"),
 		shot("explain"),
 	)
+	run("explain a whole Envoy request",
+		eval(`(() => { document.getElementById("ex-envoy").value = '{"domain": "edge", "descriptors": [{"entries": [{"key": "user", "value": "flood"}]}, {"entries": [{"key": "user", "value": "calm"}]}]}'; return true; })()`),
+		chromedp.Click("#ex-submit"),
+		waitText("#ex-decision", "Envoy request to edge: OVER_LIMIT"),
+		waitText("#ex-checks", "Descriptor 0: OVER_LIMIT"),
+		waitText("#ex-checks", "user:flood"),
+		shot("explain-envoy"),
+		eval(`(() => { document.getElementById("ex-envoy").value = ""; return true; })()`),
+	)
 	stop()
 	wg.Wait()
 
@@ -261,19 +271,20 @@ func startConsoleSluice(t *testing.T, token, rulesYAML string) *consoleSluice {
 	t.Cleanup(func() { st.Close() })
 	m := metrics.New()
 	lim := limiter.New(m.Instrument(st), limiter.Config{})
-	setRules := func(ix *rules.Index) { lim.SetRules(ix); m.SetRules(ix) }
+	envoy := rls.New(st, rls.Config{})
+	setRules := func(ix *rules.Index) { lim.SetRules(ix); m.SetRules(ix); envoy.SetRules(ix) }
 	setRules(src.Current())
 	src.Subscribe(setRules)
 	hitters := console.NewHitters(0, nil)
-	sampler := console.NewSampler(m.Registry())
+	sampler := console.NewSampler(m.ConsoleGatherer())
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go sampler.Run(ctx, time.Second)
 	data := httptest.NewServer(server.New(lim, server.Config{Logger: log, OnDecision: m.Decision,
-		OnDenied: func(d *limiter.Decision, client string) { hitters.Denied(d.Rule.ID, client) }}))
+		OnDenied: console.NewFeed(hitters, limiter.Config{}).Denied}))
 	t.Cleanup(data.Close)
 	adm := httptest.NewServer(admin.New(src, admin.Config{Token: token, Logger: log,
-		Console: &admin.Console{Limiter: lim, Sampler: sampler, Hitters: hitters, Instance: "test",
+		Console: &admin.Console{Limiter: lim, Sampler: sampler, Hitters: hitters, Envoy: envoy, Instance: "test",
 			Store: func() map[string]any { return map[string]any{"kind": "memory", "state": "ok", "buckets": st.Len()} }}}))
 	t.Cleanup(adm.Close)
 	return &consoleSluice{admin: adm.URL, data: data.URL, src: src, hc: data.Client()}

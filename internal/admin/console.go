@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
+	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -34,6 +35,9 @@ type Console struct {
 	Limiter *limiter.Limiter
 	Sampler *console.Sampler
 	Hitters *console.Hitters
+	// Envoy, when set, explains whole Envoy requests (POST /explain with
+	// descriptors) as the Envoy API plans them.
+	Envoy *rls.Server
 	// Store describes the counter store (kind, state, ...), read per page.
 	Store func() map[string]any
 	// Instance names this process (its listen address): with a PostgreSQL

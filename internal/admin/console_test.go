@@ -14,6 +14,13 @@ import (
 // file and an embedded store.
 func newConsoleEnv(t *testing.T, token string) (*env, *limiter.Limiter) {
 	t.Helper()
+	e, lim, _ := newConsole(t, token)
+	return e, lim
+}
+
+// newConsole is newConsoleEnv, with the Console.
+func newConsole(t *testing.T, token string) (*env, *limiter.Limiter, *Console) {
+	t.Helper()
 	st, err := memory.New(memory.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +32,7 @@ func newConsoleEnv(t *testing.T, token string) (*env, *limiter.Limiter) {
 	e := newEnv(t, Config{Token: token, Listen: "127.0.0.1:9090", Console: c})
 	lim.SetRules(e.src.Current())
 	e.src.Subscribe(lim.SetRules)
-	return e, lim
+	return e, lim, c
 }
 
 var consoleRoutes = []struct{ method, path, body string }{

@@ -1,6 +1,6 @@
 // Package adminclient is sluice's client of its own admin API: the rules
 // and the client registry read and changed, a whole set applied, a call
-// explained. The `sluice rules` commands use it; it sends its requests
+// or a whole Envoy request explained. The `sluice rules` commands use it; it sends its requests
 // through a client.Client, so it takes client's options (WithToken,
 // WithHTTPClient) and answers a non-2xx status with a *client.Error.
 // The admin API itself is described in docs/api.md.
@@ -218,13 +218,46 @@ type ExplainRequest struct {
 	// that are empty, as the Envoy API reads them, and every entry is
 	// what rules on match.entries and keyed by entry:<key> read.
 	Entries []rules.Entry `json:"entries,omitempty"`
+
+	// Domain, Descriptors and HitsAddend are a whole Envoy ShouldRateLimit
+	// request instead (then every field above is left out): each
+	// descriptor is explained as the Envoy API would decide it, and the
+	// answer is an EnvoyExplanation (see ExplainEnvoy).
+	Domain      string            `json:"domain,omitempty"`
+	Descriptors []EnvoyDescriptor `json:"descriptors,omitempty"`
+	HitsAddend  uint32            `json:"hits_addend,omitempty"`
+}
+
+// EnvoyDescriptor is one descriptor of an Envoy request to explain.
+type EnvoyDescriptor struct {
+	Entries []rules.Entry `json:"entries"`
+	// Limit is the descriptor's own limit (Envoy's dynamic limits).
+	Limit *EnvoyLimit `json:"limit,omitempty"`
+	// HitsAddend is the descriptor's own hits_addend, when set.
+	HitsAddend *uint64 `json:"hits_addend,omitempty"`
+}
+
+// EnvoyLimit is a descriptor's own limit: RequestsPerUnit calls a Unit,
+// one of SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, YEAR.
+type EnvoyLimit struct {
+	RequestsPerUnit uint32 `json:"requests_per_unit"`
+	Unit            string `json:"unit"`
 }
 
 // Explanation is the admin API's answer to an ExplainRequest: the rules
 // the call matches, each bucket it would take from with its state, and
 // the decision sluice would make now. Nothing was taken.
 type Explanation struct {
-	Revision int64           `json:"revision"`
+	Revision int64 `json:"revision"`
+	Check
+	Note string `json:"note"`
+}
+
+// Check is one check explained: the plan, the rules matched, each bucket
+// with its state, and the decision. An Explanation is one; an
+// EnvoyExplanation has one per descriptor (or group of descriptors the
+// Envoy API unites into one check).
+type Check struct {
 	Plan     string          `json:"plan"`
 	Matched  []string        `json:"matched"`
 	Buckets  []ExplainBucket `json:"buckets"`
@@ -236,7 +269,26 @@ type Explanation struct {
 		RetryAfter float64 `json:"retry_after_s,omitempty"`
 		Source     string  `json:"source"`
 	} `json:"decision"`
-	Note string `json:"note"`
+}
+
+// EnvoyExplanation is the admin API's answer to an ExplainRequest of a
+// whole Envoy request: the overall code, and one check per descriptor, or
+// per group of descriptors the Envoy API unites into one check. Nothing
+// was taken.
+type EnvoyExplanation struct {
+	Revision    int64        `json:"revision"`
+	Domain      string       `json:"domain"`
+	OverallCode string       `json:"overall_code"` // OK or OVER_LIMIT
+	Checks      []EnvoyCheck `json:"checks"`
+	Note        string       `json:"note"`
+}
+
+// EnvoyCheck is one check of an EnvoyExplanation.
+type EnvoyCheck struct {
+	Descriptors []int  `json:"descriptors"` // indexes into the request's descriptors
+	Code        string `json:"code"`        // OK or OVER_LIMIT
+	Empty       bool   `json:"empty,omitempty"`
+	Check
 }
 
 // ExplainBucket is one bucket of an Explanation: its rule, the bucket's
@@ -259,6 +311,17 @@ type ExplainBucket struct {
 func (c *Client) Explain(ctx context.Context, r ExplainRequest) (*Explanation, error) {
 	var out Explanation
 	if _, err := c.do(ctx, "POST", "/explain", r, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ExplainEnvoy asks the admin API what the Envoy API would answer the
+// Envoy request r (its Domain and Descriptors) now, without taking
+// anything (POST /explain).
+func (c *Client) ExplainEnvoy(ctx context.Context, r ExplainRequest) (*EnvoyExplanation, error) {
+	var out EnvoyExplanation
+	if _, err := c.do(ctx, http.MethodPost, "/explain", r, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -21,9 +21,11 @@ func newRulesExplainCmd(f *adminFlags) *cobra.Command {
 		headers  []string
 		entries  []string
 		output   string
+		envoy    adminclient.ExplainRequest // a whole Envoy request: Domain, Descriptors, HitsAddend
+		descs    []string
 	)
 	cmd := &cobra.Command{
-		Use:   "explain --user U|--api-key K|--ip A [--endpoint \"GET /path\"] [--header N=V] [--entry K=V]",
+		Use:   "explain --user U|--api-key K|--ip A [--endpoint \"GET /path\"] [--header N=V] [--entry K=V] | --domain D --descriptor K=V[,K=V...]...",
 		Short: "Say which rules a call matches, each bucket's state and the decision, taking nothing",
 		Long: `Explain a call: the rules it matches, the bucket each would take from with
 that bucket's state now, and what sluice would decide — read without taking
@@ -31,9 +33,30 @@ anything, so the caller's quota is untouched.
 
   sluice rules explain --user alice --endpoint "GET /api/orders"
   sluice rules explain --ip 2001:db8::7 --header X-Tenant=acme
-  sluice rules explain --entry remote_address=203.0.113.7 --entry path=/login   (an Envoy descriptor)`,
+  sluice rules explain --entry remote_address=203.0.113.7 --entry path=/login   (an Envoy descriptor)
+
+A whole Envoy ShouldRateLimit request — its domain, each descriptor's
+entries (one --descriptor each, entries joined by commas, in order) and its
+hits_addend — is explained as the Envoy API would decide it: each
+descriptor's rules and buckets, and the overall code:
+
+  sluice rules explain --domain edge --descriptor user=alice --descriptor generic_key=checkout --hits-addend 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			if len(descs) > 0 || envoy.Domain != "" {
+				if err := parseDescriptors(&envoy, descs); err != nil {
+					return err
+				}
+				ex, err := c.ExplainEnvoy(cmd.Context(), envoy)
+				if err != nil {
+					return f.explain(err)
+				}
+				return writeAs(cmd.OutOrStdout(), output, ex, func(w io.Writer) error { return writeEnvoyExplanation(w, ex) })
+			}
 			if endpoint != "" {
 				m, p, ok := strings.Cut(strings.TrimSpace(endpoint), " ")
 				if !ok {
@@ -58,21 +81,11 @@ anything, so the caller's quota is untouched.
 				}
 				req.Entries = append(req.Entries, rules.Entry{Key: k, Value: v})
 			}
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
 			ex, err := c.Explain(cmd.Context(), req)
 			if err != nil {
 				return f.explain(err)
 			}
-			switch output {
-			case "table":
-				return writeExplanation(cmd.OutOrStdout(), ex)
-			case "json":
-				return writeJSON(cmd.OutOrStdout(), ex)
-			}
-			return badOutput(output, "table", "json")
+			return writeAs(cmd.OutOrStdout(), output, ex, func(w io.Writer) error { return writeExplanation(w, ex) })
 		},
 	}
 	fl := cmd.Flags()
@@ -84,12 +97,36 @@ anything, so the caller's quota is untouched.
 	fl.Int64Var(&req.Cost, "cost", 0, "the call's cost (0 means 1)")
 	fl.StringArrayVar(&headers, "header", nil, "a request header NAME=VALUE (repeatable)")
 	fl.StringArrayVar(&entries, "entry", nil, "an Envoy descriptor entry KEY=VALUE (repeatable, in order)")
+	fl.StringVar(&envoy.Domain, "domain", "", "an Envoy request's domain (with --descriptor)")
+	fl.StringArrayVar(&descs, "descriptor", nil, "an Envoy request's descriptor, its entries KEY=VALUE joined by commas (repeatable, in order; with --domain)")
+	fl.Uint32Var(&envoy.HitsAddend, "hits-addend", 0, "an Envoy request's hits_addend (0 means 1)")
 	outputFlag(cmd, &output, "table", "json")
 	return cmd
 }
 
+// writeAs writes v as -o says: a table (table) or JSON.
+func writeAs(w io.Writer, output string, v any, table func(io.Writer) error) error {
+	switch output {
+	case "table":
+		return table(w)
+	case "json":
+		return writeJSON(w, v)
+	}
+	return badOutput(output, "table", "json")
+}
+
 // writeExplanation prints an explanation: the decision, then a bucket a line.
 func writeExplanation(w io.Writer, ex *adminclient.Explanation) error {
+	if err := writeChecked(w, ex.Revision, &ex.Check); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, ex.Note)
+	return err
+}
+
+// writeChecked prints one check of an explanation under the rules
+// revision rev: the decision, the rules matched, then a bucket a line.
+func writeChecked(w io.Writer, rev int64, ex *adminclient.Check) error {
 	d := ex.Decision
 	if d.Allowed {
 		fmt.Fprintf(w, "ALLOWED")
@@ -104,7 +141,7 @@ func writeExplanation(w io.Writer, ex *adminclient.Explanation) error {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "plan %s, rules revision %d, matched: %s\n\n", or(ex.Plan, "(none)"), ex.Revision, or(strings.Join(ex.Matched, ", "), "none"))
+	fmt.Fprintf(w, "plan %s, rules revision %d, matched: %s\n\n", or(ex.Plan, "(none)"), rev, or(strings.Join(ex.Matched, ", "), "none"))
 	if len(ex.Buckets) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "RULE\tBUCKET\tREMAINING\tWHOLE IN\tTHIS CALL")
@@ -124,6 +161,53 @@ func writeExplanation(w io.Writer, ex *adminclient.Explanation) error {
 			return err
 		}
 		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+// parseDescriptors reads the --descriptor flags into r's Descriptors.
+func parseDescriptors(r *adminclient.ExplainRequest, descs []string) error {
+	if r.Domain == "" {
+		return fmt.Errorf("--domain: required with --descriptor, the Envoy request's domain (e.g. --domain edge)")
+	}
+	if len(descs) == 0 {
+		return fmt.Errorf("--descriptor: give at least one with --domain, e.g. --descriptor user=alice")
+	}
+	for _, d := range descs {
+		var desc adminclient.EnvoyDescriptor
+		for _, e := range strings.Split(d, ",") {
+			k, v, ok := strings.Cut(e, "=")
+			if !ok || k == "" {
+				return fmt.Errorf("--descriptor %q: want KEY=VALUE entries joined by commas, e.g. generic_key=checkout,user=alice", d)
+			}
+			desc.Entries = append(desc.Entries, rules.Entry{Key: k, Value: v})
+		}
+		r.Descriptors = append(r.Descriptors, desc)
+	}
+	return nil
+}
+
+// writeEnvoyExplanation prints the overall code, then each check.
+func writeEnvoyExplanation(w io.Writer, ex *adminclient.EnvoyExplanation) error {
+	fmt.Fprintf(w, "%s (domain %s, rules revision %d)\n\n", ex.OverallCode, ex.Domain, ex.Revision)
+	for _, c := range ex.Checks {
+		which := make([]string, len(c.Descriptors))
+		for i, d := range c.Descriptors {
+			which[i] = strconv.Itoa(d)
+		}
+		fmt.Fprintf(w, "descriptor %s: %s", strings.Join(which, "+"), c.Code)
+		switch {
+		case c.Empty:
+			fmt.Fprintln(w, " (no entries: counts nothing)")
+			fmt.Fprintln(w)
+			continue
+		case len(c.Descriptors) > 1:
+			fmt.Fprint(w, " (united into one check)")
+		}
+		fmt.Fprintln(w)
+		if err := writeChecked(w, ex.Revision, &c.Check); err != nil {
+			return err
+		}
 	}
 	_, err := fmt.Fprintln(w, ex.Note)
 	return err

@@ -17,9 +17,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/http1"
 	"github.com/sluicehq/sluice/internal/listen"
+	"github.com/sluicehq/sluice/internal/metrics"
+	"github.com/sluicehq/sluice/internal/mwhook"
+	"github.com/sluicehq/sluice/internal/rulestore"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/middleware"
@@ -137,19 +141,30 @@ func runGateway(ctx context.Context, f gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	eng, err := openEngine(ctx, f.engine, nil)
+	// With an admin API, the operator console: the store timed and every
+	// decision counted in metrics, the denials fed to the top list.
+	var con *gatewayConsole
+	var instrument func(*slog.Logger, rulestore.Source, limiter.Store) limiter.Store
+	if f.adminListen != "" {
+		con = &gatewayConsole{}
+		instrument = con.instrument(f.engine.ipv6Prefix)
+	}
+	eng, err := openEngine(ctx, f.engine, instrument)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
 	log := eng.log
 
-	gw, err := f.proxy(eng, target, id)
+	gw, err := f.proxy(eng, target, id, con)
 	if err != nil {
 		return err
 	}
 	defer gw.Close()
-	srv, err := f.servers(eng, gw)
+	if con != nil {
+		con.run(ctx)
+	}
+	srv, err := f.servers(eng, gw, con)
 	if err != nil {
 		return err
 	}
@@ -226,11 +241,44 @@ func (f *gatewayFlags) validate() (*url.URL, *middleware.Identifier, error) {
 	return target, id, nil
 }
 
-// proxy builds the reverse proxy over the engine's limiter.
-func (f *gatewayFlags) proxy(eng *engine, target *url.URL, id *middleware.Identifier) (*gateway.Gateway, error) {
+// gatewayConsole is what the gateway's operator console reads: the
+// metrics of its decisions and store, and the top list of its denials.
+type gatewayConsole struct {
+	metrics *metrics.Metrics
+	hitters *console.Hitters
+	feed    *console.Feed
+	sampler *console.Sampler
+}
+
+// instrument returns openEngine's instrument: the store timed, the
+// metrics and the top list following the rules.
+func (c *gatewayConsole) instrument(ipv6Prefix int) func(*slog.Logger, rulestore.Source, limiter.Store) limiter.Store {
+	return func(_ *slog.Logger, src rulestore.Source, store limiter.Store) limiter.Store {
+		c.metrics = metrics.New()
+		c.metrics.WatchRules(src.Status)
+		c.metrics.SetRules(src.Current())
+		src.Subscribe(c.metrics.SetRules)
+		c.hitters = console.NewHitters(0, nil)
+		c.feed = console.NewFeed(c.hitters, limiter.Config{IPv6Prefix: ipv6Prefix})
+		c.sampler = console.NewSampler(c.metrics.ConsoleGatherer())
+		return c.metrics.Instrument(store)
+	}
+}
+
+func (c *gatewayConsole) run(ctx context.Context) {
+	go c.sampler.Run(ctx, time.Second)
+	go c.hitters.Run(ctx)
+}
+
+// proxy builds the reverse proxy over the engine's limiter; con, when
+// set, is told its decisions.
+func (f *gatewayFlags) proxy(eng *engine, target *url.URL, id *middleware.Identifier, con *gatewayConsole) (*gateway.Gateway, error) {
 	var mwOpts []middleware.Option
 	if f.shapeMaxWait > 0 {
 		mwOpts = append(mwOpts, middleware.WithShaping(f.shapeMaxWait))
+	}
+	if con != nil {
+		mwOpts = append(mwOpts, mwhook.Observe(console.Observe(con.metrics, con.feed, eng.lim)).(middleware.Option))
 	}
 	return gateway.New(eng.lim, gateway.Config{
 		Upstream:        target,
@@ -244,8 +292,8 @@ func (f *gatewayFlags) proxy(eng *engine, target *url.URL, id *middleware.Identi
 }
 
 // servers builds the servers: the proxy, and with --admin-listen the admin
-// API with /healthz and /readyz.
-func (f *gatewayFlags) servers(eng *engine, gw *gateway.Gateway) (*serving, error) {
+// API with /healthz, /readyz and the console (con).
+func (f *gatewayFlags) servers(eng *engine, gw *gateway.Gateway, con *gatewayConsole) (*serving, error) {
 	log := eng.log
 	var handler http.Handler = gw
 	if f.engine.obs.accessLog {
@@ -276,6 +324,10 @@ func (f *gatewayFlags) servers(eng *engine, gw *gateway.Gateway) (*serving, erro
 	})
 	mux.Handle("GET /readyz", server.ReadyHandler(eng.ready)) // as serve's: one line, 503 when not ready
 	acfg := f.adminGuard.config(f.adminListen, f.adminToken, log)
+	if con != nil {
+		acfg.Console = &admin.Console{Limiter: eng.lim, Sampler: con.sampler, Hitters: con.hitters,
+			Store: eng.storeInfo, Instance: f.adminListen}
+	}
 	mux.Handle("/", admin.New(eng.src, acfg))
 	adminTLS, err := httpTLS(f.engine.net.adminTLS, "--admin-tls", log)
 	if err != nil {

@@ -81,7 +81,7 @@ type observer struct {
 // newObserver instruments store and follows the rules of src. onDenied,
 // when set, is told the Envoy API's denials (rls.Config.OnDenied).
 func newObserver(f serveFlags, log *slog.Logger, src rulestore.Source, store limiter.Store,
-	onDenied func(d *limiter.Decision, client string)) *observer {
+	onDenied func(lim *limiter.Limiter, d *limiter.Decision, req *limiter.Request)) *observer {
 	o := &observer{f: f.obs, log: log, metrics: metrics.New()}
 	m := o.metrics
 	o.store = m.Instrument(store)

@@ -107,10 +107,11 @@ func runServe(ctx context.Context, f serveFlags) error {
 	// The operator console's top list: the callers denied most, fed on
 	// the denial path only, by the check API and the Envoy API alike.
 	hitters := console.NewHitters(0, nil)
-	onDenied := func(d *limiter.Decision, client string) { hitters.Denied(d.Rule.ID, client) }
+	var feed *console.Feed
 	var obs *observer
 	eng, err := openEngine(ctx, f, func(log *slog.Logger, src rulestore.Source, store limiter.Store) limiter.Store {
-		obs = newObserver(f, log, src, store, onDenied)
+		feed = console.NewFeed(hitters, limiter.Config{IPv6Prefix: f.ipv6Prefix})
+		obs = newObserver(f, log, src, store, feed.Denied)
 		return obs.store
 	})
 	if err != nil {
@@ -121,7 +122,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 
 	// The operator console: the top list above and the rates read from
 	// the metrics once a second.
-	sampler := console.NewSampler(obs.metrics.Registry())
+	sampler := console.NewSampler(obs.metrics.ConsoleGatherer())
 	go sampler.Run(ctx, time.Second)
 	go hitters.Run(ctx)
 	data := server.New(lim, server.Config{
@@ -129,10 +130,10 @@ func runServe(ctx context.Context, f serveFlags) error {
 		Ready:      eng.ready,
 		OnDecision: obs.metrics.Decision,
 		OnError:    obs.metrics.HTTPError,
-		OnDenied:   onDenied,
+		OnDenied:   feed.Denied,
 	})
 	acfg := f.adminGuard.config(f.adminListen, f.adminToken, log)
-	acfg.Console = &admin.Console{Limiter: lim, Sampler: sampler, Hitters: hitters, Store: storeInfo, Instance: f.adminListen}
+	acfg.Console = &admin.Console{Limiter: lim, Sampler: sampler, Hitters: hitters, Envoy: obs.rls, Store: storeInfo, Instance: f.adminListen}
 	adm := admin.New(src, acfg)
 
 	dataTLS, err := httpTLS(f.net.tls, "--tls", log)

@@ -5,9 +5,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/metrics"
+	"github.com/sluicehq/sluice/internal/mwhook"
+	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/middleware"
 )
 
 // benchCalls makes GET calls to url over keep-alive connections — one at a
@@ -103,7 +109,16 @@ rules:
   - {id: per-ip, by: ip, limit: `+c.limit+`, window: 1h}
 `)
 			u, _ := url.Parse(up.URL)
-			gw, err := gateway.New(l, gateway.Config{Upstream: u})
+			cfg := gateway.Config{Upstream: u}
+			if os.Getenv("SLUICE_BENCH_CONSOLE") == "on" {
+				// As sluice gateway --admin-listen: every decision counted
+				// in the metrics, the denials fed to the top list.
+				m := metrics.New()
+				m.SetRules(l.Rules())
+				feed := console.NewFeed(console.NewHitters(0, nil), limiter.Config{})
+				cfg.Middleware = []middleware.Option{mwhook.Observe(console.Observe(m, feed, l)).(middleware.Option)}
+			}
+			gw, err := gateway.New(l, cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

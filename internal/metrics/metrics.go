@@ -109,6 +109,10 @@ var latencyBuckets = []float64{
 // safe for concurrent use.
 type Metrics struct {
 	reg *prometheus.Registry
+	// console holds what the operator console reads once a second (the
+	// decisions, the store's latency, the breaker), so that its reading
+	// gathers nothing else (ConsoleGatherer).
+	console *prometheus.Registry
 
 	decisions  *prometheus.CounterVec
 	decideTime [numAPIs]prometheus.Observer
@@ -148,7 +152,7 @@ type counter struct{ prometheus.Counter }
 // New returns metrics registered on a registry of their own, with the Go
 // runtime and process collectors.
 func New() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: prometheus.NewRegistry(), console: prometheus.NewRegistry()}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_decisions_total",
 		Help: "Decisions made, by the most restrictive rule (\"\" when no rule matched; for shadow_denied, the shadow rule that would have denied), outcome (allowed, denied, shadow_denied) and source (store, local_denial_cache, lease, local_fallback, unavailable).",
@@ -188,9 +192,16 @@ func New() *Metrics {
 		m.envoy.total, m.envoy.over, m.envoy.near, m.envoy.within, m.envoy.shadow,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.console.MustRegister(m.decisions, m.storeTime)
 	m.cache.Store(m.buildCache(nil, nil))
 	return m
 }
+
+// ConsoleGatherer gathers the metrics the operator console reads
+// (console.Sampler): sluice_decisions_total,
+// sluice_store_duration_seconds and sluice_store_breaker_state, and
+// nothing else.
+func (m *Metrics) ConsoleGatherer() prometheus.Gatherer { return m.console }
 
 // Registry returns the registry the metrics are on, to register more.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

@@ -169,7 +169,7 @@ func (m *Metrics) Instrument(st limiter.Store) *Store {
 // the calls that went overdue and the probes they caused.
 func (m *Metrics) WatchBreaker(b Breaker) {
 	for _, st := range breakerStates {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "sluice_store_breaker_state",
 			Help:        "1 for the shared store's circuit breaker state (closed: decisions go to Redis; open: the store is failing and decisions are local; connecting: never connected yet), 0 for the others.",
 			ConstLabels: prometheus.Labels{"state": st},
@@ -178,7 +178,9 @@ func (m *Metrics) WatchBreaker(b Breaker) {
 				return 1
 			}
 			return 0
-		}))
+		})
+		m.reg.MustRegister(g)
+		m.console.MustRegister(g)
 	}
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_instances",

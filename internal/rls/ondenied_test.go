@@ -35,9 +35,10 @@ func TestDeniedFeedsTopList(t *testing.T) {
 	hitters := console.NewHitters(0, nil)
 	var told atomic.Int64
 	e := newEnvStore(t, set, "memory", limitertest.Store(t, memory.DefaultConfig()), func(c *rls.Config) {
-		c.OnDenied = func(d *limiter.Decision, client string) {
+		feed := console.NewFeed(hitters, limiter.Config{})
+		c.OnDenied = func(lim *limiter.Limiter, d *limiter.Decision, req *limiter.Request) {
 			told.Add(1)
-			hitters.Denied(d.Rule.ID, client)
+			feed.Denied(lim, d, req)
 		}
 	})
 
@@ -76,5 +77,30 @@ func TestDeniedFeedsTopList(t *testing.T) {
 	}
 	if c, found := got["per-user user:bob"]; !found || c.Count != 1 {
 		t.Errorf("top list %v: want per-user's caller user:bob denied once", tops)
+	}
+}
+
+// TestDeniedNamesDomainBucket: a rule of one domain keyed by a descriptor
+// entry lists its bucket by the entry's value in the top list, as the
+// domain's rules name it.
+func TestDeniedNamesDomainBucket(t *testing.T) {
+	set := &rules.Set{Rules: []rules.Rule{
+		{ID: "checkout", Limit: 1, Window: rules.Duration(time.Hour), By: "entry:generic_key",
+			Match: rules.Match{Domain: "edge", Entries: []rules.Entry{{Key: "generic_key"}}}},
+	}}
+	hitters := console.NewHitters(0, nil)
+	feed := console.NewFeed(hitters, limiter.Config{})
+	e := newEnvStore(t, set, "memory", limitertest.Store(t, memory.DefaultConfig()), func(c *rls.Config) {
+		c.OnDenied = feed.Denied
+	})
+	call := request("edge", desc("generic_key", "checkout"))
+	for i, want := range []any{ok, over, over} {
+		if got := e.call(t, call).OverallCode; got != want {
+			t.Fatalf("call %d = %v, want %v", i+1, got, want)
+		}
+	}
+	tops, _ := hitters.Top(10)
+	if len(tops) != 1 || len(tops[0].Callers) != 1 || tops[0].Callers[0].Shown != "entry:generic_key=checkout" || tops[0].Callers[0].Count != 2 {
+		t.Fatalf("top list %+v, want checkout: entry:generic_key=checkout denied 2 times", tops)
 	}
 }

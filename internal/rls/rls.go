@@ -28,7 +28,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -96,11 +95,13 @@ type Config struct {
 
 	// OnDenied, when set, is told every decision a rule denies (one per
 	// descriptor decided on its own, one for descriptors united into one
-	// check), with the client id the rule's bucket is keyed by, as the
-	// check API's server.Config.OnDenied (the console's top list). It
-	// runs on the request's goroutine: it must be cheap and must keep
-	// neither argument. An allowed decision never reaches it.
-	OnDenied func(d *limiter.Decision, client string)
+	// check), with the limiter that decided it (the request's domain's) and
+	// the call, as the check API's
+	// server.Config.OnDenied (the console's top list,
+	// console.Feed.Denied); never a denial without a rule (too many
+	// rules). It runs on the request's goroutine: it must be cheap and
+	// must keep neither argument. An allowed decision never reaches it.
+	OnDenied func(lim *limiter.Limiter, d *limiter.Decision, req *limiter.Request)
 }
 
 // Server implements RateLimitService over a counter store. Rules are put
@@ -227,6 +228,28 @@ func (s *Server) SetRules(ix *rules.Index) {
 	}
 	vs.quota = s.newQuotaViews(ix)
 	s.views.Store(vs)
+}
+
+// prepare readies the calls parse read from req for the limiter it
+// returns, req's domain's: an unregistered API key dropped, and each
+// descriptor's own limit.
+func (vs *views) prepare(req *rlsv3.RateLimitRequest, calls []call) *limiter.Limiter {
+	for i := range calls {
+		// An API key nobody registered is no caller, as in the gateway:
+		// the call is keyed by its other identities, so that inventing
+		// keys cannot buy fresh buckets.
+		if k := &calls[i].req.APIKey; *k != "" && !vs.ix.RegisteredAPIKey(*k) {
+			*k = ""
+		}
+	}
+	if vs.by[req.GetDomain()] != nil { // a domain no rule names has no limits, as in envoyproxy/ratelimit
+		for i, d := range req.GetDescriptors() {
+			if d.GetLimit() != nil && !calls[i].empty {
+				calls[i].desc.Own, calls[i].desc.OwnBucket = ownLimit(req.GetDomain(), d)
+			}
+		}
+	}
+	return vs.limiter(req.GetDomain())
 }
 
 // limiter returns the limiter of domain.
@@ -378,22 +401,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	if vs == nil {
 		return nil, limiter.Decision{}, status.Error(codes.Unavailable, "rls: no rules loaded yet")
 	}
-	for i := range calls {
-		// An API key nobody registered is no caller, as in the gateway:
-		// the call is keyed by its other identities, so that inventing
-		// keys cannot buy fresh buckets.
-		if k := &calls[i].req.APIKey; *k != "" && !vs.ix.RegisteredAPIKey(*k) {
-			*k = ""
-		}
-	}
-	lim := vs.limiter(req.GetDomain())
-	if vs.by[req.GetDomain()] != nil { // a domain no rule names has no limits, as in envoyproxy/ratelimit
-		for i, d := range req.GetDescriptors() {
-			if d.GetLimit() != nil && !calls[i].empty {
-				calls[i].desc.Own, calls[i].desc.OwnBucket = ownLimit(req.GetDomain(), d)
-			}
-		}
-	}
+	lim := vs.prepare(req, calls)
 	a := new(answer)
 	resp := &a.resp
 	resp.OverallCode = rlsv3.RateLimitResponse_OK
@@ -441,8 +449,8 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		}
 		s.noteTooMany(req, &d)
 		s.count(vs, &d, cost(&c.req), c.desc.Entries)
-		if !d.Allowed && s.cfg.OnDenied != nil {
-			s.denied(lim, &d, &c.req)
+		if !d.Allowed && s.cfg.OnDenied != nil && d.Rule != nil {
+			s.cfg.OnDenied(lim, &d, &c.req)
 		}
 		st := &a.st
 		fillStatus(st, &a.dur, &d, vs.limit(d.Rule))
@@ -488,8 +496,8 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		d := &ds[i]
 		s.noteTooMany(req, d)
 		s.count(vs, d, cost(&live[i].req), live[i].desc.Entries)
-		if !d.Allowed && s.cfg.OnDenied != nil {
-			s.denied(lim, d, &live[i].req)
+		if !d.Allowed && s.cfg.OnDenied != nil && d.Rule != nil {
+			s.cfg.OnDenied(lim, d, &live[i].req)
 		}
 		statuses[i] = descriptorStatus(d, vs.quotaLimit(d.Rule))
 		if over != nil && over[i] {
@@ -547,18 +555,6 @@ func (s *Server) decideEach(ctx context.Context, lim *limiter.Limiter, calls []c
 		return nil, s.unavailable(ctx, err)
 	}
 	return ds, nil
-}
-
-// denied tells Config.OnDenied of d, a denial of the call req, with the
-// client id its rule's bucket is keyed by; nothing for a denial without a
-// rule (too many rules).
-func (s *Server) denied(lim *limiter.Limiter, d *limiter.Decision, req *limiter.Request) {
-	if d.Rule == nil {
-		return
-	}
-	var id [identity.MaxID]byte
-	client := lim.AppendClientID(id[:0], d.KeyedBy, req)
-	s.cfg.OnDenied(d, unsafe.String(unsafe.SliceData(client), len(client))) // kept by neither
 }
 
 // noteTooMany logs, at most once a second, a descriptor denied because it

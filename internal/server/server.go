@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/headers"
 	"github.com/sluicehq/sluice/identity"
@@ -63,10 +62,10 @@ type Config struct {
 	OnError func(status int)
 
 	// OnDenied, when set, is told every denial by a rule the check API
-	// makes, with the client id the rule's bucket is keyed by (the
-	// console's top list). It runs on the request's goroutine after
+	// makes, with the limiter and the call denied (the console's top list,
+	// console.Feed.Denied). It runs on the request's goroutine after
 	// OnDecision: it must be cheap and must keep neither argument.
-	OnDenied func(d *limiter.Decision, client string)
+	OnDenied func(lim *limiter.Limiter, d *limiter.Decision, req *limiter.Request)
 }
 
 // DefaultConfig returns the default configuration.
@@ -200,7 +199,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	if d.Rule != nil {
 		client = s.l.AppendClientID(id[:0], d.KeyedBy, &lr) // the id the limiter keyed the bucket by
 		if !d.Allowed && s.cfg.OnDenied != nil {
-			s.cfg.OnDenied(&d, unsafe.String(unsafe.SliceData(client), len(client)))
+			s.cfg.OnDenied(s.l, &d, &lr)
 		}
 	}
 	buf.out = appendAnswer(buf.out[:0], &d, client)

@@ -162,32 +162,76 @@ function lines(text, sep) {
 
 async function runExplain() {
   $("ex-error").textContent = "";
-  const body = {
-    user: $("ex-user").value, api_key: $("ex-api-key").value, ip: $("ex-ip").value,
-    method: $("ex-method").value, path: $("ex-path").value, plan: $("ex-plan").value,
-    cost: Number($("ex-cost").value || 0),
-  };
-  const hs = lines($("ex-headers").value, ":");
-  if (hs.length) body.headers = Object.fromEntries(hs);
-  const es = lines($("ex-entries").value, "=");
-  if (es.length) body.entries = es.map(([key, value]) => ({ key, value }));
+  let body;
+  const envoy = $("ex-envoy").value.trim();
+  if (envoy) {
+    try { body = JSON.parse(envoy); } catch (e) {
+      $("ex-error").textContent = "Envoy request: not JSON: " + e.message; $("ex-result").hidden = true; return;
+    }
+  } else {
+    body = {
+      user: $("ex-user").value, api_key: $("ex-api-key").value, ip: $("ex-ip").value,
+      method: $("ex-method").value, path: $("ex-path").value, plan: $("ex-plan").value,
+      cost: Number($("ex-cost").value || 0),
+    };
+    const hs = lines($("ex-headers").value, ":");
+    if (hs.length) body.headers = Object.fromEntries(hs);
+    const es = lines($("ex-entries").value, "=");
+    if (es.length) body.entries = es.map(([key, value]) => ({ key, value }));
+  }
   let r;
   try { r = await api("POST", "/explain", body); } catch (e) {
     $("ex-error").textContent = e.message; $("ex-result").hidden = true; return;
   }
   const d = r.data;
-  const dec = d.decision;
   const h = $("ex-decision");
-  h.textContent = dec.allowed ? "Allowed" : "Denied by " + (dec.rule || "(too many rules)") + " — " + dec.reason +
-    (dec.retry_after_s ? ", retry in " + fmt(dec.retry_after_s) + " s" : "");
-  h.className = dec.allowed ? "allow" : "deny";
-  $("ex-matched").textContent = "Plan " + (d.plan || "(none)") + "; rules matched at revision " + d.revision + ": " +
-    (d.matched.length ? d.matched.join(", ") : "none");
-  fill("ex-buckets", d.buckets.map((b) => row([b.rule + (b.shadow ? " (shadow)" : ""), b.bucket,
-    b.remaining + " / " + b.limit, fmt(b.reset_after_s) + " s",
-    el("span", b.allows ? "passes" : "denied: " + b.reason, b.allows ? "allow" : "deny")])));
+  if (d.checks) { // a whole Envoy request
+    h.textContent = "Envoy request to " + d.domain + ": " + d.overall_code;
+    h.className = d.overall_code === "OK" ? "allow" : "deny";
+    $("ex-matched").textContent = "Rules revision " + d.revision + "; one check per descriptor, or per descriptors the Envoy API unites.";
+    $("ex-table").hidden = true;
+    fill("ex-checks", d.checks.map((c) => {
+      const div = el("div");
+      const what = "Descriptor " + c.descriptors.join(" + ") + (c.descriptors.length > 1 ? " (united into one check)" : "");
+      div.appendChild(el("h4", what + ": " + c.code, c.code === "OK" ? "allow" : "deny"));
+      if (c.empty) { div.appendChild(el("p", "No entries: it counts nothing.", "small")); return div; }
+      div.appendChild(el("p", decisionText(c.decision) + ". Plan " + (c.plan || "(none)") + "; rules matched: " +
+        (c.matched.length ? c.matched.join(", ") : "none"), "small"));
+      div.appendChild(bucketTable(c.buckets));
+      return div;
+    }));
+  } else {
+    h.textContent = decisionText(d.decision);
+    h.className = d.decision.allowed ? "allow" : "deny";
+    $("ex-matched").textContent = "Plan " + (d.plan || "(none)") + "; rules matched at revision " + d.revision + ": " +
+      (d.matched.length ? d.matched.join(", ") : "none");
+    $("ex-table").hidden = false;
+    fill("ex-buckets", bucketRows(d.buckets));
+    fill("ex-checks", []);
+  }
   $("ex-note").textContent = d.note;
   $("ex-result").hidden = false;
+}
+
+function decisionText(dec) {
+  return dec.allowed ? "Allowed" : "Denied by " + (dec.rule || "(too many rules)") + " — " + dec.reason +
+    (dec.retry_after_s ? ", retry in " + fmt(dec.retry_after_s) + " s" : "");
+}
+
+function bucketRows(buckets) {
+  return buckets.map((b) => row([b.rule + (b.shadow ? " (shadow)" : ""), b.bucket,
+    b.remaining + " / " + b.limit, fmt(b.reset_after_s) + " s",
+    el("span", b.allows ? "passes" : "denied: " + b.reason, b.allows ? "allow" : "deny")]));
+}
+
+function bucketTable(buckets) {
+  const table = el("table");
+  const head = el("thead");
+  head.appendChild(row(["rule", "bucket", "remaining / limit", "whole in", "this call"]));
+  const body = el("tbody");
+  body.replaceChildren(...bucketRows(buckets));
+  table.append(head, body);
+  return table;
 }
 
 function doc(rulesData, clientsData) {
