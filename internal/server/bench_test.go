@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/flatjson"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -71,14 +72,24 @@ func BenchmarkParseCheck(b *testing.B) {
 			if err := dec.Decode(&j); err != nil {
 				b.Fatal(err)
 			}
-			var r rawCheck
+			var r flatjson.Fields
 			for f, p := range []*string{j.User, j.APIKey, j.IP, j.Plan, j.Endpoint} {
 				if p != nil {
-					r.kind[f], r.text[f] = kString, *p
+					r.Kind[f], r.Text[f] = flatjson.String, *p
 				}
 			}
 			var req CheckRequest
-			if err := r.validate(&req); err != nil {
+			if err := validate(&r, &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("std_decoder", func(b *testing.B) { // the fallback, Config.JSONDecoder "std"
+		b.ReportAllocs()
+		b.SetBytes(int64(len(benchBody)))
+		var req CheckRequest
+		for b.Loop() {
+			if err := parseBody(true, benchBody, nil, &req, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -240,6 +251,16 @@ func BenchmarkParseReserve(b *testing.B) {
 		var req ReserveRequest
 		for b.Loop() {
 			if err := parseReserve(reserveBody, &esc, &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("std_decoder", func(b *testing.B) { // the fallback, Config.JSONDecoder "std"
+		b.ReportAllocs()
+		b.SetBytes(int64(len(reserveBody)))
+		var req ReserveRequest
+		for b.Loop() {
+			if err := parseBody(true, reserveBody, nil, &req.CheckRequest, &req.MaxWaitMS); err != nil {
 				b.Fatal(err)
 			}
 		}
