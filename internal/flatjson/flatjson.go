@@ -45,23 +45,42 @@ func (k Kind) String() string { return kindNames[k] }
 // is its place here.
 type Keys struct {
 	names []string
-	list  string // the names, comma-separated, for an unknown key's message
+	list  string               // the names, comma-separated, for an unknown key's message
+	index func(key string) int // see NewKeys
 }
 
-// NewKeys returns the keys names, at most MaxKeys.
-func NewKeys(names ...string) *Keys {
+// NewKeys returns the keys names, at most MaxKeys. index, when not nil,
+// finds a key's index among names (-1 or len(names) or more for another
+// key) faster than a search of names does — a switch compares a short key
+// in a few instructions, where == calls the runtime; NewKeys panics if it
+// disagrees with names.
+func NewKeys(index func(key string) int, names ...string) *Keys {
 	if len(names) > MaxKeys {
 		panic("flatjson: more than MaxKeys keys")
 	}
-	return &Keys{names: names, list: strings.Join(names, ", ")}
+	k := &Keys{names: names, list: strings.Join(names, ", "), index: index}
+	if index == nil {
+		k.index = func(key string) int {
+			for i, n := range names {
+				if n == key {
+					return i
+				}
+			}
+			return -1
+		}
+	}
+	for i, n := range names {
+		if k.Index(n) != i {
+			panic("flatjson: NewKeys: index(" + strconv.Quote(n) + ") is not " + strconv.Itoa(i))
+		}
+	}
+	return k
 }
 
 // Index is the index of key, or -1 when it is not one of k.
 func (k *Keys) Index(key string) int {
-	for i, n := range k.names {
-		if n == key {
-			return i
-		}
+	if i := k.index(key); uint(i) < uint(len(k.names)) {
+		return i
 	}
 	return -1
 }

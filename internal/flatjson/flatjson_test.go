@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-var testKeys = NewKeys("user", "cost", "tags")
+var testKeys = NewKeys(nil, "user", "cost", "tags")
 
 // readers are the two readers of the package, by name.
 var readers = []struct {
@@ -149,16 +149,36 @@ func TestParseAliasesAndReusesEsc(t *testing.T) {
 }
 
 func TestNewKeys(t *testing.T) {
-	k := NewKeys("a", "b")
-	if k.Index("b") != 1 || k.Index("c") != -1 || k.Name(0) != "a" {
-		t.Errorf("NewKeys(a, b): Index(b) %d, Index(c) %d, Name(0) %q", k.Index("b"), k.Index("c"), k.Name(0))
-	}
-	defer func() {
-		if recover() == nil {
-			t.Error("NewKeys of MaxKeys+1 keys did not panic")
+	index := func(key string) int {
+		switch key {
+		case "a":
+			return 0
+		case "b":
+			return 1
+		case "c": // a key of a larger set
+			return 2
 		}
-	}()
-	NewKeys(strings.Split("a b c d e f g h i", " ")...)
+		return -1
+	}
+	for _, k := range []*Keys{NewKeys(nil, "a", "b"), NewKeys(index, "a", "b")} {
+		if k.Index("b") != 1 || k.Index("c") != -1 || k.Index("") != -1 || k.Name(0) != "a" {
+			t.Errorf("NewKeys(a, b): Index(b) %d, Index(c) %d, Name(0) %q", k.Index("b"), k.Index("c"), k.Name(0))
+		}
+	}
+	for name, f := range map[string]func(){
+		"more than MaxKeys":   func() { NewKeys(nil, strings.Split("a b c d e f g h i", " ")...) },
+		"index disagrees":     func() { NewKeys(index, "b", "a") },
+		"index misses a name": func() { NewKeys(index, "a", "b", "d") },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewKeys, %s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
 }
 
 var fuzzSeeds = []string{

@@ -118,10 +118,31 @@ const (
 
 var fieldNames = [nFields]string{"user", "api_key", "ip", "plan", "endpoint", "cost", "max_wait_ms"}
 
+// fieldOf is the index of a key, or -1.
+func fieldOf(key string) int {
+	switch key {
+	case "user":
+		return fUser
+	case "api_key":
+		return fAPIKey
+	case "ip":
+		return fIP
+	case "plan":
+		return fPlan
+	case "endpoint":
+		return fEndpoint
+	case "cost":
+		return fCost
+	case "max_wait_ms":
+		return fMaxWait
+	}
+	return -1
+}
+
 // The keys of a check body and of a reserve body.
 var (
-	checkKeys   = flatjson.NewKeys(fieldNames[:nCheckFields]...)
-	reserveKeys = flatjson.NewKeys(fieldNames[:]...)
+	checkKeys   = flatjson.NewKeys(fieldOf, fieldNames[:nCheckFields]...)
+	reserveKeys = flatjson.NewKeys(fieldOf, fieldNames[:]...)
 )
 
 // bodyErr is the API error of the tokenizer's err.
