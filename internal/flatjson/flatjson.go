@@ -113,7 +113,8 @@ func (e *Error) Error() string { return e.Msg }
 
 // Malformed reports whether e is about the JSON syntax, not the keys. The
 // two readers word these differently (Decode passes on encoding/json's
-// words); their other messages are the same.
+// words); their other messages are the same, but for a key's bytes that
+// are not UTF-8 (Decode names them U+FFFD).
 func (e *Error) Malformed() bool { return strings.HasPrefix(e.Msg, "malformed JSON") }
 
 // TypeError is a key whose value is an object or an array, which is
