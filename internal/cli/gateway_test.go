@@ -42,8 +42,8 @@ func TestEngineFlagsMatchServe(t *testing.T) {
 		}
 	})
 	// And every serve flag that is not serve's own is shared.
-	serveOnly := map[string]bool{"listen": true, "admin-listen": true, "admin-token": true, "grpc-listen": true, "grpc-tls-cert": true, "grpc-tls-key": true, "grpc-tls-client-ca": true, "envoy-ratelimit-headers": true, "envoy-quota-headers": true, "envoy-charge-after-response": true, "data-token": true, "help": true,
-		"admin-allowed-host": true, "admin-allowed-origin": true, "pprof": true} // the admin listener's: adminflags.go; the Envoy API's: observe.go
+	serveOnly := map[string]bool{"listen": true, "admin-listen": true, "admin-token": true, "grpc-listen": true, "grpc-tls-cert": true, "grpc-tls-key": true, "grpc-tls-client-ca": true, "envoy-ratelimit-headers": true, "envoy-quota-headers": true, "envoy-charge-after-response": true, "data-token": true, "json-decoder": true, "help": true,
+		"admin-allowed-host": true, "admin-allowed-origin": true, "pprof": true} // the admin listener's: adminflags.go; the Envoy API's: observe.go; the check API's: serve.go
 	serve.VisitAll(func(f *pflag.Flag) {
 		if !serveOnly[f.Name] && shared.Lookup(f.Name) == nil {
 			t.Errorf("serve's --%s is missing from addEngineFlags: sluice gateway lacks it", f.Name)

@@ -49,6 +49,7 @@ type serveFlags struct {
 	obs           observeFlags // --grpc-listen, --access-log (observe.go)
 	net           listenFlags  // TLS, timeouts and header limits (listen.go)
 	dataToken     string
+	jsonDecoder   string        // --json-decoder: server.DecoderFast or server.DecoderStd
 	envoy         envoySettings // envoyproxy/ratelimit's environment with no flag of its own (env.go)
 }
 
@@ -86,6 +87,7 @@ changes, and a setting sluice cannot honour stops it at start, named
 	addAdminGuardFlags(fl, &f.adminGuard)
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token(s) the admin API requires, comma-separated; \"name:secret\" records changes as name's (empty: none, loopback only)")
 	fl.StringVar(&f.dataToken, "data-token", "", "bearer token(s) the decision API (--listen) and the Envoy API (--grpc-listen) require, comma-separated (empty: none; /healthz, /readyz and gRPC health stay open)")
+	fl.StringVar(&f.jsonDecoder, "json-decoder", server.DecoderFast, "reader of the check and reserve APIs' JSON bodies: fast (sluice's own tokenizer) or std (encoding/json, the fallback should the tokenizer be in doubt)")
 	addEngineFlags(fl, &f)
 	return cmd
 }
@@ -103,6 +105,9 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	if err := f.net.validate(); err != nil {
 		return err
+	}
+	if f.jsonDecoder != server.DecoderFast && f.jsonDecoder != server.DecoderStd {
+		return fmt.Errorf("serve: --json-decoder (SLUICE_JSON_DECODER) %q: want %s or %s", f.jsonDecoder, server.DecoderFast, server.DecoderStd)
 	}
 	// The operator console's top list: the callers denied most, fed on
 	// the denial path only, by the check API and the Envoy API alike.
@@ -126,11 +131,12 @@ func runServe(ctx context.Context, f serveFlags) error {
 	go sampler.Run(ctx, time.Second)
 	go hitters.Run(ctx)
 	data := server.New(lim, server.Config{
-		Logger:     log,
-		Ready:      eng.ready,
-		OnDecision: obs.metrics.Decision,
-		OnError:    obs.metrics.HTTPError,
-		OnDenied:   feed.Denied,
+		Logger:      log,
+		Ready:       eng.ready,
+		OnDecision:  obs.metrics.Decision,
+		OnError:     obs.metrics.HTTPError,
+		OnDenied:    feed.Denied,
+		JSONDecoder: f.jsonDecoder,
 	})
 	acfg := f.adminGuard.config(f.adminListen, f.adminToken, log)
 	acfg.Console = &admin.Console{Limiter: lim, Sampler: sampler, Hitters: hitters, Envoy: obs.rls, Store: storeInfo, Instance: f.adminListen}

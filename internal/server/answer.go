@@ -3,6 +3,7 @@ package server
 import (
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/limiter"
@@ -43,7 +44,7 @@ func appendAnswer(b []byte, d *limiter.Decision, client []byte) []byte {
 		b = jsonhttp.AppendString(b, d.Rule.ID)
 		b = append(b, `,"client":`...)
 		if len(client) > 0 {
-			b = jsonhttp.AppendString(b, bytesString(client))
+			b = jsonhttp.AppendString(b, unsafe.String(unsafe.SliceData(client), len(client)))
 		} else {
 			b = append(b, "null"...)
 		}

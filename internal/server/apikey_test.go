@@ -27,7 +27,11 @@ func apiKeySet() *rules.Set {
 // hour, and the answer names the address's bucket. A registered key keeps
 // its own bucket.
 func TestCheckUnregisteredAPIKeyIsNoCaller(t *testing.T) {
-	s, clk := newTestServer(t, apiKeySet(), Config{})
+	forDecoders(t, testCheckUnregisteredAPIKeyIsNoCaller)
+}
+
+func testCheckUnregisteredAPIKeyIsNoCaller(t *testing.T, dec string) {
+	s, clk := newTestServer(t, apiKeySet(), Config{JSONDecoder: dec})
 	allowed := 0
 	for i := range 8 {
 		a, _ := check(t, s, clk, `{"api_key":"fresh-`+strconv.Itoa(i)+`","ip":"203.0.113.7"}`)
@@ -55,7 +59,11 @@ func TestCheckUnregisteredAPIKeyIsNoCaller(t *testing.T) {
 
 // TestReserveUnregisteredAPIKeyIsNoCaller: the reserve API alike.
 func TestReserveUnregisteredAPIKeyIsNoCaller(t *testing.T) {
-	s, _ := newTestServer(t, apiKeySet(), Config{})
+	forDecoders(t, testReserveUnregisteredAPIKeyIsNoCaller)
+}
+
+func testReserveUnregisteredAPIKeyIsNoCaller(t *testing.T, dec string) {
+	s, _ := newTestServer(t, apiKeySet(), Config{JSONDecoder: dec})
 	allowed := 0
 	for i := range 8 {
 		a := reserveOK(t, s, `{"api_key":"fresh-`+strconv.Itoa(i)+`","ip":"203.0.113.7","max_wait_ms":0}`)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/flatjson"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -71,18 +72,36 @@ func BenchmarkParseCheck(b *testing.B) {
 			if err := dec.Decode(&j); err != nil {
 				b.Fatal(err)
 			}
-			var r rawCheck
+			var r flatjson.Fields
 			for f, p := range []*string{j.User, j.APIKey, j.IP, j.Plan, j.Endpoint} {
 				if p != nil {
-					r.kind[f], r.text[f] = kString, *p
+					r.Kind[f], r.Text[f] = flatjson.String, *p
 				}
 			}
 			var req CheckRequest
-			if err := r.validate(&req); err != nil {
+			if err := validate(&r, &req); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
+	b.Run("std_decoder", func(b *testing.B) { benchStdDecoder(b, benchBody, false) }) // the fallback, Config.JSONDecoder "std"
+}
+
+// benchStdDecoder runs the std decoder on body, a check body or, when
+// reserve, a reserve body.
+func benchStdDecoder(b *testing.B, body []byte, reserve bool) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	var req ReserveRequest
+	var wait *int64
+	if reserve {
+		wait = &req.MaxWaitMS
+	}
+	for b.Loop() {
+		if err := parseBody(true, body, nil, &req.CheckRequest, wait); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // reqBody is a request body that can be refilled, so that one
@@ -244,6 +263,7 @@ func BenchmarkParseReserve(b *testing.B) {
 			}
 		}
 	})
+	b.Run("std_decoder", func(b *testing.B) { benchStdDecoder(b, reserveBody, true) }) // the fallback, Config.JSONDecoder "std"
 	b.Run("two_pass", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(reserveBody)))

@@ -37,7 +37,9 @@ func rawJSONString(s string) string {
 // TestCheckCallerValuesDecide: the values the issue lists, sent to the
 // decision API, are decided — allowed, then denied once their bucket is
 // used — and never answered 400, which a client would have to let through.
-func TestCheckCallerValuesDecide(t *testing.T) {
+func TestCheckCallerValuesDecide(t *testing.T) { forDecoders(t, testCheckCallerValuesDecide) }
+
+func testCheckCallerValuesDecide(t *testing.T, dec string) {
 	tests := []struct{ name, fields string }{
 		{"long query", `"user":"alice","endpoint":"GET /api/orders?q=` + strings.Repeat("x", 4100) + `"`},
 		{"user of 257 bytes", `"user":"` + strings.Repeat("u", 257) + `","endpoint":"GET /api/orders"`},
@@ -52,14 +54,15 @@ func TestCheckCallerValuesDecide(t *testing.T) {
 		{"method in lower case", `"user":"carol","endpoint":"get /api/orders"`},
 	}
 	// The API keys are registered: an unknown one is no caller (see
-	// TestCheckUnregisteredAPIKeyIsNoCaller).
+	// TestCheckUnregisteredAPIKeyIsNoCaller). The std decoder reads the
+	// key not UTF-8 as encoding/json does, its bad byte as U+FFFD.
 	clients := map[string]rules.Client{}
-	for _, k := range []string{strings.Repeat("k", 257), "k\x7f", "k\xc3("} {
+	for _, k := range []string{strings.Repeat("k", 257), "k\x7f", "k\xc3(", "k\ufffd("} {
 		clients[string(identity.AppendAPIKey(nil, k))] = rules.Client{Plan: "free"}
 	}
 	s, _ := newTestServer(t, &rules.Set{Rules: []rules.Rule{
 		{ID: "all", Match: rules.Match{Endpoint: "* /api/*"}, Limit: 1, Window: seconds(time.Minute)},
-	}, Clients: clients}, Config{})
+	}, Clients: clients}, Config{JSONDecoder: dec})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := "{" + tt.fields + "}"
@@ -78,10 +81,12 @@ func TestCheckCallerValuesDecide(t *testing.T) {
 
 // TestCheckPathsFoldAndHead: through the decision API, every spelling of
 // /api/orders is the GET /api/orders endpoint, and HEAD is GET.
-func TestCheckPathsFoldAndHead(t *testing.T) {
+func TestCheckPathsFoldAndHead(t *testing.T) { forDecoders(t, testCheckPathsFoldAndHead) }
+
+func testCheckPathsFoldAndHead(t *testing.T, dec string) {
 	s, _ := newTestServer(t, &rules.Set{Rules: []rules.Rule{
 		{ID: "orders", Match: rules.Match{Endpoint: "GET /api/orders"}, By: rules.ByIP, Limit: 1, Window: seconds(time.Minute)},
-	}}, Config{})
+	}}, Config{JSONDecoder: dec})
 	check := func(endpoint string) string {
 		return post(t, s, `{"ip":"203.0.113.7","endpoint":`+rawJSONString(endpoint)+`}`).Body.String()
 	}
@@ -98,10 +103,12 @@ func TestCheckPathsFoldAndHead(t *testing.T) {
 
 // TestCheckIPv6OneBucket: "[2001:db8::1]" and "2001:db8::1" are one
 // caller, named alike in the answer.
-func TestCheckIPv6OneBucket(t *testing.T) {
+func TestCheckIPv6OneBucket(t *testing.T) { forDecoders(t, testCheckIPv6OneBucket) }
+
+func testCheckIPv6OneBucket(t *testing.T, dec string) {
 	s, _ := newTestServer(t, &rules.Set{Rules: []rules.Rule{
 		{ID: "ip", By: rules.ByIP, Limit: 1, Window: seconds(time.Minute)},
-	}}, Config{})
+	}}, Config{JSONDecoder: dec})
 	if got := post(t, s, `{"ip":"2001:db8::1"}`).Body.String(); !strings.HasPrefix(got, `{"allowed":true`) || !strings.Contains(got, `"client":"ip:2001:db8::/64"`) {
 		t.Fatalf("2001:db8::1 = %s, want allowed as ip:2001:db8::/64", got)
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/flatjson"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	planname "github.com/sluicehq/sluice/internal/plan"
 	"github.com/sluicehq/sluice/internal/quote"
@@ -68,30 +69,36 @@ func ParseCheck(body []byte) (CheckRequest, error) {
 	return req, err
 }
 
-// parseCheck parses b into dst. The strings of dst alias b and *esc (where
-// escaped strings are decoded): they are valid as long as neither is reused.
+// parseCheck parses b into dst with the hand-written tokenizer. The strings
+// of dst alias b and *esc (where escaped strings are decoded): they are
+// valid as long as neither is reused.
 func parseCheck(b []byte, esc *[]byte, dst *CheckRequest) error {
-	return parseBody(b, esc, dst, nil)
+	return parseBody(false, b, esc, dst, nil)
 }
 
-// parseBody parses b into dst, as parseCheck, and — when wait is not nil,
-// for a reserve body — max_wait_ms into *wait.
-func parseBody(b []byte, esc *[]byte, dst *CheckRequest, wait *int64) error {
-	var r rawCheck
-	p := parser{b: b, esc: (*esc)[:0], fields: nCheckFields}
+// parseBody parses b into dst, as parseCheck — with encoding/json when std
+// (Config.JSONDecoder) — and, when wait is not nil, for a reserve body,
+// max_wait_ms into *wait.
+func parseBody(std bool, b []byte, esc *[]byte, dst *CheckRequest, wait *int64) error {
+	var r flatjson.Fields
+	keys := checkKeys
 	if wait != nil {
-		p.fields = nFields
+		keys = reserveKeys
 	}
-	err := p.object(&r)
-	*esc = p.esc
+	var err error
+	if std {
+		err = flatjson.Decode(b, keys, &r)
+	} else {
+		err = flatjson.Parse(b, keys, esc, &r)
+	}
 	if err != nil {
-		return err
+		return bodyErr(err)
 	}
-	if err := r.validate(dst); err != nil {
+	if err := validate(&r, dst); err != nil {
 		return err
 	}
 	if wait != nil {
-		*wait, err = r.maxWait()
+		*wait, err = maxWait(&r)
 	}
 	return err
 }
@@ -111,10 +118,7 @@ const (
 
 var fieldNames = [nFields]string{"user", "api_key", "ip", "plan", "endpoint", "cost", "max_wait_ms"}
 
-// fieldLists name the keys a body may have, by how many it may have.
-var fieldLists = [nFields + 1]string{nCheckFields: "user, api_key, ip, plan, endpoint, cost",
-	nFields: "user, api_key, ip, plan, endpoint, cost, max_wait_ms"}
-
+// fieldOf is the index of a key, or -1.
 func fieldOf(key string) int {
 	switch key {
 	case "user":
@@ -135,39 +139,36 @@ func fieldOf(key string) int {
 	return -1
 }
 
-// kind is the JSON type of a value.
-type kind uint8
-
-const (
-	kAbsent kind = iota
-	kNull
-	kString
-	kNumber
-	kBool
-	kObject
-	kArray
+// The keys of a check body and of a reserve body.
+var (
+	checkKeys   = flatjson.NewKeys(fieldOf, fieldNames[:nCheckFields]...)
+	reserveKeys = flatjson.NewKeys(fieldOf, fieldNames[:]...)
 )
 
-var kindNames = [...]string{kAbsent: "nothing", kNull: "null", kString: "a string", kNumber: "a number",
-	kBool: "a boolean", kObject: "an object", kArray: "an array"}
-
-// rawCheck is a check request as the tokenizer read it: for each key its
-// JSON type and its text (the decoded string, or the number as written).
-type rawCheck struct {
-	kind [nFields]kind
-	text [nFields]string
+// bodyErr is the API error of the tokenizer's err.
+func bodyErr(err error) error {
+	switch e := err.(type) {
+	case *flatjson.Error:
+		return invalid(e.Msg)
+	case *flatjson.TypeError:
+		return typeErr(e.Key, e.Kind)
+	}
+	if err == flatjson.ErrEmpty {
+		return invalid(`request body is empty; want a JSON object such as {"user":"alice","endpoint":"GET /api/orders"}`)
+	}
+	return err
 }
 
-// validate checks r and fills dst.
-func (r *rawCheck) validate(dst *CheckRequest) error {
+// validate checks the fields r the tokenizer read and fills dst.
+func validate(r *flatjson.Fields, dst *CheckRequest) error {
 	var s [nFields - 1]string
 	for f := range fCost {
-		switch r.kind[f] {
-		case kAbsent, kNull:
-		case kString:
-			s[f] = r.text[f]
+		switch r.Kind[f] {
+		case flatjson.Absent, flatjson.Null:
+		case flatjson.String:
+			s[f] = r.Text[f]
 		default:
-			return typeErr(f, r.kind[f])
+			return typeErr(f, r.Kind[f])
 		}
 	}
 	user, apiKey, ip, plan, endpoint := s[fUser], s[fAPIKey], s[fIP], s[fPlan], s[fEndpoint]
@@ -182,15 +183,15 @@ func (r *rawCheck) validate(dst *CheckRequest) error {
 		}
 	}
 	cost := int64(1)
-	switch r.kind[fCost] {
-	case kAbsent, kNull:
-	case kNumber:
+	switch r.Kind[fCost] {
+	case flatjson.Absent, flatjson.Null:
+	case flatjson.Number:
 		var err error
-		if cost, err = parseCost(r.text[fCost]); err != nil {
+		if cost, err = parseCost(r.Text[fCost]); err != nil {
 			return err
 		}
 	default:
-		return typeErr(fCost, r.kind[fCost])
+		return typeErr(fCost, r.Kind[fCost])
 	}
 	if user == "" && apiKey == "" && ip == "" {
 		return invalid("want at least one of user, api_key, ip")
@@ -199,12 +200,12 @@ func (r *rawCheck) validate(dst *CheckRequest) error {
 	return nil
 }
 
-func typeErr(f int, k kind) *jsonhttp.APIError {
+func typeErr(f int, k flatjson.Kind) *jsonhttp.APIError {
 	want := "a string"
 	if f == fCost || f == fMaxWait {
 		want = "a whole number"
 	}
-	return invalid(fieldNames[f] + ": must be " + want + ", got " + kindNames[k])
+	return invalid(fieldNames[f] + ": must be " + want + ", got " + k.String())
 }
 
 const endpointForm = `want "METHOD /path", e.g. "GET /api/orders"`

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -12,7 +11,42 @@ import (
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 )
 
-func TestParseCheck(t *testing.T) {
+// forDecoders runs test on each Config.JSONDecoder.
+func forDecoders(t *testing.T, test func(t *testing.T, dec string)) {
+	for _, dec := range []string{DecoderFast, DecoderStd} {
+		t.Run(dec, func(t *testing.T) { test(t, dec) })
+	}
+}
+
+// sameMessage reports whether got, an error message of the decoder dec, is
+// want, the hand-written tokenizer's: the std decoder words malformed JSON
+// as encoding/json does.
+func sameMessage(dec, got, want string) bool {
+	if dec == DecoderStd && strings.HasPrefix(want, "malformed JSON") {
+		return strings.HasPrefix(got, "malformed JSON")
+	}
+	return got == want
+}
+
+// parseCheckWith is ParseCheck with the decoder dec.
+func parseCheckWith(dec string, body []byte) (CheckRequest, error) {
+	var req CheckRequest
+	var esc []byte
+	err := parseBody(dec == DecoderStd, bytes.Clone(body), &esc, &req, nil)
+	return req, err
+}
+
+// parseReserveWith is ParseReserve with the decoder dec.
+func parseReserveWith(dec string, body []byte) (ReserveRequest, error) {
+	var req ReserveRequest
+	var esc []byte
+	err := parseBody(dec == DecoderStd, bytes.Clone(body), &esc, &req.CheckRequest, &req.MaxWaitMS)
+	return req, err
+}
+
+func TestParseCheck(t *testing.T) { forDecoders(t, testParseCheck) }
+
+func testParseCheck(t *testing.T, dec string) {
 	tests := []struct {
 		name string
 		body string
@@ -56,9 +90,12 @@ func TestParseCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseCheck([]byte(tt.body))
+			got, err := parseCheckWith(dec, []byte(tt.body))
 			if err != nil {
 				t.Fatalf("ParseCheck(%s) error: %v", tt.body, err)
+			}
+			if dec == DecoderStd { // encoding/json decodes bytes that are not UTF-8 as U+FFFD
+				tt.want.User = strings.ToValidUTF8(tt.want.User, "\ufffd")
 			}
 			if got != tt.want {
 				t.Errorf("ParseCheck(%s) = %+v, want %+v", tt.body, got, tt.want)
@@ -67,7 +104,9 @@ func TestParseCheck(t *testing.T) {
 	}
 }
 
-func TestParseCheckErrors(t *testing.T) {
+func TestParseCheckErrors(t *testing.T) { forDecoders(t, testParseCheckErrors) }
+
+func testParseCheckErrors(t *testing.T, dec string) {
 	tests := []struct {
 		name string
 		body string
@@ -127,7 +166,7 @@ func TestParseCheckErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseCheck([]byte(tt.body))
+			got, err := parseCheckWith(dec, []byte(tt.body))
 			if err == nil {
 				t.Fatalf("ParseCheck(%s) = %+v, want error containing %q", tt.body, got, tt.want)
 			}
@@ -135,7 +174,14 @@ func TestParseCheckErrors(t *testing.T) {
 			if !ok || ae.Status != 400 || ae.Code != CodeInvalidRequest {
 				t.Fatalf("ParseCheck(%s) error = %#v, want a 400 invalid_request *jsonhttp.APIError", tt.body, err)
 			}
-			if !strings.Contains(ae.Message, tt.want) {
+			if dec == DecoderStd {
+				// The same message as the tokenizer's, but for the words
+				// of malformed JSON.
+				_, fast := ParseCheck([]byte(tt.body))
+				if !sameMessage(dec, ae.Message, fast.(*jsonhttp.APIError).Message) {
+					t.Errorf("ParseCheck(%s) message = %q, the tokenizer's %q", tt.body, ae.Message, fast)
+				}
+			} else if !strings.Contains(ae.Message, tt.want) {
 				t.Errorf("ParseCheck(%s) message = %q, want it to contain %q", tt.body, ae.Message, tt.want)
 			}
 		})
@@ -154,63 +200,6 @@ func TestParseCheckDoesNotAlias(t *testing.T) {
 	if req.User != "alice" || req.IP != "10.0.0.1" || req.Path != "/x" {
 		t.Errorf("after the body was overwritten, ParseCheck's result = %+v, want alice, 10.0.0.1, /x", req)
 	}
-}
-
-// scanWithEncodingJSON is the reference tokenizer: encoding/json reads the
-// object into a rawCheck with the same strictness rules (unknown keys,
-// duplicates, trailing data), so that fuzzing compares the hand-written
-// tokenizer with encoding/json's.
-func scanWithEncodingJSON(b []byte) (rawCheck, error) {
-	var r rawCheck
-	bad := errors.New("rejected")
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return r, bad
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return r, err
-		}
-		f := fieldOf(tok.(string))
-		if f < 0 || r.kind[f] != kAbsent {
-			return r, bad
-		}
-		tok, err = dec.Token()
-		if err != nil {
-			return r, err
-		}
-		switch v := tok.(type) {
-		case nil:
-			r.kind[f] = kNull
-		case string:
-			r.kind[f], r.text[f] = kString, v
-		case json.Number:
-			r.kind[f], r.text[f] = kNumber, string(v)
-		case bool:
-			r.kind[f] = kBool
-		default:
-			return r, bad
-		}
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return r, bad
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return r, bad
-	}
-	return r, nil
-}
-
-func parseWithEncodingJSON(b []byte) (CheckRequest, error) {
-	r, err := scanWithEncodingJSON(b)
-	if err != nil {
-		return CheckRequest{}, err
-	}
-	var req CheckRequest
-	err = r.validate(&req)
-	return req, err
 }
 
 var fuzzSeeds = []string{
@@ -269,17 +258,34 @@ func FuzzParseCheck(f *testing.F) {
 				t.Fatalf("ParseCheck(%s) (re-encoded from %q) = %+v, %v; want %+v", enc, body, again, err, req)
 			}
 		}
-		// encoding/json, held to the same strictness, agrees on valid UTF-8
-		// (it replaces invalid bytes with U+FFFD where ParseCheck rejects).
+		// The std decoder (encoding/json, held to the same strictness)
+		// agrees: the same request, or the same error but for the words of
+		// malformed JSON. On valid UTF-8: it decodes invalid bytes as U+FFFD.
 		if !utf8.Valid(body) {
 			return
 		}
-		ref, refErr := parseWithEncodingJSON(body)
-		if (err == nil) != (refErr == nil) {
-			t.Fatalf("ParseCheck(%q) error = %v, encoding/json reference error = %v", body, err, refErr)
-		}
-		if err == nil && ref != req {
-			t.Fatalf("ParseCheck(%q) = %+v, encoding/json reference = %+v", body, req, ref)
-		}
+		ref, refErr := parseCheckWith(DecoderStd, body)
+		sameOutcome(t, "ParseCheck", body, req, err, ref, refErr)
 	})
+}
+
+// sameOutcome fails t unless the two decoders' outcomes on body — the fast
+// one's got, err and the std one's ref, refErr — are the same request or
+// the same API error (sameMessage).
+func sameOutcome[R comparable](t *testing.T, what string, body []byte, got R, err error, ref R, refErr error) {
+	t.Helper()
+	if (err == nil) != (refErr == nil) {
+		t.Fatalf("%s(%q) error = %v, std decoder's error = %v", what, body, err, refErr)
+	}
+	if err == nil {
+		if got != ref {
+			t.Fatalf("%s(%q) = %+v, std decoder's = %+v", what, body, got, ref)
+		}
+		return
+	}
+	ae, ok := errors.AsType[*jsonhttp.APIError](err)
+	re, refOK := errors.AsType[*jsonhttp.APIError](refErr)
+	if !ok || !refOK || ae.Status != re.Status || ae.Code != re.Code || !sameMessage(DecoderStd, re.Message, ae.Message) {
+		t.Fatalf("%s(%q) error = %#v, std decoder's error = %#v", what, body, err, refErr)
+	}
 }

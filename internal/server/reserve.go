@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/flatjson"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/internal/quote"
 	"github.com/sluicehq/sluice/limiter"
@@ -47,21 +48,21 @@ func ParseReserve(body []byte) (ReserveRequest, error) {
 // parseReserve is parseCheck for a reserve body: the same tokenizer, which
 // takes max_wait_ms too.
 func parseReserve(b []byte, esc *[]byte, dst *ReserveRequest) error {
-	return parseBody(b, esc, &dst.CheckRequest, &dst.MaxWaitMS)
+	return parseBody(false, b, esc, &dst.CheckRequest, &dst.MaxWaitMS)
 }
 
 // maxWait is the max_wait_ms the tokenizer read into r: 0 when absent or
 // null.
-func (r *rawCheck) maxWait() (int64, error) {
+func maxWait(r *flatjson.Fields) (int64, error) {
 	const want = "max_wait_ms: must be a whole number of milliseconds from 0 to 3600000"
-	switch r.kind[fMaxWait] {
-	case kAbsent, kNull:
+	switch r.Kind[fMaxWait] {
+	case flatjson.Absent, flatjson.Null:
 		return 0, nil
-	case kNumber:
+	case flatjson.Number:
 	default:
-		return 0, invalid(want + ", got " + kindNames[r.kind[fMaxWait]])
+		return 0, invalid(want + ", got " + r.Kind[fMaxWait].String())
 	}
-	s := r.text[fMaxWait]
+	s := r.Text[fMaxWait]
 	if len(s) == 0 || len(s) > 7 || (len(s) > 1 && s[0] == '0') {
 		return 0, invalid(want + ", got " + quote.Short(s))
 	}
@@ -86,7 +87,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req ReserveRequest
-	if err := parseReserve(buf.body, &buf.esc, &req); err != nil {
+	if err := parseBody(s.stdJSON, buf.body, &buf.esc, &req.CheckRequest, &req.MaxWaitMS); err != nil {
 		return err
 	}
 	lr := req.limiterRequest()

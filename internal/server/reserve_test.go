@@ -42,8 +42,10 @@ func egressSet(kind algorithm.Kind) *rules.Set {
 	}}}
 }
 
-func TestReserveSlots(t *testing.T) {
-	s, clk := newTestServer(t, egressSet(algorithm.TokenBucket), Config{})
+func TestReserveSlots(t *testing.T) { forDecoders(t, testReserveSlots) }
+
+func testReserveSlots(t *testing.T, dec string) {
+	s, clk := newTestServer(t, egressSet(algorithm.TokenBucket), Config{JSONDecoder: dec})
 	body := `{"user":"api.partner.example","plan":"egress","max_wait_ms":300}`
 	t0 := clk.Micros()
 	var waits, sendAt []int64
@@ -84,8 +86,10 @@ func TestReserveSlots(t *testing.T) {
 	}
 }
 
-func TestReserveErrors(t *testing.T) {
-	s, _ := newTestServer(t, egressSet(algorithm.LeakyBucket), Config{})
+func TestReserveErrors(t *testing.T) { forDecoders(t, testReserveErrors) }
+
+func testReserveErrors(t *testing.T, dec string) {
+	s, _ := newTestServer(t, egressSet(algorithm.LeakyBucket), Config{JSONDecoder: dec})
 	tests := []struct {
 		body   string
 		status int
@@ -180,5 +184,24 @@ func FuzzParseReserveTwoPass(f *testing.F) {
 		if err == nil && got != want {
 			t.Fatalf("ParseReserve(%q) = %+v, two-pass reference = %+v", body, got, want)
 		}
+	})
+}
+
+// FuzzReserveDecoders: the std decoder (Config.JSONDecoder) reads a
+// reserve body as the tokenizer does — the same request, or the same
+// error but for the words of malformed JSON — on valid UTF-8 (it decodes
+// invalid bytes as U+FFFD). FuzzParseCheck holds check bodies to the same.
+func FuzzReserveDecoders(f *testing.F) {
+	for _, s := range append(fuzzSeeds, `{"user":"a","max_wait_ms":5}`, `{"ip":"10.0.0.1","cost":2,"max_wait_ms":null}`,
+		`{"user":"a","max_wait_ms":[1]}`, `{"user":"a","max_wait_ms":1,"max_wait_ms":1}`, `{"user":"a","max_wait_ms":"1"}`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !utf8.Valid(body) {
+			return
+		}
+		got, err := parseReserveWith(DecoderFast, body)
+		ref, refErr := parseReserveWith(DecoderStd, body)
+		sameOutcome(t, "ParseReserve", body, got, err, ref, refErr)
 	})
 }

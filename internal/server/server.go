@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -66,7 +67,19 @@ type Config struct {
 	// console.Feed.Denied). It runs on the request's goroutine after
 	// OnDecision: it must be cheap and must keep neither argument.
 	OnDenied func(lim *limiter.Limiter, d *limiter.Decision, req *limiter.Request)
+
+	// JSONDecoder reads the bodies of the check and reserve APIs:
+	// DecoderFast (the default, "" too), the hand-written tokenizer of
+	// package flatjson, or DecoderStd, encoding/json's Decoder held to the
+	// same rules — the fallback, should the tokenizer be in doubt.
+	JSONDecoder string
 }
+
+// The choices of Config.JSONDecoder (`sluice serve --json-decoder`).
+const (
+	DecoderFast = "fast"
+	DecoderStd  = "std"
+)
 
 // DefaultConfig returns the default configuration.
 func DefaultConfig() Config {
@@ -80,6 +93,11 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if c.MaxBody < 0 {
 		return errors.New("server: max body must not be negative")
+	}
+	switch c.JSONDecoder {
+	case "", DecoderFast, DecoderStd:
+	default:
+		return fmt.Errorf("server: JSON decoder %q: want %s or %s", c.JSONDecoder, DecoderFast, DecoderStd)
 	}
 	return nil
 }
@@ -103,11 +121,12 @@ type Server struct {
 	mux *http.ServeMux
 
 	failures ratelog.Limiter // limiter errors: one line a second
+	stdJSON  bool            // Config.JSONDecoder is DecoderStd
 }
 
 // New returns a server deciding calls with l.
 func New(l *limiter.Limiter, cfg Config) *Server {
-	s := &Server{l: l, cfg: cfg.withDefaults(), mux: http.NewServeMux()}
+	s := &Server{l: l, cfg: cfg.withDefaults(), mux: http.NewServeMux(), stdJSON: cfg.JSONDecoder == DecoderStd}
 	s.mux.Handle("POST /ratelimit/check", s.handler(s.check))
 	s.mux.Handle("POST /ratelimit/reserve", s.handler(s.reserve))
 	s.mux.Handle("GET /healthz", s.handler(s.healthz))
@@ -184,7 +203,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req CheckRequest
-	if err := parseCheck(buf.body, &buf.esc, &req); err != nil {
+	if err := parseBody(s.stdJSON, buf.body, &buf.esc, &req, nil); err != nil {
 		return err
 	}
 	// req's strings alias buf: the limiter copies what it keeps.

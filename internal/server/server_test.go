@@ -137,8 +137,10 @@ func checkHeaders(t *testing.T, h http.Header, a *answer, clk *clocktest.Clock) 
 	}
 }
 
-func TestCheckSeedScenario(t *testing.T) {
-	s, clk := newTestServer(t, seedSet(), Config{})
+func TestCheckSeedScenario(t *testing.T) { forDecoders(t, testCheckSeedScenario) }
+
+func testCheckSeedScenario(t *testing.T, dec string) {
+	s, clk := newTestServer(t, seedSet(), Config{JSONDecoder: dec})
 	const body = `{"user":"alice","ip":"203.0.113.7","endpoint":"GET /api/orders"}`
 	for i := 1; i <= 10; i++ {
 		a, _ := check(t, s, clk, body)
@@ -181,7 +183,9 @@ func TestCheckSeedScenario(t *testing.T) {
 	}
 }
 
-func TestCheckAnswers(t *testing.T) {
+func TestCheckAnswers(t *testing.T) { forDecoders(t, testCheckAnswers) }
+
+func testCheckAnswers(t *testing.T, dec string) {
 	set := &rules.Set{
 		DefaultPlan: "free",
 		Rules: []rules.Rule{
@@ -193,7 +197,7 @@ func TestCheckAnswers(t *testing.T) {
 		},
 		Clients: map[string]rules.Client{"api_key:k_live_42": {Plan: "free"}}, // an unregistered key is no caller
 	}
-	s, clk := newTestServer(t, set, Config{})
+	s, clk := newTestServer(t, set, Config{JSONDecoder: dec})
 	str := func(s string) *string { return &s }
 	tests := []struct {
 		name string
@@ -275,8 +279,10 @@ func TestAppendAnswer(t *testing.T) {
 	}
 }
 
-func TestCheckErrors(t *testing.T) {
-	s, _ := newTestServer(t, seedSet(), Config{})
+func TestCheckErrors(t *testing.T) { forDecoders(t, testCheckErrors) }
+
+func testCheckErrors(t *testing.T, dec string) {
+	s, _ := newTestServer(t, seedSet(), Config{JSONDecoder: dec})
 	big := `{"user":"` + strings.Repeat("a", 100<<10) + `"}`
 	tests := []struct {
 		name       string
@@ -311,12 +317,12 @@ func TestCheckErrors(t *testing.T) {
 				t.Errorf("Content-Type = %q, want application/json", got)
 			}
 			var body struct{ Error, Message string }
-			dec := json.NewDecoder(w.Body)
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&body); err != nil {
+			jd := json.NewDecoder(w.Body)
+			jd.DisallowUnknownFields()
+			if err := jd.Decode(&body); err != nil {
 				t.Fatalf("body %s: %v", w.Body, err)
 			}
-			if body.Error != tt.wantCode || body.Message != tt.wantMsg {
+			if body.Error != tt.wantCode || !sameMessage(dec, body.Message, tt.wantMsg) {
 				t.Errorf("body = %+v, want {%s %s}", body, tt.wantCode, tt.wantMsg)
 			}
 		})
@@ -413,7 +419,7 @@ func TestInternalError(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{{MaxBody: -1}} {
+	for _, c := range []Config{{MaxBody: -1}, {JSONDecoder: "jsoniter"}} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v.Validate() = nil, want an error", c)
 		}

@@ -1,4 +1,4 @@
-package server
+package flatjson
 
 import (
 	"bytes"
@@ -8,33 +8,48 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/internal/quote"
 )
 
-// parser is a strict JSON tokenizer for one flat object of the keys of a
-// check or reserve request (RFC 8259 syntax; values of unknown keys are never read, as
-// an unknown key is an error). Strings without escapes alias b; escaped ones
-// are decoded into esc.
-type parser struct {
-	b      []byte
-	i      int
-	esc    []byte
-	fields int // the keys taken: the first fields of fieldNames
+// Parse reads b, one JSON object whose keys are among keys, into dst, with
+// the hand-written tokenizer: RFC 8259 syntax; the values of unknown keys
+// are never read, as an unknown key is an error. Strings without escapes
+// alias b; escaped ones are decoded into *esc (reset first, grown as
+// needed): dst's strings are valid as long as neither is reused. The error
+// is ErrEmpty, an *Error or a *TypeError (see Decode for what differs).
+func Parse(b []byte, keys *Keys, esc *[]byte, dst *Fields) error {
+	*dst = Fields{}
+	p := parser{b: b, esc: (*esc)[:0], keys: keys}
+	err := p.object(dst)
+	*esc = p.esc
+	return err
 }
 
-func (p *parser) syntax(what string) *jsonhttp.APIError {
+// parser is the tokenizer's state.
+type parser struct {
+	b    []byte
+	i    int
+	esc  []byte
+	keys *Keys
+}
+
+func (p *parser) syntax(what string) *Error {
 	if p.i >= len(p.b) {
-		return invalid("malformed JSON: unexpected end of input at offset " + strconv.Itoa(p.i) + ", " + what)
+		return malformedEOF(p.i, what)
 	}
-	c := p.b[p.i]
-	var got string
+	return &Error{Msg: "malformed JSON at offset " + strconv.Itoa(p.i) + ": " + what + ", got " + gotByte(p.b[p.i])}
+}
+
+func malformedEOF(off int, what string) *Error {
+	return &Error{Msg: "malformed JSON: unexpected end of input at offset " + strconv.Itoa(off) + ", " + what}
+}
+
+// gotByte names c in a message.
+func gotByte(c byte) string {
 	if c >= 0x20 && c < 0x7f {
-		got = "'" + string(rune(c)) + "'"
-	} else {
-		got = "byte 0x" + strconv.FormatUint(uint64(c), 16)
+		return "'" + string(rune(c)) + "'"
 	}
-	return invalid("malformed JSON at offset " + strconv.Itoa(p.i) + ": " + what + ", got " + got)
+	return "byte 0x" + strconv.FormatUint(uint64(c), 16)
 }
 
 func (p *parser) ws() {
@@ -48,10 +63,10 @@ func (p *parser) ws() {
 	}
 }
 
-func (p *parser) object(r *rawCheck) error {
+func (p *parser) object(r *Fields) error {
 	p.ws()
 	if p.i >= len(p.b) {
-		return invalid(`request body is empty; want a JSON object such as {"user":"alice","endpoint":"GET /api/orders"}`)
+		return ErrEmpty
 	}
 	if p.b[p.i] != '{' {
 		return p.syntax("want a JSON object")
@@ -71,12 +86,12 @@ func (p *parser) object(r *rawCheck) error {
 		if err != nil {
 			return err
 		}
-		f := fieldOf(key)
-		if f < 0 || f >= p.fields {
-			return invalid("unknown field " + quote.Short(key) + "; want " + fieldLists[p.fields])
+		f := p.keys.Index(key)
+		if f < 0 {
+			return p.keys.unknown(key)
 		}
-		if r.kind[f] != kAbsent {
-			return invalid("duplicate field " + quote.Short(key))
+		if r.Kind[f] != Absent {
+			return duplicate(key)
 		}
 		p.ws()
 		if p.i >= len(p.b) || p.b[p.i] != ':' {
@@ -112,7 +127,7 @@ func (p *parser) end() error {
 	return nil
 }
 
-func (p *parser) value(r *rawCheck, f int) error {
+func (p *parser) value(r *Fields, f int) error {
 	if p.i >= len(p.b) {
 		return p.syntax("want a value")
 	}
@@ -122,18 +137,18 @@ func (p *parser) value(r *rawCheck, f int) error {
 		if err != nil {
 			return err
 		}
-		r.kind[f], r.text[f] = kString, s
+		r.Kind[f], r.Text[f] = String, s
 	case c == '-' || '0' <= c && c <= '9':
 		s, err := p.number()
 		if err != nil {
 			return err
 		}
-		r.kind[f], r.text[f] = kNumber, s
+		r.Kind[f], r.Text[f] = Number, s
 	case c == 'n':
 		if err := p.literal("null"); err != nil {
 			return err
 		}
-		r.kind[f] = kNull
+		r.Kind[f] = Null
 	case c == 't' || c == 'f':
 		lit := "true"
 		if c == 'f' {
@@ -142,11 +157,11 @@ func (p *parser) value(r *rawCheck, f int) error {
 		if err := p.literal(lit); err != nil {
 			return err
 		}
-		r.kind[f] = kBool
+		r.Kind[f] = Bool
 	case c == '{':
-		return typeErr(f, kObject)
+		return &TypeError{Key: f, Kind: Object}
 	case c == '[':
-		return typeErr(f, kArray)
+		return &TypeError{Key: f, Kind: Array}
 	default:
 		return p.syntax("want a value")
 	}
