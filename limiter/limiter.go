@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/descriptor"
 	"github.com/sluicehq/sluice/internal/everyresult"
+	"github.com/sluicehq/sluice/internal/restrict"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -570,63 +571,19 @@ func rank(d *Decision, ops []Op, res []algorithm.Result, used *[MaxRulesPerCall]
 		if !r.Allowed {
 			d.Allowed = false
 		}
-		if best < 0 || moreRestrictive(r, &res[best]) {
+		if best < 0 || restrict.More(r, &res[best]) {
 			best = i
 		}
 	}
 	if best < 0 { // only shadow rules matched
 		for i := range ops {
-			if best < 0 || moreRestrictive(&res[i], &res[best]) {
+			if best < 0 || restrict.More(&res[i], &res[best]) {
 				best = i
 			}
 		}
 		d.Allowed = true
 	}
 	return best
-}
-
-// MoreRestrictive reports whether decision a constrains its caller more
-// than b: a decision with a rule over one without, then as Check ranks the
-// rules of one call (see moreRestrictive). Callers that answer several
-// decisions at once (CheckMany) describe the most restrictive.
-func MoreRestrictive(a, b *Decision) bool {
-	if a.Allowed != b.Allowed { // a denial without a rule (too many rules) too
-		return !a.Allowed
-	}
-	if (a.Rule == nil) != (b.Rule == nil) {
-		return b.Rule == nil
-	}
-	ra, rb := a.result(), b.result()
-	return moreRestrictive(&ra, &rb)
-}
-
-// result is d as the result of its most restrictive rule (in ns, not µs:
-// only the order matters).
-func (d *Decision) result() algorithm.Result {
-	return algorithm.Result{Allowed: d.Allowed, Reason: d.Reason, Remaining: d.Remaining,
-		ResetAfter: int64(d.ResetAfter), RetryAfter: int64(d.RetryAfter)}
-}
-
-// moreRestrictive reports whether a constrains the caller more than b: a
-// denial over an allowance, a call that can never pass over one that can
-// wait, a longer wait, fewer remaining, a later reset.
-func moreRestrictive(a, b *algorithm.Result) bool {
-	if a.Allowed != b.Allowed {
-		return !a.Allowed
-	}
-	if !a.Allowed {
-		ac, bc := a.Reason == algorithm.ReasonCostExceedsCapacity, b.Reason == algorithm.ReasonCostExceedsCapacity
-		if ac != bc {
-			return ac
-		}
-		if a.RetryAfter != b.RetryAfter {
-			return a.RetryAfter > b.RetryAfter
-		}
-	}
-	if a.Remaining != b.Remaining {
-		return a.Remaining < b.Remaining
-	}
-	return a.ResetAfter > b.ResetAfter
 }
 
 // pick returns the identity a key part of kind k (rules.KeyPart.Caller)

@@ -45,7 +45,7 @@ import (
 // store and keep every value exact in the microsecond arithmetic of the
 // algorithms.
 const (
-	MaxLimit         = algorithm.MaxLimit   // largest limit and burst
+	maxLimit         = algorithm.MaxLimit   // largest limit and burst
 	minWindow        = time.Millisecond     // shortest window
 	maxWindow        = 366 * 24 * time.Hour // longest window
 	maxDescription   = 1024                 // bytes

@@ -104,8 +104,8 @@ func (r *Rule) Validate() error {
 		return fieldErr(fmt.Sprintf("must be ≥ 0 (0 denies every call), got %d", r.Limit), "limit")
 	case r.Algorithm == algorithm.FixedWindow && r.Limit > algorithm.MaxFixedWindowLimit:
 		return fieldErr(fmt.Sprintf("must be ≤ %d for fixed_window, got %d", int64(algorithm.MaxFixedWindowLimit), r.Limit), "limit")
-	case r.Algorithm != algorithm.FixedWindow && r.Limit > MaxLimit:
-		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d (fixed_window takes up to %d)", MaxLimit, r.Limit, int64(algorithm.MaxFixedWindowLimit)), "limit")
+	case r.Algorithm != algorithm.FixedWindow && r.Limit > maxLimit:
+		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d (fixed_window takes up to %d)", maxLimit, r.Limit, int64(algorithm.MaxFixedWindowLimit)), "limit")
 	case r.Algorithm == algorithm.SlidingLog && r.Limit > algorithm.MaxLogLimit:
 		return fieldErr(fmt.Sprintf("must be ≤ %d for sliding_log, which stores one timestamp per admitted call (use sliding_window for larger limits), got %d",
 			algorithm.MaxLogLimit, r.Limit), "limit")
@@ -126,8 +126,8 @@ func (r *Rule) Validate() error {
 		return fieldErr(fmt.Sprintf("a rule of limit 0 denies every call: remove burst (got %d)", r.Burst), "burst")
 	case r.Burst < 0:
 		return fieldErr(fmt.Sprintf("must be ≥ 0 (0 = default), got %d", r.Burst), "burst")
-	case r.Burst > MaxLimit:
-		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d", MaxLimit, r.Burst), "burst")
+	case r.Burst > maxLimit:
+		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d", maxLimit, r.Burst), "burst")
 	case r.Burst > 0 && r.Algorithm != algorithm.TokenBucket && r.Algorithm != algorithm.LeakyBucket:
 		return fieldErr(fmt.Sprintf("only token_bucket and leaky_bucket take a burst; %s admits limit calls per window (remove burst or change the algorithm)", r.Algorithm), "burst")
 	}

@@ -504,7 +504,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		if limiter.MoreRestrictive(d, &ds[best]) {
+		if moreRestrictive(d, &ds[best]) {
 			best = i
 		}
 		if m := s.cfg.Metrics; m != nil {
