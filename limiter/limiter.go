@@ -8,6 +8,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"net/http"
 	"slices"
 	"sync"
@@ -59,7 +60,7 @@ var (
 // rule is applied with cost 0 (algorithm.Apply), which reads each bucket
 // and takes nothing.
 //
-// Header is what rules keyed by header:<name> read (rules.ParseBy): the
+// Header is what rules keyed by header:<name> read (see rules.ByGlobal): the
 // HTTP request's headers (gateway, middleware); it may be nil. Rules on
 // Envoy descriptor entries apply only through sluice's Envoy API.
 type Request struct {
@@ -586,16 +587,16 @@ func rank(d *Decision, ops []Op, res []algorithm.Result, used *[MaxRulesPerCall]
 	return best
 }
 
-// pick returns the identity a key part of kind k (rules.KeyPart.Caller)
+// pick returns the identity a key part of kind k (rulekey.Part.Caller)
 // uses, and its client id: for KeyClient the user, else the API key, else
 // the IP.
-func pick(k rules.KeyKind, user, apiKey, ip string) (rules.By, string) {
+func pick(k rulekey.Kind, user, apiKey, ip string) (rules.By, string) {
 	switch k {
-	case rules.KeyUser:
+	case rulekey.User:
 		return rules.ByUser, user
-	case rules.KeyAPIKey:
+	case rulekey.APIKey:
 		return rules.ByAPIKey, apiKey
-	case rules.KeyIP:
+	case rulekey.IP:
 		return rules.ByIP, ip
 	}
 	switch {

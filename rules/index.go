@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"net/http"
 
 	"github.com/sluicehq/sluice/algorithm"
@@ -18,8 +19,9 @@ type Compiled struct {
 	Params algorithm.Params
 	// WindowSeconds is the window in whole seconds, rounded up, at least 1.
 	WindowSeconds int64
-	// Key is the rule's By, parsed: what its buckets are keyed by.
-	Key []KeyPart
+	// Key is the rule's By, parsed: what its buckets are keyed by. Its
+	// parts are sluice's own type, for the limiter; By says the same.
+	Key []rulekey.Part
 	// callerKey: Key is one part naming the caller (KeyedByCaller).
 	callerKey bool
 	// failClosed is FailureMode == FailClosed, set by Compile; failSet
@@ -168,7 +170,7 @@ func build(s *Set) *Index {
 		}
 		c.Seq = i
 		c.Params = c.Rule.Params()
-		c.Key, _ = ParseBy(c.By) // valid: the Set was validated
+		c.Key, _ = parseBy(c.By) // valid: the Set was validated
 		c.callerKey = len(c.Key) == 1 && c.Key[0].Caller()
 		c.failClosed, c.failSet = c.FailureMode == FailClosed, true
 		ix.replaces = ix.replaces || len(c.Replaces) > 0

@@ -68,10 +68,10 @@ const (
 	ByIP     By = "ip"      // the caller's address (IPv6 by prefix)
 )
 
-// Valid reports whether ParseBy accepts b: one of the four identities,
-// empty, or any other key of ParseBy.
+// Valid reports whether b is a `by` a rule may have: one of the four
+// identities, empty, or any other form listed at ByGlobal.
 func (b By) Valid() bool {
-	_, err := ParseBy(b)
+	_, err := parseBy(b)
 	return err == nil
 }
 

@@ -67,7 +67,7 @@ func (r *Rule) Validate() error {
 			return fieldErr("calls in an Envoy domain carry no request headers (only the gateway and the middleware see them); remove headers or domain", "match", "headers")
 		}
 	}
-	if _, err := ParseBy(r.By); err != nil {
+	if _, err := parseBy(r.By); err != nil {
 		return err
 	}
 	if !r.Algorithm.Valid() {

@@ -22,6 +22,7 @@ package rls
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"log/slog"
 	"math"
 	"runtime"
@@ -222,7 +223,7 @@ func (s *Server) SetRules(ix *rules.Index) {
 		}
 		vs.entries = vs.entries || len(r.Match.Entries) > 0
 		for _, p := range r.Key {
-			vs.entries = vs.entries || p.Kind == rules.KeyEntry
+			vs.entries = vs.entries || p.Kind == rulekey.Entry
 		}
 	}
 	vs.quota = s.newQuotaViews(ix)
