@@ -1,11 +1,11 @@
 package limiter
 
 import (
-	"github.com/sluicehq/sluice/internal/rulekey"
 	"net/http"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/clientkey"
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"github.com/sluicehq/sluice/internal/urlpath"
 	"github.com/sluicehq/sluice/rules"
 )

@@ -8,7 +8,6 @@ package limiter
 import (
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/internal/rulekey"
 	"net/http"
 	"slices"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/descriptor"
 	"github.com/sluicehq/sluice/internal/everyresult"
 	"github.com/sluicehq/sluice/internal/restrict"
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"github.com/sluicehq/sluice/rules"
 )
 

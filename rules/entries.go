@@ -2,13 +2,13 @@ package rules
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice/internal/rulekey"
 	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/quote"
+	"github.com/sluicehq/sluice/internal/rulekey"
 )
 
 // Entry is one entry of an Envoy rate limit descriptor: a key and a value.

@@ -3,7 +3,6 @@ package rules
 import (
 	"cmp"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/rulekey"
 	"math/bits"
 	"net/http"
 	"net/textproto"
@@ -13,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/quote"
+	"github.com/sluicehq/sluice/internal/rulekey"
 )
 
 // Limits on match.headers.

@@ -1,11 +1,11 @@
 package rules
 
 import (
-	"github.com/sluicehq/sluice/internal/rulekey"
 	"net/http"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"github.com/sluicehq/sluice/internal/urlpath"
 )
 

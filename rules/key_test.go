@@ -1,10 +1,11 @@
 package rules
 
 import (
-	"github.com/sluicehq/sluice/internal/rulekey"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/rulekey"
 )
 
 func TestParseBy(t *testing.T) {

@@ -2,13 +2,13 @@ package rules
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice/internal/rulekey"
 	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/quote"
 	"github.com/sluicehq/sluice/internal/rulecheck"
+	"github.com/sluicehq/sluice/internal/rulekey"
 )
 
 // The checks sluice's service runs on rules are here, behind

@@ -5,7 +5,6 @@ package envoyconf
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice/internal/rulekey"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/doctree"
 	"github.com/sluicehq/sluice/internal/quote"
 	"github.com/sluicehq/sluice/internal/ruleid"
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"github.com/sluicehq/sluice/rules"
 )
 

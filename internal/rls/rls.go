@@ -22,7 +22,6 @@ package rls
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/internal/rulekey"
 	"log/slog"
 	"math"
 	"runtime"
@@ -43,6 +42,7 @@ import (
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/ratelog"
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )
