@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -474,23 +475,14 @@ func (l *leases) close() {
 	wg.Wait()
 }
 
-// LeaseStats counts the store's leases since it started.
-type LeaseStats struct {
-	Calls    int64 // lease calls to Redis
-	Granted  int64 // tokens leased
-	Given    int64 // unused tokens given back
-	Decided  int64 // decisions made from leases, without a round trip
-	Buckets  int   // buckets leased now
-	Stranded int64 // tokens in hand now (given back or, if this instance dies, stranded)
-}
-
-// Leases reports the store's lease counters; zero when leases are off.
-func (s *Store) Leases() LeaseStats {
+// leaseStats reports the store's lease counters; zero when leases are off
+// (redisstore.Leases).
+func (s *Store) leaseStats() redisstore.LeaseStats {
 	l := s.leases
 	if l == nil {
-		return LeaseStats{}
+		return redisstore.LeaseStats{}
 	}
-	st := LeaseStats{Calls: l.calls.Load(), Granted: l.granted.Load(), Given: l.given.Load(), Decided: l.local.Load()}
+	st := redisstore.LeaseStats{Calls: l.calls.Load(), Granted: l.granted.Load(), Given: l.given.Load(), Decided: l.local.Load()}
 	l.mu.Lock()
 	st.Buckets = len(l.m)
 	for _, b := range l.m {
@@ -520,7 +512,7 @@ func (s *Store) takeLeased(ctx context.Context, ops []limiter.Op, res []algorith
 		if !leasable(op) {
 			continue
 		}
-		keys[i] = s.Key(op.Client, op.Rule)
+		keys[i] = s.key(op.Client, op.Rule)
 		if held[i] = s.leases.lookup(keys[i], op, now); held[i] != nil {
 			nl++
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
 	sredis "github.com/sluicehq/sluice/store/redis"
@@ -209,7 +210,7 @@ func TestLeaseFleetExact(t *testing.T) {
 					if tc.name == "instance killed" {
 						// what it held, with what a lease call it had out brought
 						time.Sleep(50 * time.Millisecond)
-						stranded = stores[2].Leases().Stranded
+						stranded = redisstore.Leases(stores[2]).Stranded
 					}
 				}
 			}
@@ -219,9 +220,9 @@ func TestLeaseFleetExact(t *testing.T) {
 			// Tokens still in hand at the end are the live instances' own,
 			// given back when they close: not used, not lost.
 			var inHand int64
-			var stats []sredis.LeaseStats
+			var stats []redisstore.LeaseStats
 			for _, s := range stores {
-				st := s.Leases()
+				st := redisstore.Leases(s)
 				inHand += st.Stranded
 				stats = append(stats, st)
 			}
@@ -306,7 +307,7 @@ func TestLeaseCluster(t *testing.T) {
 	budget := limit + limit*(last-first).Seconds()
 	var calls, decided int64
 	for _, s := range stores {
-		st := s.Leases()
+		st := redisstore.Leases(s)
 		calls, decided = calls+st.Calls, decided+st.Decided
 	}
 	t.Logf("%d decisions, %d admitted of %.0f, %d errors; %d lease calls, %d decisions from leases", r.calls.Load(), len(all), budget, r.errs.Load(), calls, decided)
@@ -365,7 +366,7 @@ func TestLeaseFixedWindow(t *testing.T) {
 	wg.Wait()
 	var leased int64
 	for _, s := range stores {
-		leased += s.Leases().Decided
+		leased += redisstore.Leases(s).Decided
 	}
 	t.Logf("%d admitted over %d windows (%d across a boundary); %d decisions from leases", total, len(counts), ambiguous, leased)
 	for w, n := range counts {
@@ -412,7 +413,7 @@ func TestLeaseOrigin(t *testing.T) {
 		}
 		break
 	}
-	if st := s.Leases(); st.Decided == 0 {
+	if st := redisstore.Leases(s); st.Decided == 0 {
 		t.Errorf("no decision from a lease: %+v", st)
 	}
 }
@@ -443,7 +444,7 @@ func TestLeaseHelperProcess(t *testing.T) {
 		t.Fatalf("the first call: allowed %v, origin %s; want allowed from a lease", res[0].Allowed, info.Origin)
 	}
 	end := time.Now()
-	st := s.Leases()
+	st := redisstore.Leases(s)
 	fmt.Printf("leased %d %d %d %d\n", start.UnixMicro(), end.UnixMicro(), st.Granted, st.Stranded)
 	time.Sleep(time.Minute)
 }
