@@ -25,13 +25,13 @@ import (
 )
 
 // MaxRulesPerCall bounds the rules one call is checked against: the buckets
-// one atomic store operation takes. Compile refuses a rule set in which an
-// HTTP call could match more (see rules.MaxRulesPerCall). A call can still
-// match more through what it brings itself on sluice's Envoy API — a
-// descriptor's own limit or rules on its descriptor entries — next to
-// rules that already fill a decision: such a call is denied, reason
-// algorithm.ReasonTooManyRules, and takes nothing (see Check).
-const MaxRulesPerCall = rules.MaxRulesPerCall
+// one atomic store operation takes. rules.Compile refuses a rule set in
+// which an HTTP call could match more. A call can still match more through
+// what it brings itself on sluice's Envoy API — a descriptor's own limit
+// or rules on its descriptor entries — next to rules that already fill a
+// decision: such a call is denied, reason algorithm.ReasonTooManyRules,
+// and takes nothing (see Check).
+const MaxRulesPerCall = 32
 
 // Errors returned by Check.
 var (

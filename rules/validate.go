@@ -211,7 +211,7 @@ func (c *Client) Validate() error {
 }
 
 // Validate checks every rule and client, that rule ids are unique, and
-// that no call matches more than MaxRulesPerCall enabled rules. The error
+// that no call matches more than maxRulesPerCall enabled rules. The error
 // is a *FieldError whose Field is the full path, e.g.
 // `rules[2] (id "free-per-user").limit`, or "rules" for rules that overlap
 // too much.
