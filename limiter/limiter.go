@@ -481,7 +481,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		ops = ops[:n+1] // sc.ops has room for every matched rule
 		op := &ops[n]
 		*op = Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow,
-			FailClosed: r.FailsClosed(), Lease: leaseOf(r.Lease)}
+			FailClosed: r.FailsClosed(), Lease: r.Lease}
 		if r.Limit == 0 {
 			// Limit 0 admits nothing: taken as a bucket of 1 at a cost
 			// beyond its capacity, which every algorithm denies (cost
@@ -620,14 +620,3 @@ func (l *Limiter) AppendClientID(dst []byte, by rules.By, req *Request) []byte {
 }
 
 func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-
-// leaseOf is a rule's lease mode as an op carries it.
-func leaseOf(m rules.LeaseMode) Lease {
-	switch m {
-	case rules.LeaseOff:
-		return LeaseOff
-	case rules.LeaseOn:
-		return LeaseOn
-	}
-	return LeaseAuto
-}

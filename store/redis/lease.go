@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
 )
 
 //go:embed lease.lua
@@ -114,7 +115,7 @@ func newLeases(s *Store) *leases {
 // not a charge (Params.Charge), of a token bucket with a whole-µs token or
 // of a fixed window, with a cost its bucket can hold.
 func leasable(op *limiter.Op) bool {
-	if op.Lease == limiter.LeaseOff || op.Shadow || op.Cost <= 0 {
+	if op.Lease == rules.LeaseOff || op.Shadow || op.Cost <= 0 {
 		return false
 	}
 	p := op.Params
@@ -146,7 +147,7 @@ func (l *leases) lookup(key string, op *limiter.Op, now time.Time) *bucketLease 
 		if most, _ := l.most(op.Params); most < minLease {
 			return nil
 		}
-		if op.Lease != limiter.LeaseOn {
+		if op.Lease != rules.LeaseOn {
 			n, ok := l.counts[key]
 			if !ok && len(l.counts) >= leaseRateSlots {
 				return nil // too many buckets this interval: the rest stay cold

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
 	sredis "github.com/sluicehq/sluice/store/redis"
 )
 
@@ -178,7 +179,7 @@ func TestLeaseFleetExact(t *testing.T) {
 			// 300 ms for its leases to grow to the rate).
 			// The rule allows a sixth of it, so that demand exceeds it
 			// whatever the machine's load does meanwhile.
-			probe := limiter.Op{Client: "probe", Rule: "api", Cost: 1, Lease: limiter.LeaseOn,
+			probe := limiter.Op{Client: "probe", Rule: "api", Cost: 1, Lease: rules.LeaseOn,
 				Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1e6, Window: 1e6}}
 			probes := make([]*sredis.Store, 3)
 			for i := range probes {
@@ -199,7 +200,7 @@ func TestLeaseFleetExact(t *testing.T) {
 			if limit == 0 {
 				t.Skipf("this machine decides %.0f calls a second now: too loaded to measure leases", rate)
 			}
-			op := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: limiter.LeaseAuto,
+			op := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: rules.LeaseAuto,
 				Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: limit, Window: 1e6}}
 			do(t, srv, "CONFIG", "RESETSTAT")
 			var at func(func(int))
@@ -290,7 +291,7 @@ func TestLeaseCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
 	stores := []*sredis.Store{openStore(t, nil, c.Addrs()...), openStore(t, nil, c.Addrs()...)}
 	const limit = 10000
-	op := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: limiter.LeaseOn,
+	op := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: rules.LeaseOn,
 		Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: limit, Window: 1e6}}
 	r := runFleet(t, stores, op, 2, time.Second, 200_000, nil)
 	var all []time.Duration
@@ -328,7 +329,7 @@ func TestLeaseFixedWindow(t *testing.T) {
 	srv := redistest.Start(t)
 	stores := []*sredis.Store{openStore(t, nil, srv.Addr()), openStore(t, nil, srv.Addr())}
 	const limit, window = 5000, 200_000 // µs
-	op := limiter.Op{Client: "global", Rule: "fw", Cost: 1, Lease: limiter.LeaseOn,
+	op := limiter.Op{Client: "global", Rule: "fw", Cost: 1, Lease: rules.LeaseOn,
 		Params: algorithm.Params{Kind: algorithm.FixedWindow, Limit: limit, Window: window}}
 	var mu sync.Mutex
 	counts := map[int64]int64{}
@@ -385,9 +386,9 @@ func TestLeaseFixedWindow(t *testing.T) {
 func TestLeaseOrigin(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openStore(t, nil, srv.Addr())
-	leased := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: limiter.LeaseOn,
+	leased := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: rules.LeaseOn,
 		Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1000, Window: 1e6}}
-	cold := limiter.Op{Client: "user:a", Rule: "per-user", Cost: 1, Lease: limiter.LeaseOff,
+	cold := limiter.Op{Client: "user:a", Rule: "per-user", Cost: 1, Lease: rules.LeaseOff,
 		Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1e6, Window: 1e6}}
 	for i := range 3 {
 		res, info := take(t, s, leased)
@@ -422,7 +423,7 @@ func TestLeaseOrigin(t *testing.T) {
 // tokens refilling 100 a second (a token each 10 ms), and killedTTL the
 // child's LeaseTTL: long enough that the lease's tokens take over a second
 // to refill, so that a loaded machine still probes the bucket before.
-var killedOp = limiter.Op{Client: "global", Rule: "killed", Cost: 1, Lease: limiter.LeaseOn,
+var killedOp = limiter.Op{Client: "global", Rule: "killed", Cost: 1, Lease: rules.LeaseOn,
 	Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 100, Window: 1e6, Burst: 1000}}
 
 const killedTTL = 10 * time.Second
@@ -499,7 +500,7 @@ func TestLeaseKilledProcess(t *testing.T) {
 
 	probe := openStore(t, func(c *sredis.Config) { c.NoLeases, c.NoDenialCache = true, true }, srv.Addr())
 	all := killedOp
-	all.Lease, all.Cost = limiter.LeaseOff, all.Params.Capacity()
+	all.Lease, all.Cost = rules.LeaseOff, all.Params.Capacity()
 	res, info := take(t, probe, all)
 	token := all.Params.Window / all.Params.Limit // µs
 	whole := info.Now + res[0].RetryAfter         // when the bucket is whole again (Unix µs, Redis's clock)
