@@ -25,8 +25,9 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-// The quota headers' names in their http.CanonicalHeaderKey form, so that entries can be
-// set on an http.Header directly without canonicalizing on every call.
+// The quota headers' names in their http.CanonicalHeaderKey form, so that
+// entries can be set on an http.Header directly without canonicalizing on
+// every call.
 const (
 	Limit     = "X-Ratelimit-Limit"     // X-RateLimit-Limit
 	Remaining = "X-Ratelimit-Remaining" // X-RateLimit-Remaining
