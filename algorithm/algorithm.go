@@ -148,9 +148,9 @@ func (p Params) Check() (field, msg string) {
 				days(float64(p.Capacity())*float64(p.Window)/float64(p.Limit)), refill)
 		}
 	case LeakyBucket:
-		if p.Capacity() > MaxRefill/p.Interval() {
+		if p.Capacity() > MaxRefill/p.interval() {
 			return "burst", fmt.Sprintf("(burst + 1) × window / limit, the time an emptied meter takes to drain, is %s: %s",
-				days(float64(p.Capacity())*float64(p.Interval())), refill)
+				days(float64(p.Capacity())*float64(p.interval())), refill)
 		}
 	}
 	return "", ""

@@ -19,8 +19,8 @@ package algorithm
 // check never erases reservations. Debt further beyond — the clock went
 // backwards — is clamped and the clamped state written.
 
-// Interval is the leaky bucket's emission interval: ceil(window/limit) µs.
-func (p Params) Interval() int64 { return ceilDiv(p.Window, p.Limit) }
+// interval is the leaky bucket's emission interval: ceil(window/limit) µs.
+func (p Params) interval() int64 { return ceilDiv(p.Window, p.Limit) }
 
 // lbTAT is the meter's TAT at now, computed from the stored state alone.
 func lbTAT(s State, now, maxDebt int64) (tat int64, clamped bool) {
@@ -36,7 +36,7 @@ func lbTAT(s State, now, maxDebt int64) (tat int64, clamped bool) {
 
 func leakyBucket(p Params, s State, now, cost int64) (Result, State) {
 	capacity := p.Capacity()
-	interval := p.Interval()
+	interval := p.interval()
 	maxDebt := capacity * interval
 	tat, clamped := lbTAT(s, now, maxDebt)
 

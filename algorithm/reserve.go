@@ -90,7 +90,7 @@ func emptyDebt(p Params) int64 {
 	case TokenBucket:
 		d = float64(p.Capacity()) * float64(p.Window) / float64(p.Limit)
 	case LeakyBucket:
-		d = float64(p.Capacity()) * float64(p.Interval())
+		d = float64(p.Capacity()) * float64(p.interval())
 	}
 	if d >= 1<<62 {
 		return 1 << 62

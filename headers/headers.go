@@ -25,17 +25,19 @@ import (
 	"github.com/sluicehq/sluice/rules"
 )
 
-// Header names in their http.CanonicalHeaderKey form, so that entries can be
-// set on an http.Header directly without canonicalizing on every call.
+// The quota headers' names in their http.CanonicalHeaderKey form, so that
+// entries can be set on an http.Header directly without canonicalizing on
+// every call.
 const (
-	Limit       = "X-Ratelimit-Limit"     // X-RateLimit-Limit
-	Remaining   = "X-Ratelimit-Remaining" // X-RateLimit-Remaining
-	Reset       = "X-Ratelimit-Reset"     // X-RateLimit-Reset
-	Policy      = "Ratelimit-Policy"      // RateLimit-Policy
-	RateLimit   = "Ratelimit"             // RateLimit
-	RetryAfter  = "Retry-After"
-	ContentType = "Content-Type"
+	Limit     = "X-Ratelimit-Limit"     // X-RateLimit-Limit
+	Remaining = "X-Ratelimit-Remaining" // X-RateLimit-Remaining
+	Reset     = "X-Ratelimit-Reset"     // X-RateLimit-Reset
+	Policy    = "Ratelimit-Policy"      // RateLimit-Policy
+	RateLimit = "Ratelimit"             // RateLimit
 )
+
+// retryAfter is Retry-After's name, as http.CanonicalHeaderKey spells it.
+const retryAfter = "Retry-After"
 
 // Set writes the quota headers of d on h, replacing any values they had:
 // X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (Unix seconds
@@ -88,7 +90,7 @@ func Set(h http.Header, d *limiter.Decision) {
 	h[Reset] = vals[2:3:3]
 	h[RateLimit] = vals[3:4:4]
 	if n == 5 {
-		h[RetryAfter] = vals[4:5:5]
+		h[retryAfter] = vals[4:5:5]
 	}
 	h[Policy] = vals[n : n+1 : n+1]
 }
@@ -143,7 +145,7 @@ func WriteDenied(w http.ResponseWriter, d *limiter.Decision) {
 	} else {
 		retry := RetryAfterSeconds(d)
 		if d.Rule == nil { // Set wrote nothing; a 429 still says when to retry
-			h[RetryAfter] = []string{strconv.FormatInt(retry, 10)}
+			h[retryAfter] = []string{strconv.FormatInt(retry, 10)}
 		}
 		b = append(b, `"retry_after":`...)
 		b = strconv.AppendInt(b, retry, 10)

@@ -22,7 +22,7 @@ func compiled(id string, limit int64, window time.Duration, kind algorithm.Kind,
 }
 
 func TestCanonicalNames(t *testing.T) {
-	for _, name := range []string{Limit, Remaining, Reset, Policy, RateLimit, RetryAfter, ContentType} {
+	for _, name := range []string{Limit, Remaining, Reset, Policy, RateLimit, retryAfter} {
 		if got := http.CanonicalHeaderKey(name); got != name {
 			t.Errorf("CanonicalHeaderKey(%q) = %q, want %q", name, got, name)
 		}
@@ -60,7 +60,7 @@ func TestSet(t *testing.T) {
 			want: http.Header{
 				Limit: {"100"}, Remaining: {"0"}, Reset: {"1716800060"},
 				Policy: {`"free-per-user";q=100;w=60`}, RateLimit: {`"free-per-user";r=0;t=60`},
-				RetryAfter: {"1"},
+				retryAfter: {"1"},
 			},
 		},
 		{
@@ -70,7 +70,7 @@ func TestSet(t *testing.T) {
 			want: http.Header{
 				Limit: {"100"}, Remaining: {"0"}, Reset: {"1716800004"}, // ceil(…00.7 + 2.4) = …04
 				Policy: {`"free-per-user";q=100;w=60`}, RateLimit: {`"free-per-user";r=0;t=3`},
-				RetryAfter: {"3"},
+				retryAfter: {"3"},
 			},
 		},
 		{
@@ -80,7 +80,7 @@ func TestSet(t *testing.T) {
 			want: http.Header{
 				Limit: {"100"}, Remaining: {"0"}, Reset: {"1716800003"},
 				Policy: {`"free-per-user";q=100;w=60`}, RateLimit: {`"free-per-user";r=0;t=3`},
-				RetryAfter: {"3"},
+				retryAfter: {"3"},
 			},
 		},
 		{
@@ -90,7 +90,7 @@ func TestSet(t *testing.T) {
 			want: http.Header{
 				Limit: {"100"}, Remaining: {"0"}, Reset: {"1716800001"},
 				Policy: {`"free-per-user";q=100;w=60`}, RateLimit: {`"free-per-user";r=0;t=1`},
-				RetryAfter: {"1"},
+				retryAfter: {"1"},
 			},
 		},
 		{
@@ -99,7 +99,7 @@ func TestSet(t *testing.T) {
 			want: http.Header{
 				Limit: {"100"}, Remaining: {"0"}, Reset: {"1716800000"},
 				Policy: {`"free-per-user";q=100;w=60`}, RateLimit: {`"free-per-user";r=0;t=0`},
-				RetryAfter: {"1"},
+				retryAfter: {"1"},
 			},
 		},
 		{

@@ -55,10 +55,6 @@ const MaxValue = clientkey.MaxValue
 // build.
 const MaxID = len(prefixAPIKey) + MaxValue
 
-// AppendDigest appends "h:" and the digest of v to dst: how a value that
-// is not kept as itself stands in a client id.
-func AppendDigest(dst []byte, v string) []byte { return clientkey.AppendDigest(dst, v) }
-
 // AppendUser appends the client id of user ("user:alice", or
 // "user:h:<hex>" for a value not kept as itself) to dst; nothing for "".
 // It does not allocate when dst has room for MaxID bytes.
@@ -95,7 +91,7 @@ func AppendIP(dst []byte, ip string, bits int) []byte {
 	if a, err := ParseIP(ip); err == nil {
 		return appendIPKey(dst, a, bits)
 	}
-	return AppendDigest(dst, ip)
+	return clientkey.AppendDigest(dst, ip)
 }
 
 // appendIPKey appends the bucket key of ip (without the "ip:" prefix) to dst:

@@ -146,5 +146,5 @@ func appendIPSlow(dst []byte, ip string, bits int) []byte {
 	if a, err := parseIPAny(ip); err == nil {
 		return appendIPKey(dst, a, bits)
 	}
-	return AppendDigest(dst, ip)
+	return clientkey.AppendDigest(dst, ip)
 }

@@ -5,11 +5,12 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/clientkey"
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"github.com/sluicehq/sluice/internal/urlpath"
 	"github.com/sluicehq/sluice/rules"
 )
 
-// Bucket ids of rules keyed by more than the caller (rules.ParseBy). A
+// Bucket ids of rules keyed by more than the caller (rulekey.Parse). A
 // rule's bucket is the store's (Op.Client, Op.Rule); Op.Client is, for a
 // key of one part:
 //
@@ -36,7 +37,7 @@ const (
 	// maxKeyPart bounds one part: kind, name, "=", value or digest, and
 	// the length prefix of a combination.
 	maxKeyPart = len("endpoint:") + 128 + 1 + maxKeyValue + 4
-	maxKey     = rules.MaxKeyParts * (maxKeyPart + 1)
+	maxKey     = rulekey.MaxParts * (maxKeyPart + 1)
 )
 
 // keyInput is what a call offers a rule's key: its caller ids as the
@@ -97,9 +98,9 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, id string
 		case r.Key[0].Caller():
 			_, id = pick(k, in.user, in.apiKey, in.ip)
 			return buf, id, id != ""
-		case k == rules.KeyGlobal:
+		case k == rulekey.Global:
 			return buf, keyGlobal, true
-		case k == rules.KeyEndpoint:
+		case k == rulekey.Endpoint:
 			id, ok = in.endpointPart(r)
 			return buf, id, ok
 		}
@@ -116,15 +117,15 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, id string
 		}
 		vs := len(buf)
 		switch p.Kind {
-		case rules.KeyGlobal:
+		case rulekey.Global:
 			buf = append(buf, keyGlobal...)
-		case rules.KeyEndpoint:
+		case rulekey.Endpoint:
 			e, ok := in.endpointPart(r)
 			if !ok {
 				return buf[:start], "", false
 			}
 			buf = append(buf, e...)
-		case rules.KeyHeader:
+		case rulekey.Header:
 			var v string
 			if vs := in.header[p.Name]; len(vs) > 0 {
 				v = vs[0]
@@ -136,7 +137,7 @@ func appendKey(buf []byte, r *rules.Compiled, in *keyInput) (_ []byte, id string
 			buf = urlpath.AppendLower(buf, p.Name)
 			buf = append(buf, '=')
 			buf = appendValue(buf, v)
-		case rules.KeyEntry:
+		case rulekey.Entry:
 			v, found := entryValue(in.entries, p.Name)
 			if !found {
 				return buf[:start], "", false

@@ -19,17 +19,19 @@ import (
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/descriptor"
 	"github.com/sluicehq/sluice/internal/everyresult"
+	"github.com/sluicehq/sluice/internal/restrict"
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"github.com/sluicehq/sluice/rules"
 )
 
 // MaxRulesPerCall bounds the rules one call is checked against: the buckets
-// one atomic store operation takes. Compile refuses a rule set in which an
-// HTTP call could match more (see rules.MaxRulesPerCall). A call can still
-// match more through what it brings itself on sluice's Envoy API — a
-// descriptor's own limit or rules on its descriptor entries — next to
-// rules that already fill a decision: such a call is denied, reason
-// algorithm.ReasonTooManyRules, and takes nothing (see Check).
-const MaxRulesPerCall = rules.MaxRulesPerCall
+// one atomic store operation takes. rules.Compile refuses a rule set in
+// which an HTTP call could match more. A call can still match more through
+// what it brings itself on sluice's Envoy API — a descriptor's own limit
+// or rules on its descriptor entries — next to rules that already fill a
+// decision: such a call is denied, reason algorithm.ReasonTooManyRules,
+// and takes nothing (see Check).
+const MaxRulesPerCall = 32
 
 // Errors returned by Check.
 var (
@@ -58,7 +60,7 @@ var (
 // rule is applied with cost 0 (algorithm.Apply), which reads each bucket
 // and takes nothing.
 //
-// Header is what rules keyed by header:<name> read (rules.ParseBy): the
+// Header is what rules keyed by header:<name> read (see rules.ByGlobal): the
 // HTTP request's headers (gateway, middleware); it may be nil. Rules on
 // Envoy descriptor entries apply only through sluice's Envoy API.
 type Request struct {
@@ -506,7 +508,7 @@ func (l *Limiter) ops(req *Request, sc *scratch, matched []*rules.Compiled, d *D
 		ops = ops[:n+1] // sc.ops has room for every matched rule
 		op := &ops[n]
 		*op = Op{Client: client, Rule: r.ID, Params: r.Params, Cost: cost, Shadow: r.Shadow,
-			FailClosed: r.FailsClosed(), Lease: leaseOf(r.Lease)}
+			FailClosed: r.FailsClosed(), Lease: r.Lease}
 		if r.Limit == 0 {
 			// Limit 0 admits nothing: taken as a bucket of 1 at a cost
 			// beyond its capacity, which every algorithm denies (cost
@@ -597,13 +599,13 @@ func rank(d *Decision, ops []Op, res []algorithm.Result, used *[MaxRulesPerCall]
 		if !r.Allowed {
 			d.Allowed = false
 		}
-		if best < 0 || moreRestrictive(r, &res[best]) {
+		if best < 0 || restrict.More(r, &res[best]) {
 			best = i
 		}
 	}
 	if best < 0 { // only shadow rules matched
 		for i := range ops {
-			if best < 0 || moreRestrictive(&res[i], &res[best]) {
+			if best < 0 || restrict.More(&res[i], &res[best]) {
 				best = i
 			}
 		}
@@ -612,60 +614,16 @@ func rank(d *Decision, ops []Op, res []algorithm.Result, used *[MaxRulesPerCall]
 	return best
 }
 
-// MoreRestrictive reports whether decision a constrains its caller more
-// than b: a decision with a rule over one without, then as Check ranks the
-// rules of one call (see moreRestrictive). Callers that answer several
-// decisions at once (CheckMany) describe the most restrictive.
-func MoreRestrictive(a, b *Decision) bool {
-	if a.Allowed != b.Allowed { // a denial without a rule (too many rules) too
-		return !a.Allowed
-	}
-	if (a.Rule == nil) != (b.Rule == nil) {
-		return b.Rule == nil
-	}
-	ra, rb := a.result(), b.result()
-	return moreRestrictive(&ra, &rb)
-}
-
-// result is d as the result of its most restrictive rule (in ns, not µs:
-// only the order matters).
-func (d *Decision) result() algorithm.Result {
-	return algorithm.Result{Allowed: d.Allowed, Reason: d.Reason, Remaining: d.Remaining,
-		ResetAfter: int64(d.ResetAfter), RetryAfter: int64(d.RetryAfter)}
-}
-
-// moreRestrictive reports whether a constrains the caller more than b: a
-// denial over an allowance, a call that can never pass over one that can
-// wait, a longer wait, fewer remaining, a later reset.
-func moreRestrictive(a, b *algorithm.Result) bool {
-	if a.Allowed != b.Allowed {
-		return !a.Allowed
-	}
-	if !a.Allowed {
-		ac, bc := a.Reason == algorithm.ReasonCostExceedsCapacity, b.Reason == algorithm.ReasonCostExceedsCapacity
-		if ac != bc {
-			return ac
-		}
-		if a.RetryAfter != b.RetryAfter {
-			return a.RetryAfter > b.RetryAfter
-		}
-	}
-	if a.Remaining != b.Remaining {
-		return a.Remaining < b.Remaining
-	}
-	return a.ResetAfter > b.ResetAfter
-}
-
-// pick returns the identity a key part of kind k (rules.KeyPart.Caller)
+// pick returns the identity a key part of kind k (rulekey.Part.Caller)
 // uses, and its client id: for KeyClient the user, else the API key, else
 // the IP.
-func pick(k rules.KeyKind, user, apiKey, ip string) (rules.By, string) {
+func pick(k rulekey.Kind, user, apiKey, ip string) (rules.By, string) {
 	switch k {
-	case rules.KeyUser:
+	case rulekey.User:
 		return rules.ByUser, user
-	case rules.KeyAPIKey:
+	case rulekey.APIKey:
 		return rules.ByAPIKey, apiKey
-	case rules.KeyIP:
+	case rulekey.IP:
 		return rules.ByIP, ip
 	}
 	switch {
@@ -689,14 +647,3 @@ func (l *Limiter) AppendClientID(dst []byte, by rules.By, req *Request) []byte {
 }
 
 func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-
-// leaseOf is a rule's lease mode as an op carries it.
-func leaseOf(m rules.LeaseMode) Lease {
-	switch m {
-	case rules.LeaseOff:
-		return LeaseOff
-	case rules.LeaseOn:
-		return LeaseOn
-	}
-	return LeaseAuto
-}

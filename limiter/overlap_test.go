@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,11 +71,16 @@ func TestNoAcceptedRuleSetFailsADecision(t *testing.T) {
 }
 
 // The most rules a set may have that all match one call: each is applied.
+// One more and Compile refuses the set: the rules' bound is the limiter's.
 func TestMaxRulesPerCallDecides(t *testing.T) {
 	s := &rules.Set{}
-	for i := range limiter.MaxRulesPerCall {
+	for i := range limiter.MaxRulesPerCall + 1 {
 		s.Rules = append(s.Rules, rule(fmt.Sprintf("all-%d", i), 100, time.Minute, nil))
 	}
+	if _, err := rules.Compile(s); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than the %d one decision applies", limiter.MaxRulesPerCall)) {
+		t.Fatalf("Compile of %d rules matching every call = %v, want refused", len(s.Rules), err)
+	}
+	s.Rules = s.Rules[:limiter.MaxRulesPerCall]
 	l, _ := newLimiter(t, s)
 	req := limiter.Request{User: "alice", Method: "GET", Path: "/"}
 	if d := check(t, l, req); !d.Allowed || d.Matched != limiter.MaxRulesPerCall {

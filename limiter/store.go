@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/rules"
 )
 
 // Op is one rule's part of a call: take Cost from the bucket of (Client,
@@ -21,23 +22,10 @@ type Op struct {
 	// (failure_mode: open) are served from a coarse local limit meanwhile.
 	FailClosed bool
 	// Lease says whether a shared store may decide the op from a batch of
-	// the bucket's tokens leased to this instance (rules.LeaseMode).
-	Lease Lease
+	// the bucket's tokens leased to this instance: the rule's lease mode,
+	// "" meaning rules.LeaseAuto. A store that does not lease ignores it.
+	Lease rules.LeaseMode
 }
-
-// Lease is an op's lease mode: LeaseAuto (the zero value), LeaseOff or
-// LeaseOn. A store that does not lease ignores it.
-type Lease uint8
-
-const (
-	// LeaseAuto: lease the bucket's tokens while this instance decides it
-	// often (the store's threshold).
-	LeaseAuto Lease = iota
-	// LeaseOff: one round trip to the store per decision.
-	LeaseOff
-	// LeaseOn: lease from the first decision.
-	LeaseOn
-)
 
 // Origin says where a decision came from.
 type Origin uint8

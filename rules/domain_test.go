@@ -81,8 +81,8 @@ func TestDomain(t *testing.T) {
 			t.Errorf("Domain(%q).Match(%q, %q, %q) = %v, want %v", tt.domain, tt.plan, tt.method, tt.path, got, tt.want)
 		}
 		// A view shares everything but the lists with the Index.
-		if v.Revision() != 7 || v.Set() != ix.Set() || len(v.Rules()) != 6 || v.PlanFor("", "", "") != "free" {
-			t.Errorf("Domain(%q): revision %d, %d rules, default plan %q, want the Index's", tt.domain, v.Revision(), len(v.Rules()), v.PlanFor("", "", ""))
+		if v.Revision() != 7 || v.Set() != ix.Set() || len(v.Rules()) != 6 || v.planFor("", "", "") != "free" {
+			t.Errorf("Domain(%q): revision %d, %d rules, default plan %q, want the Index's", tt.domain, v.Revision(), len(v.Rules()), v.planFor("", "", ""))
 		}
 		if _, ok := v.Rule("edge-login"); !ok {
 			t.Errorf("Domain(%q).Rule(%q) not found, want every rule", tt.domain, "edge-login")

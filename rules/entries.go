@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/quote"
+	"github.com/sluicehq/sluice/internal/rulekey"
 )
 
 // Entry is one entry of an Envoy rate limit descriptor: a key and a value.
@@ -38,8 +39,8 @@ func validEntries(es []Entry) *FieldError {
 		switch {
 		case e.Key == "":
 			return fieldErr("required", "match", at, "key")
-		case len(e.Key) > maxKeyName:
-			return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", maxKeyName, len(e.Key)), "match", at, "key")
+		case len(e.Key) > rulekey.MaxName:
+			return fieldErr(fmt.Sprintf("must be at most %d bytes, got %d", rulekey.MaxName, len(e.Key)), "match", at, "key")
 		case strings.IndexFunc(e.Key, func(c rune) bool { return c <= ' ' || c >= 0x7f }) >= 0:
 			return fieldErr(fmt.Sprintf("must be printable ASCII without spaces, got %s", quote.Short(e.Key)), "match", at, "key")
 		case len(e.Value) > maxEntryValue:

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/quote"
+	"github.com/sluicehq/sluice/internal/rulekey"
 )
 
 // Limits on match.headers.
@@ -46,11 +47,11 @@ func validHeaders(h map[string]string) *FieldError {
 		switch {
 		case name == "":
 			return bad(`want a header name such as "X-Tenant"`)
-		case len(name) > maxKeyName:
-			return bad("the name is %d bytes, want at most %d", len(name), maxKeyName)
+		case len(name) > rulekey.MaxName:
+			return bad("the name is %d bytes, want at most %d", len(name), rulekey.MaxName)
 		}
 		for i := 0; i < len(name); i++ {
-			if c := name[i]; !tokenChar(c) && c != '+' {
+			if c := name[i]; !rulekey.TokenChar(c) && c != '+' {
 				return bad("a header name is letters, digits and !#$%%&'*+.^_`|~- , got %q", c)
 			}
 		}

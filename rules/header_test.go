@@ -235,7 +235,7 @@ func TestOverlapHeaders(t *testing.T) {
 }
 
 // Random sets of rules with one header each: an accepted set has no call,
-// among many random ones, that matches more than MaxRulesPerCall rules; a
+// among many random ones, that matches more than maxRulesPerCall rules; a
 // refused set names a call that does.
 func TestOverlapHeadersAgainstBruteForce(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
@@ -264,7 +264,7 @@ func TestOverlapHeadersAgainstBruteForce(t *testing.T) {
 		for range 300 {
 			plan := testPlans[r.IntN(len(testPlans))]
 			method := testMethods[r.IntN(len(testMethods))]
-			if n := len(bruteMatchHeader(s, plan, method, randPath(r), randHeader(r))); n > MaxRulesPerCall {
+			if n := len(bruteMatchHeader(s, plan, method, randPath(r), randHeader(r))); n > maxRulesPerCall {
 				t.Fatalf("round %d: accepted a set in which a call matches %d rules", round, n)
 			}
 		}
@@ -285,7 +285,7 @@ func TestMatchHeaderAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := http.Header{"X-Tenant": {"t1"}, "X-Env": {"prod-eu"}}
-	dst := make([]*Compiled, 0, MaxRulesPerCall)
+	dst := make([]*Compiled, 0, maxRulesPerCall)
 	n := testing.AllocsPerRun(100, func() { dst = ix.MatchHeader("", "POST", "/api//x", h, dst[:0]) })
 	if n != 0 || len(dst) != 4 {
 		t.Errorf("MatchHeader: %v allocations, %d rules; want 0, 4", n, len(dst))

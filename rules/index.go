@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
@@ -18,8 +19,9 @@ type Compiled struct {
 	Params algorithm.Params
 	// WindowSeconds is the window in whole seconds, rounded up, at least 1.
 	WindowSeconds int64
-	// Key is the rule's By, parsed: what its buckets are keyed by.
-	Key []KeyPart
+	// Key is the rule's By, parsed: what its buckets are keyed by. Its
+	// parts are sluice's own type, for the limiter; By says the same.
+	Key []rulekey.Part
 	// callerKey: Key is one part naming the caller (KeyedByCaller).
 	callerKey bool
 	// failClosed is FailureMode == FailClosed, set by Compile; failSet
@@ -168,7 +170,7 @@ func build(s *Set) *Index {
 		}
 		c.Seq = i
 		c.Params = c.Rule.Params()
-		c.Key, _ = ParseBy(c.By) // valid: the Set was validated
+		c.Key, _ = parseBy(c.By) // valid: the Set was validated
 		c.callerKey = len(c.Key) == 1 && c.Key[0].Caller()
 		c.failClosed, c.failSet = c.FailureMode == FailClosed, true
 		ix.replaces = ix.replaces || len(c.Replaces) > 0
@@ -243,7 +245,7 @@ func (pi *pathIndex) finish() {
 // rate limit domain d: the enabled rules whose match names d and those that
 // name no domain. For d == "" and for a domain no enabled rule names, that
 // is the rules with no domain, the Index Compile returned. A view shares
-// Set, Rules, Rule, PlanFor and Revision with that Index. Domain does not
+// Set, Rules, Rule, Plan and Revision with that Index. Domain does not
 // allocate.
 func (ix *Index) Domain(d string) *Index {
 	if ix == nil {
@@ -427,11 +429,11 @@ func (ix *Index) Rule(id string) (*Compiled, bool) {
 	return c, ok
 }
 
-// PlanFor returns the plan of the first of the given client ids that is in
+// planFor returns the plan of the first of the given client ids that is in
 // the Set's Clients, else the DefaultPlan (which may be ""). The arguments
 // are full client ids ("user:alice", "api_key:k", "ip:203.0.113.7") in the
 // order user, API key, IP; empty ones are skipped.
-func (ix *Index) PlanFor(user, apiKey, ip string) string {
+func (ix *Index) planFor(user, apiKey, ip string) string {
 	if ix == nil || ix.set == nil {
 		return ""
 	}
@@ -450,16 +452,18 @@ func (ix *Index) PlanFor(user, apiKey, ip string) string {
 
 // Plan returns the plan a call is decided under, its effective plan:
 // requested when the Set names that plan (a rule's match, enabled or not,
-// a client of the registry, or the default plan), else PlanFor(user,
-// apiKey, ip). A plan nobody defined — "zzz", "FREE" where only "free" is
-// named, "free." — is thus the plan the caller would have without one, so
-// that it cannot skip the rules of its plan. Plan names compare exactly.
-// Plan does not allocate.
+// a client of the registry, or the default plan), else the plan of the
+// first of the client ids user, apiKey, ip ("user:alice", "api_key:k",
+// "ip:203.0.113.7"; empty ones skipped) that is in the Set's Clients, else
+// the DefaultPlan (which may be ""). A plan nobody defined — "zzz", "FREE"
+// where only "free" is named, "free." — is thus the plan the caller would
+// have without one, so that it cannot skip the rules of its plan. Plan
+// names compare exactly. Plan does not allocate.
 func (ix *Index) Plan(requested, user, apiKey, ip string) string {
-	if requested != "" && ix.KnownPlan(requested) {
+	if requested != "" && ix.knownPlan(requested) {
 		return requested
 	}
-	return ix.PlanFor(user, apiKey, ip)
+	return ix.planFor(user, apiKey, ip)
 }
 
 // RegisteredAPIKey reports whether the client id of key ("api_key:<key>",
@@ -487,10 +491,10 @@ func (ix *Index) RegisteredID(id string) bool {
 	return ok
 }
 
-// KnownPlan reports whether the Set names plan p: in a rule's match
+// knownPlan reports whether the Set names plan p: in a rule's match
 // (enabled or not, any domain), in the client registry, or as the default
 // plan. "" is never a known plan.
-func (ix *Index) KnownPlan(p string) bool {
+func (ix *Index) knownPlan(p string) bool {
 	if ix == nil || p == "" {
 		return false
 	}
@@ -498,7 +502,7 @@ func (ix *Index) KnownPlan(p string) bool {
 	return ok
 }
 
-// namedPlans returns the plans s names (see KnownPlan).
+// namedPlans returns the plans s names (see knownPlan).
 func namedPlans(s *Set) map[string]struct{} {
 	m := make(map[string]struct{})
 	for i := range s.Rules {

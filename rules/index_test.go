@@ -250,13 +250,13 @@ func TestPlanFor(t *testing.T) {
 		{"", "", "", "free"},
 	}
 	for _, tt := range tests {
-		if got := ix.PlanFor(tt.user, tt.key, tt.ip); got != tt.want {
-			t.Errorf("PlanFor(%q, %q, %q) = %q, want %q", tt.user, tt.key, tt.ip, got, tt.want)
+		if got := ix.planFor(tt.user, tt.key, tt.ip); got != tt.want {
+			t.Errorf("planFor(%q, %q, %q) = %q, want %q", tt.user, tt.key, tt.ip, got, tt.want)
 		}
 	}
 	noDefault, _ := Compile(&Set{})
-	if got := noDefault.PlanFor("user:alice", "", ""); got != "" {
-		t.Errorf("PlanFor without clients or default = %q, want \"\"", got)
+	if got := noDefault.planFor("user:alice", "", ""); got != "" {
+		t.Errorf("planFor without clients or default = %q, want \"\"", got)
 	}
 }
 
@@ -265,7 +265,7 @@ func TestZeroIndex(t *testing.T) {
 		if got := ix.Match("free", "GET", "/", nil); got != nil {
 			t.Errorf("Match on an empty Index = %v, want nil", got)
 		}
-		if ix.PlanFor("user:a", "", "") != "" || ix.Revision() != 0 || ix.Rules() != nil || ix.Set() != nil {
+		if ix.planFor("user:a", "", "") != "" || ix.Revision() != 0 || ix.Rules() != nil || ix.Set() != nil {
 			t.Error("empty Index is not empty")
 		}
 		if _, ok := ix.Rule("a"); ok {

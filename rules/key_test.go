@@ -4,20 +4,22 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/rulekey"
 )
 
 func TestParseBy(t *testing.T) {
 	tests := []struct {
 		by      By
-		want    []KeyPart
+		want    []rulekey.Part
 		wantErr string
 	}{
-		{"", []KeyPart{{Kind: KeyClient}}, ""},
-		{"global", []KeyPart{{Kind: KeyGlobal}}, ""},
-		{"endpoint", []KeyPart{{Kind: KeyEndpoint}}, ""},
-		{"api_key+endpoint", []KeyPart{{Kind: KeyAPIKey}, {Kind: KeyEndpoint}}, ""},
-		{"header:x-tenant", []KeyPart{{Kind: KeyHeader, Name: "X-Tenant"}}, ""},
-		{"entry:generic_key+user", []KeyPart{{Kind: KeyEntry, Name: "generic_key"}, {Kind: KeyUser}}, ""},
+		{"", []rulekey.Part{{Kind: rulekey.Client}}, ""},
+		{"global", []rulekey.Part{{Kind: rulekey.Global}}, ""},
+		{"endpoint", []rulekey.Part{{Kind: rulekey.Endpoint}}, ""},
+		{"api_key+endpoint", []rulekey.Part{{Kind: rulekey.APIKey}, {Kind: rulekey.Endpoint}}, ""},
+		{"header:x-tenant", []rulekey.Part{{Kind: rulekey.Header, Name: "X-Tenant"}}, ""},
+		{"entry:generic_key+user", []rulekey.Part{{Kind: rulekey.Entry, Name: "generic_key"}, {Kind: rulekey.User}}, ""},
 		{"global+ip", nil, `by: global is one bucket for every call and joins nothing; use "ip" without global`},
 		{"user+user", nil, `names "user" twice`},
 		{"client+ip", nil, `names "ip" twice`},
@@ -29,15 +31,15 @@ func TestParseBy(t *testing.T) {
 		{"session", nil, `got "session"`},
 	}
 	for _, tt := range tests {
-		got, err := ParseBy(tt.by)
+		got, err := parseBy(tt.by)
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("ParseBy(%q) = %v, want an error containing %q", tt.by, err, tt.wantErr)
+				t.Errorf("parseBy(%q) = %v, want an error containing %q", tt.by, err, tt.wantErr)
 			}
 			continue
 		}
 		if err != nil || !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("ParseBy(%q) = %+v, %v, want %+v", tt.by, got, err, tt.want)
+			t.Errorf("parseBy(%q) = %+v, %v, want %+v", tt.by, got, err, tt.want)
 		}
 	}
 }

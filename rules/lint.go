@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/quote"
 	"github.com/sluicehq/sluice/internal/rulecheck"
+	"github.com/sluicehq/sluice/internal/rulekey"
 )
 
 // The checks sluice's service runs on rules are here, behind
@@ -37,15 +38,15 @@ var callerNames = [...]string{
 // covers reports which kinds of caller every call of which a rule keyed by
 // parts always counts: a key part a call may lack (a user, an API key, a
 // header, an entry) leaves out the kinds without it.
-func covers(parts []KeyPart) [3]bool {
+func covers(parts []rulekey.Part) [3]bool {
 	c := [3]bool{true, true, true}
 	for _, p := range parts {
 		switch p.Kind {
-		case KeyUser:
+		case rulekey.User:
 			c[keyOnly], c[anonymous] = false, false
-		case KeyAPIKey:
+		case rulekey.APIKey:
 			c[signedIn], c[anonymous] = false, false
-		case KeyHeader, KeyEntry:
+		case rulekey.Header, rulekey.Entry:
 			c = [3]bool{}
 		}
 	}
@@ -109,7 +110,7 @@ func lint(b []byte) ([]rulecheck.Finding, error) {
 			if !limits(r) || r.Match.Plan != "" && r.Match.Plan != p {
 				continue
 			}
-			parts, _ := ParseBy(r.By)
+			parts, _ := parseBy(r.By)
 			c := covers(parts)
 			for k := range covered {
 				covered[k] = covered[k] || c[k]
@@ -140,14 +141,14 @@ func lint(b []byte) ([]rulecheck.Finding, error) {
 			continue
 		}
 		// A rule keyed by ip beside rules for signed-in callers.
-		if parts, _ := ParseBy(r.By); len(parts) > 0 && parts[0].Kind == KeyIP && !hasPart(parts, KeyUser, KeyAPIKey) {
+		if parts, _ := parseBy(r.By); len(parts) > 0 && parts[0].Kind == rulekey.IP && !hasPart(parts, rulekey.User, rulekey.APIKey) {
 			var others []string
 			for j := range s.Rules {
 				o := &s.Rules[j]
 				if j == i || !limits(o) || r.Match.Plan != "" && o.Match.Plan != "" && o.Match.Plan != r.Match.Plan {
 					continue
 				}
-				if op, _ := ParseBy(o.By); hasPart(op, KeyUser, KeyAPIKey) {
+				if op, _ := parseBy(o.By); hasPart(op, rulekey.User, rulekey.APIKey) {
 					others = append(others, quote.Short(o.ID))
 				}
 			}
@@ -169,7 +170,7 @@ func lint(b []byte) ([]rulecheck.Finding, error) {
 	return out, nil
 }
 
-func hasPart(parts []KeyPart, kinds ...KeyKind) bool {
+func hasPart(parts []rulekey.Part, kinds ...rulekey.Kind) bool {
 	for _, p := range parts {
 		for _, k := range kinds {
 			if p.Kind == k {

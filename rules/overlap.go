@@ -9,14 +9,15 @@ import (
 	"github.com/sluicehq/sluice/internal/urlpath"
 )
 
-// MaxRulesPerCall is the most enabled rules one call may match: the rules
-// one decision applies, each a bucket taken in one atomic store operation.
+// maxRulesPerCall is the most enabled rules one call may match: the rules
+// one decision applies, each a bucket taken in one atomic store operation
+// (limiter.MaxRulesPerCall, which the limiter's tests hold equal to it).
 // Compile and Set.Validate refuse a Set in which some call could match
 // more, so that no rule set in force can make a decision fail.
-const MaxRulesPerCall = 32
+const maxRulesPerCall = 32
 
 // checkOverlap returns a *FieldError for the field "rules" when some call
-// matches more than MaxRulesPerCall enabled rules, naming the rules one
+// matches more than maxRulesPerCall enabled rules, naming the rules one
 // such call matches; else nil.
 //
 // The count is what Match returns, before a rule is skipped for a call
@@ -46,14 +47,14 @@ func (ix *Index) checkOverlap() error {
 	return nil
 }
 
-// overlap is a call that matches more than MaxRulesPerCall rules.
+// overlap is a call that matches more than maxRulesPerCall rules.
 type overlap struct {
 	domain, plan, method, path string
 	headers                    []string // "X-Tenant: acme", the headers the call carries
 	matched                    []*Compiled
 }
 
-// findOverlap returns a call that matches more than MaxRulesPerCall
+// findOverlap returns a call that matches more than maxRulesPerCall
 // enabled rules, or nil when there is none (see checkOverlap).
 func (ix *Index) findOverlap() *overlap {
 	domains := append([]string{""}, sortedKeys(ix.domains)...)
@@ -66,7 +67,7 @@ func (ix *Index) findOverlap() *overlap {
 			}
 		}
 		most := len(byPlan[""]) // the most rules without a plan one call matches
-		if most > MaxRulesPerCall {
+		if most > maxRulesPerCall {
 			n, o := v.mostMatched(domain, "", byPlan[""])
 			if o != nil {
 				return o
@@ -74,7 +75,7 @@ func (ix *Index) findOverlap() *overlap {
 			most = n
 		}
 		for _, p := range sortedKeys(byPlan) {
-			if p == "" || most+len(byPlan[p]) <= MaxRulesPerCall {
+			if p == "" || most+len(byPlan[p]) <= maxRulesPerCall {
 				continue
 			}
 			cands := append(append([]*Compiled(nil), byPlan[""]...), byPlan[p]...)
@@ -88,7 +89,7 @@ func (ix *Index) findOverlap() *overlap {
 
 // mostMatched returns the most rules Match finds for a call on plan in v,
 // trying the calls made from the methods and paths of rules (see
-// checkOverlap), or a call that matches more than MaxRulesPerCall.
+// checkOverlap), or a call that matches more than maxRulesPerCall.
 func (v *Index) mostMatched(domain, plan string, rules []*Compiled) (int, *overlap) {
 	methods := []string{"GET", "HEAD"}
 	paths := []string{}
@@ -149,7 +150,7 @@ func (v *Index) mostMatched(domain, plan string, rules []*Compiled) (int, *overl
 	for _, p := range paths {
 		for _, m := range methods {
 			buf = v.Match(plan, m, p, buf[:0])
-			if len(buf)+hdrBound <= MaxRulesPerCall {
+			if len(buf)+hdrBound <= maxRulesPerCall {
 				most = max(most, len(buf)+hdrBound)
 				continue
 			}
@@ -171,7 +172,7 @@ func (v *Index) mostMatched(domain, plan string, rules []*Compiled) (int, *overl
 					hdrs = append(hdrs, hi.name+": "+bestV)
 				}
 			}
-			if len(buf) > MaxRulesPerCall {
+			if len(buf) > maxRulesPerCall {
 				sortSeq(buf)
 				slices.Sort(hdrs)
 				return 0, &overlap{domain: domain, plan: plan, method: m, path: p, headers: hdrs, matched: buf}
@@ -199,13 +200,13 @@ func (o *overlap) err() *FieldError {
 	if o.domain != "" {
 		b.WriteString(" in the Envoy domain " + strconv.Quote(o.domain))
 	}
-	fmt.Fprintf(&b, " matches %d enabled rules, more than the %d one decision applies: ", len(o.matched), MaxRulesPerCall)
+	fmt.Fprintf(&b, " matches %d enabled rules, more than the %d one decision applies: ", len(o.matched), maxRulesPerCall)
 	for i, c := range o.matched {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(strconv.Quote(c.ID))
 	}
-	fmt.Fprintf(&b, "; give some of them a narrower match (plan, endpoint, headers or domain), disable them, or merge rules that limit the same calls, so that no call matches more than %d", MaxRulesPerCall)
+	fmt.Fprintf(&b, "; give some of them a narrower match (plan, endpoint, headers or domain), disable them, or merge rules that limit the same calls, so that no call matches more than %d", maxRulesPerCall)
 	return fieldErr(b.String(), "rules")
 }

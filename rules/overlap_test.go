@@ -10,7 +10,7 @@ import (
 )
 
 // compileAny compiles s; when s is refused for overlapping rules, it checks
-// that the call the error names does match more than MaxRulesPerCall rules
+// that the call the error names does match more than maxRulesPerCall rules
 // and returns the Index anyway, so that matching can be tested on any set.
 func compileAny(t *testing.T, s *Set) *Index {
 	t.Helper()
@@ -27,8 +27,8 @@ func compileAny(t *testing.T, s *Set) *Index {
 	if o == nil {
 		t.Fatalf("Compile: %v, but findOverlap finds no call", err)
 	}
-	if got := bruteMatchDomain(s, o.domain, o.plan, o.method, o.path); len(got) != len(o.matched) || len(got) <= MaxRulesPerCall {
-		t.Fatalf("Compile: %v; the reference matches %d rules for that call, want %d > %d", err, len(got), len(o.matched), MaxRulesPerCall)
+	if got := bruteMatchDomain(s, o.domain, o.plan, o.method, o.path); len(got) != len(o.matched) || len(got) <= maxRulesPerCall {
+		t.Fatalf("Compile: %v; the reference matches %d rules for that call, want %d > %d", err, len(got), len(o.matched), maxRulesPerCall)
 	}
 	return ix
 }
@@ -135,7 +135,7 @@ func TestOverlap(t *testing.T) {
 }
 
 // Random sets around the bound: an accepted set has no call, among many
-// random ones, that matches more than MaxRulesPerCall rules; a refused set
+// random ones, that matches more than maxRulesPerCall rules; a refused set
 // names a call that does (compileAny).
 func TestOverlapAgainstBruteForce(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
@@ -155,7 +155,7 @@ func TestOverlapAgainstBruteForce(t *testing.T) {
 			domain := testDomains[r.IntN(len(testDomains))]
 			plan := testPlans[r.IntN(len(testPlans))]
 			method := testMethods[r.IntN(len(testMethods))]
-			if n := len(bruteMatchDomain(s, domain, plan, method, randPath(r))); n > MaxRulesPerCall {
+			if n := len(bruteMatchDomain(s, domain, plan, method, randPath(r))); n > maxRulesPerCall {
 				t.Fatalf("round %d: accepted a set in which a call matches %d rules", round, n)
 			}
 		}

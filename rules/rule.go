@@ -45,7 +45,7 @@ import (
 // store and keep every value exact in the microsecond arithmetic of the
 // algorithms.
 const (
-	MaxLimit         = algorithm.MaxLimit   // largest limit and burst
+	maxLimit         = algorithm.MaxLimit   // largest limit and burst
 	minWindow        = time.Millisecond     // shortest window
 	maxWindow        = 366 * 24 * time.Hour // longest window
 	maxDescription   = 1024                 // bytes
@@ -68,10 +68,10 @@ const (
 	ByIP     By = "ip"      // the caller's address (IPv6 by prefix)
 )
 
-// Valid reports whether ParseBy accepts b: one of the four identities,
-// empty, or any other key of ParseBy.
+// Valid reports whether b is a `by` a rule may have: one of the four
+// identities, empty, or any other form listed at ByGlobal.
 func (b By) Valid() bool {
-	_, err := ParseBy(b)
+	_, err := parseBy(b)
 	return err == nil
 }
 

@@ -67,7 +67,7 @@ func (r *Rule) Validate() error {
 			return fieldErr("calls in an Envoy domain carry no request headers (only the gateway and the middleware see them); remove headers or domain", "match", "headers")
 		}
 	}
-	if _, err := ParseBy(r.By); err != nil {
+	if _, err := parseBy(r.By); err != nil {
 		return err
 	}
 	if !r.Algorithm.Valid() {
@@ -104,8 +104,8 @@ func (r *Rule) Validate() error {
 		return fieldErr(fmt.Sprintf("must be ≥ 0 (0 denies every call), got %d", r.Limit), "limit")
 	case r.Algorithm == algorithm.FixedWindow && r.Limit > algorithm.MaxFixedWindowLimit:
 		return fieldErr(fmt.Sprintf("must be ≤ %d for fixed_window, got %d", int64(algorithm.MaxFixedWindowLimit), r.Limit), "limit")
-	case r.Algorithm != algorithm.FixedWindow && r.Limit > MaxLimit:
-		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d (fixed_window takes up to %d)", MaxLimit, r.Limit, int64(algorithm.MaxFixedWindowLimit)), "limit")
+	case r.Algorithm != algorithm.FixedWindow && r.Limit > maxLimit:
+		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d (fixed_window takes up to %d)", maxLimit, r.Limit, int64(algorithm.MaxFixedWindowLimit)), "limit")
 	case r.Algorithm == algorithm.SlidingLog && r.Limit > algorithm.MaxLogLimit:
 		return fieldErr(fmt.Sprintf("must be ≤ %d for sliding_log, which stores one timestamp per admitted call (use sliding_window for larger limits), got %d",
 			algorithm.MaxLogLimit, r.Limit), "limit")
@@ -126,8 +126,8 @@ func (r *Rule) Validate() error {
 		return fieldErr(fmt.Sprintf("a rule of limit 0 denies every call: remove burst (got %d)", r.Burst), "burst")
 	case r.Burst < 0:
 		return fieldErr(fmt.Sprintf("must be ≥ 0 (0 = default), got %d", r.Burst), "burst")
-	case r.Burst > MaxLimit:
-		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d", MaxLimit, r.Burst), "burst")
+	case r.Burst > maxLimit:
+		return fieldErr(fmt.Sprintf("must be ≤ %d, got %d", maxLimit, r.Burst), "burst")
 	case r.Burst > 0 && r.Algorithm != algorithm.TokenBucket && r.Algorithm != algorithm.LeakyBucket:
 		return fieldErr(fmt.Sprintf("only token_bucket and leaky_bucket take a burst; %s admits limit calls per window (remove burst or change the algorithm)", r.Algorithm), "burst")
 	}
@@ -211,7 +211,7 @@ func (c *Client) Validate() error {
 }
 
 // Validate checks every rule and client, that rule ids are unique, and
-// that no call matches more than MaxRulesPerCall enabled rules. The error
+// that no call matches more than maxRulesPerCall enabled rules. The error
 // is a *FieldError whose Field is the full path, e.g.
 // `rules[2] (id "free-per-user").limit`, or "rules" for rules that overlap
 // too much.

@@ -61,6 +61,7 @@ import (
 	"github.com/sluicehq/sluice/bench/redis/redisinfo"
 	"github.com/sluicehq/sluice/internal/bench/loadgen"
 	"github.com/sluicehq/sluice/internal/gctune"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 	sredis "github.com/sluicehq/sluice/store/redis"
@@ -196,9 +197,8 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 			return d.Allowed, err
 		}
 	}
-	command := store.ScriptCommand()
+	command := redisstore.Command(store)
 	if mode == "reserve" {
-		command = store.ReserveCommand()
 		newCall = func(worker int) loadgen.Call {
 			r := rand.New(rand.NewPCG(uint64(worker)+1, uint64(time.Now().UnixNano())))
 			req := limiter.Request{Method: "GET", Path: "/api/orders"}
@@ -210,7 +210,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		}
 	}
 	if mode == "incr" {
-		c := store.Client()
+		c := redisstore.Client(store)
 		command = "incrby"
 		newCall = func(worker int) loadgen.Call {
 			r := rand.New(rand.NewPCG(uint64(worker)+1, uint64(time.Now().UnixNano())))
@@ -251,7 +251,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	}
 
 	if mode == "textbook" {
-		c := store.Client()
+		c := redisstore.Client(store)
 		command = "evalsha"
 		sha, err := c.Do(context.Background(), c.B().ScriptLoad().Script(textbookScript).Build()).ToString()
 		if err != nil {
@@ -287,7 +287,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	}
 
 	if mode == "floor" {
-		c := store.Client()
+		c := redisstore.Client(store)
 		command = "fcall"
 		if err := c.Do(context.Background(), c.B().FunctionLoad().Replace().FunctionCode(floorLibrary).Build()).Error(); err != nil {
 			return fmt.Errorf("-mode floor: FUNCTION LOAD: %w", err)
@@ -295,7 +295,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		newCall = func(worker int) loadgen.Call {
 			r := rand.New(rand.NewPCG(uint64(worker)+1, uint64(time.Now().UnixNano())))
 			return func(ctx context.Context) (bool, error) {
-				key := store.Key("user:"+users[r.IntN(len(users))], "bench")
+				key := redisstore.Key(store, "user:"+users[r.IntN(len(users))], "bench")
 				s, err := c.Do(ctx, c.B().Fcall().Function("sluice_bench_floor").Numkeys(1).Key(key).Arg("").Build()).ToString()
 				if err == nil && len(s) != 34 {
 					err = fmt.Errorf("floor answered %d bytes, want 34", len(s))
@@ -317,16 +317,16 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		}
 	}
 
-	denied0, leased0 := store.LocalDenials(), store.Leases().Decided
-	cpu0, err := redisinfo.CPU(ctx, store.Client())
+	denied0, leased0 := store.LocalDenials(), redisstore.Leases(store).Decided
+	cpu0, err := redisinfo.CPU(ctx, redisstore.Client(store))
 	if err != nil {
 		return err
 	}
-	reads0, writes0, err := redisinfo.IO(ctx, store.Client())
+	reads0, writes0, err := redisinfo.IO(ctx, redisstore.Client(store))
 	if err != nil {
 		return err
 	}
-	cmd0, err := redisinfo.Commands(ctx, store.Client(), command)
+	cmd0, err := redisinfo.Commands(ctx, redisstore.Client(store), command)
 	if err != nil {
 		return err
 	}
@@ -348,11 +348,11 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if err != nil {
 		return err
 	}
-	cpu1, err := redisinfo.CPU(ctx, store.Client())
+	cpu1, err := redisinfo.CPU(ctx, redisstore.Client(store))
 	if err != nil {
 		return err
 	}
-	reads1, writes1, err := redisinfo.IO(ctx, store.Client())
+	reads1, writes1, err := redisinfo.IO(ctx, redisstore.Client(store))
 	if err != nil {
 		return err
 	}
@@ -362,7 +362,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	// first INFO stats, INFO commandstats and INFO cpu.
 	readsPer := perThousandN(reads1-reads0-3, res.Requests)
 	writesPer := perThousandN(writes1-writes0-3, res.Requests)
-	cmd1, err := redisinfo.Commands(ctx, store.Client(), command)
+	cmd1, err := redisinfo.Commands(ctx, redisstore.Client(store), command)
 	if err != nil {
 		return err
 	}
@@ -370,7 +370,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	cpu := cpu1 - cpu0
 	// ops decided in process: denials from the local denial cache, and
 	// ops decided from a lease (two rules: a decision has two ops)
-	localDenials, leased := store.LocalDenials()-denied0, store.Leases().Decided-leased0
+	localDenials, leased := store.LocalDenials()-denied0, redisstore.Leases(store).Decided-leased0
 	perSec := res.PerSecond()
 	perCPU := 0.0
 	if cpu > 0 {

@@ -220,8 +220,8 @@ func TestClientsCRUD(t *testing.T) {
 	if r.header.Get("ETag") != `"3"` {
 		t.Errorf("ETag = %s, want \"3\"", r.header.Get("ETag"))
 	}
-	if got := e.src.Current().PlanFor("user:alice", "", ""); got != "partner" {
-		t.Errorf("PlanFor(user:alice) = %q, want partner", got)
+	if got := e.src.Current().Plan("", "user:alice", "", ""); got != "partner" {
+		t.Errorf("Plan(user:alice) = %q, want partner", got)
 	}
 
 	r = e.must(e.do("DELETE", "/clients/user:alice", ""), 200)

@@ -10,7 +10,7 @@ import "github.com/sluicehq/sluice/rules"
 // Descriptor is one Envoy descriptor as a limiter.Request reads it.
 type Descriptor struct {
 	// Entries are what rules keyed by entry:<key> read
-	// (rules.ParseBy), and select the rules on descriptor entries
+	// (rulekey.Parse), and select the rules on descriptor entries
 	// (rules.Index.MatchEntries).
 	Entries []rules.Entry
 	// Own, when set, is the descriptor's own limit (Envoy's descriptor

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/doctree"
 	"github.com/sluicehq/sluice/internal/quote"
 	"github.com/sluicehq/sluice/internal/ruleid"
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -590,8 +591,8 @@ func (im *envoyImport) add(line int, chain []rules.Entry, shared []bool, f envoy
 	if len(by) > 0 {
 		r.By = rules.By(strings.Join(by, "+"))
 	}
-	if len(by) > rules.MaxKeyParts {
-		return im.fail(line, what, fmt.Sprintf("%d entries without a fixed value; sluice keys a rule by at most %d", len(by), rules.MaxKeyParts))
+	if len(by) > rulekey.MaxParts {
+		return im.fail(line, what, fmt.Sprintf("%d entries without a fixed value; sluice keys a rule by at most %d", len(by), rulekey.MaxParts))
 	}
 	if err := r.Validate(); err != nil {
 		return im.fail(line, what, err.Error())

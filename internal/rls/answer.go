@@ -159,8 +159,8 @@ var headerNames = [...]struct{ key, name string }{
 	{headers.Reset, "X-RateLimit-Reset"},
 	{headers.Policy, "RateLimit-Policy"},
 	{headers.RateLimit, "RateLimit"},
-	{headers.RetryAfter, "Retry-After"},
-	{headers.ContentType, "Content-Type"},
+	{"Retry-After", "Retry-After"},
+	{"Content-Type", "Content-Type"},
 }
 
 var headerPool = sync.Pool{New: func() any { return make(http.Header, len(headerNames)) }}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/identity"
+	"github.com/sluicehq/sluice/internal/clientkey"
 	"github.com/sluicehq/sluice/internal/descriptor"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
@@ -23,12 +23,12 @@ import (
 const (
 	MaxDescriptors = 32            // descriptors per request
 	MaxEntries     = 32            // entries per descriptor
-	MaxHitsAddend  = 1_000_000_000 // hits_addend beyond every rule's capacity from here on (rules.MaxLimit)
+	MaxHitsAddend  = 1_000_000_000 // hits_addend beyond every rule's capacity from here on (algorithm.MaxLimit)
 	MaxDomain      = 256           // bytes of the domain
 )
 
 // overCost is the cost of a hits_addend past MaxHitsAddend: above the
-// capacity of every rule (at most rules.MaxLimit + 1), so such a call is
+// capacity of every rule (at most algorithm.MaxLimit + 1), so such a call is
 // denied for cost_exceeds_capacity, and far from overflowing when the
 // costs of 32 descriptors add up on one bucket.
 const overCost = 1 << 32
@@ -233,14 +233,14 @@ var ownWindows = map[typev3.RateLimitUnit]time.Duration{
 // limiter's limit 0), as envoyproxy/ratelimit denies it (its count after
 // the call is over 0). nil when d has no limit, or one of a unit sluice
 // does not know (the configured rules then decide). A requests_per_unit
-// above rules.MaxLimit is rules.MaxLimit.
+// above algorithm.MaxLimit is algorithm.MaxLimit.
 func ownLimit(domain string, d *ratelimitv3.RateLimitDescriptor) (*rules.Compiled, string) {
 	l := d.GetLimit()
 	w, ok := ownWindows[l.GetUnit()]
 	if l == nil || !ok {
 		return nil, ""
 	}
-	limit := min(int64(l.GetRequestsPerUnit()), rules.MaxLimit)
+	limit := min(int64(l.GetRequestsPerUnit()), algorithm.MaxLimit)
 	c := &rules.Compiled{Rule: rules.Rule{ID: OwnLimitID, Limit: limit, Window: rules.Duration(w),
 		Algorithm: algorithm.FixedWindow, By: "entries"}, Seq: math.MaxInt}
 	c.Params = c.Rule.Params()
@@ -258,5 +258,5 @@ func ownLimit(domain string, d *ratelimitv3.RateLimitDescriptor) (*rules.Compile
 			b = append(append(b, ':'), s...)
 		}
 	}
-	return c, string(identity.AppendDigest([]byte("desc:"), string(b)))
+	return c, string(clientkey.AppendDigest([]byte("desc:"), string(b)))
 }

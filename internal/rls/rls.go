@@ -41,6 +41,7 @@ import (
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/metrics"
 	"github.com/sluicehq/sluice/internal/ratelog"
+	"github.com/sluicehq/sluice/internal/rulekey"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -223,7 +224,7 @@ func (s *Server) SetRules(ix *rules.Index) {
 		}
 		vs.entries = vs.entries || len(r.Match.Entries) > 0
 		for _, p := range r.Key {
-			vs.entries = vs.entries || p.Kind == rules.KeyEntry
+			vs.entries = vs.entries || p.Kind == rulekey.Entry
 		}
 	}
 	vs.quota = s.newQuotaViews(ix)
@@ -512,7 +513,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		if !d.Allowed {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		if limiter.MoreRestrictive(d, &ds[best]) {
+		if moreRestrictive(d, &ds[best]) {
 			best = i
 		}
 		if m := s.cfg.Metrics; m != nil {

@@ -244,7 +244,7 @@ func TestHitsAddend(t *testing.T) {
 	if h := hdrs(resp); resp.OverallCode != over || h.Get("Retry-After") != "" || !bytes.Contains(resp.RawBody, []byte("cost_exceeds_capacity")) {
 		t.Fatalf("hits_addend 11 over a capacity of 10 = %v (headers %v), want OVER_LIMIT for cost_exceeds_capacity, no Retry-After", resp, h)
 	}
-	// Past 1,000,000,000 (rules.MaxLimit), at request or descriptor level,
+	// Past 1,000,000,000 (algorithm.MaxLimit), at request or descriptor level,
 	// the cost still decides: above every capacity, OVER_LIMIT, never an
 	// error Envoy would turn into "allow".
 	huge := desc("user", "alice")

@@ -17,7 +17,7 @@ import (
 // ParseCheck), within the body's size limit.
 const (
 	MaxPlan = planname.MaxLen // bytes of plan
-	MaxCost = 1000000000      // largest cost, as rules.MaxLimit
+	MaxCost = 1000000000      // largest cost, as algorithm.MaxLimit
 )
 
 // CheckRequest is the body of POST /ratelimit/check (docs/api.md):

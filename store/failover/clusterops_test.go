@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/internal/testkit/limitertest"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
@@ -355,7 +356,7 @@ func firstSlots(t *testing.T, m *redistest.Server, n int) (lo, hi int) {
 // fill writes n keys spread over slots [lo, hi] through fo's client.
 func fill(t *testing.T, fo *failover.Store, lo, hi, n int) {
 	t.Helper()
-	cl := fo.Primary().(*sredis.Store).Client()
+	cl := redisstore.Client(fo.Primary().(*sredis.Store))
 	ctx := context.Background()
 	for i, done := 0, 0; done < n; i++ {
 		k := "fill:{" + strconv.Itoa(i) + "}"

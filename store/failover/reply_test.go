@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/store/failover"
 	sredis "github.com/sluicehq/sluice/store/redis"
@@ -33,8 +34,8 @@ func TestUnreadableReplyFailsThatCallOnly(t *testing.T) {
 		state = binary.LittleEndian.AppendUint64(state, math.Float64bits(v))
 	}
 	c := fo.Primary().(*sredis.Store)
-	key := c.Key("user:broken", "open")
-	if err := c.Client().Do(ctx, c.Client().B().Set().Key(key).Value(string(state)).Build()).Error(); err != nil {
+	key := redisstore.Key(c, "user:broken", "open")
+	if err := redisstore.Client(c).Do(ctx, redisstore.Client(c).B().Set().Key(key).Value(string(state)).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/internal/testkit/conformance"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
@@ -117,7 +118,7 @@ func apart(t *testing.T, c *redistest.Cluster, s *sredis.Store, prefix, userRule
 	for i := range 50 {
 		user = fmt.Sprintf("user:%s-%d", prefix, i)
 		ip = fmt.Sprintf("ip:198.51.100.%d", i)
-		if c.MasterOf(t, s.Key(user, userRule)) != c.MasterOf(t, s.Key(ip, ipRule)) {
+		if c.MasterOf(t, redisstore.Key(s, user, userRule)) != c.MasterOf(t, redisstore.Key(s, ip, ipRule)) {
 			return user, ip
 		}
 	}
@@ -162,7 +163,7 @@ func testCrossShard(t *testing.T, c *redistest.Cluster) {
 				userP = algorithm.Params{Kind: k, Limit: 3, Window: conformance.Hour + 1, Burst: 5}
 			}
 			user, ip := apart(t, c, s, "xshard-"+k.String(), "per-user", "per-ip")
-			userKey := s.Key(user, "per-user")
+			userKey := redisstore.Key(s, user, "per-user")
 			userMaster := c.MasterOf(t, userKey)
 			call := func(ip string) []algorithm.Result {
 				res, _ := take(t, s,
@@ -204,7 +205,7 @@ func testCrossShard(t *testing.T, c *redistest.Cluster) {
 func testSameClientOneScript(t *testing.T, c *redistest.Cluster) {
 	_, s := openClocked(t, nil, c.Addrs()...)
 	user := "user:same-client"
-	master := c.MasterOf(t, s.Key(user, "a"))
+	master := c.MasterOf(t, redisstore.Key(s, user, "a"))
 	a := limiter.Op{Client: user, Rule: "a", Params: paramsOf(algorithm.TokenBucket, 5, conformance.Hour), Cost: 1}
 	b := limiter.Op{Client: user, Rule: "b", Params: paramsOf(algorithm.FixedWindow, 2, conformance.Hour), Cost: 1}
 	for i := range 6 {
@@ -235,7 +236,7 @@ func clientPerMaster(t *testing.T, c *redistest.Cluster, s *sredis.Store, prefix
 	found := map[*redistest.Server]string{}
 	for i := 0; len(found) < 3 && i < 100; i++ {
 		client := prefix + strconv.Itoa(i)
-		if master := c.MasterOf(t, s.Key(client, "r")); found[master] == "" {
+		if master := c.MasterOf(t, redisstore.Key(s, client, "r")); found[master] == "" {
 			found[master] = client
 		}
 	}
@@ -346,7 +347,7 @@ func testCrossShardPeek(t *testing.T, c *redistest.Cluster) {
 			_, s := openClocked(t, nil, c.Addrs()...)
 			userP, ipP := paramsOf(k, 5, conformance.Hour), paramsOf(k, 2, conformance.Hour)
 			user, ip := apart(t, c, s, "peek-"+k.String(), "per-user", "per-ip")
-			userKey := s.Key(user, "per-user")
+			userKey := redisstore.Key(s, user, "per-user")
 			userMaster := c.MasterOf(t, userKey)
 			peek := func() []algorithm.Result {
 				res, _ := take(t, s,

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/internal/testkit/conformance"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 )
@@ -31,7 +32,7 @@ func TestEarlierStates(t *testing.T) {
 	srv := redistest.Start(t)
 	var clock atomic.Int64
 	s := newStore(t, &clock, srv.Addr())
-	c := s.Client()
+	c := redisstore.Client(s)
 	ctx := context.Background()
 	now := conformance.Base + 30*conformance.Second
 	const epoch = 1_600_000_000_000_000
@@ -58,7 +59,7 @@ func TestEarlierStates(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fmt.Sprintf("user:earlier-%d", i)
-			if err := c.Do(ctx, c.B().Set().Key(s.Key(client, "r")).Value(tc.set).Build()).Error(); err != nil {
+			if err := c.Do(ctx, c.B().Set().Key(redisstore.Key(s, client, "r")).Value(tc.set).Build()).Error(); err != nil {
 				t.Fatal(err)
 			}
 			st := tc.st
@@ -69,7 +70,7 @@ func TestEarlierStates(t *testing.T) {
 	}
 	t.Run("sliding_log, one member per unit, absolute", func(t *testing.T) {
 		p := algorithm.Params{Kind: algorithm.SlidingLog, Limit: 5, Window: conformance.Second}
-		key := s.Key("user:earlier-log", "r")
+		key := redisstore.Key(s, "user:earlier-log", "r")
 		times := []int64{now - 900_000, now - 900_000, now - 500_000, now - 1}
 		for n, at := range times {
 			do(t, srv, "zadd", key, fmt.Sprint(at), fmt.Sprintf("%d.%d", at, n+1))

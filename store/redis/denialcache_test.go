@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/internal/testkit/conformance"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
@@ -106,7 +107,7 @@ func TestDenialCacheNeverDeniesEarly(t *testing.T) {
 // of a few reads.
 func clockOffset(t testing.TB, s *sredis.Store, base time.Time) time.Duration {
 	t.Helper()
-	c := s.Client()
+	c := redisstore.Client(s)
 	best, bestRTT := time.Duration(0), time.Duration(1<<62)
 	for range 5 {
 		t0 := time.Since(base)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/testkit/limitertest"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
@@ -133,7 +134,7 @@ func BenchmarkGlobalKey(b *testing.B) {
 		b.Run("by="+string(by), func(b *testing.B) {
 			srv := redistest.Start(b)
 			l := limitertest.Over(b, openStore(b, nil, srv.Addr()), &rules.Set{Rules: []rules.Rule{
-				{ID: "r", By: by, Limit: rules.MaxLimit, Window: rules.Duration(time.Hour)},
+				{ID: "r", By: by, Limit: algorithm.MaxLimit, Window: rules.Duration(time.Hour)},
 			}})
 			var n atomic.Int64
 			before := scriptUsec(b, srv)

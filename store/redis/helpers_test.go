@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/internal/testkit/conformance"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
@@ -79,14 +80,14 @@ func scriptCalls(t testing.TB, srv *redistest.Server) (loaded, eval int64) {
 // servers; Config.Evalsha forces it). The tests of the scripts' decisions
 // run on both.
 var scriptPaths = []struct {
-	command string // Store.ScriptCommand
+	command string // redisstore.Command
 	evalsha bool   // Config.Evalsha
 }{{"FCALL", false}, {"EVALSHA", true}}
 
 // checkPath fails the test unless s runs take.lua with command.
 func checkPath(t testing.TB, s *sredis.Store, command string) {
 	t.Helper()
-	if got := s.ScriptCommand(); got != command {
+	if got := redisstore.Command(s); got != command {
 		t.Fatalf("store runs take.lua with %s, want %s", got, command)
 	}
 }

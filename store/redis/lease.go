@@ -14,7 +14,9 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
 )
 
 //go:embed lease.lua
@@ -113,7 +115,7 @@ func newLeases(s *Store) *leases {
 // not a charge (Params.Charge), of a token bucket with a whole-µs token or
 // of a fixed window, with a cost its bucket can hold.
 func leasable(op *limiter.Op) bool {
-	if op.Lease == limiter.LeaseOff || op.Shadow || op.Cost <= 0 {
+	if op.Lease == rules.LeaseOff || op.Shadow || op.Cost <= 0 {
 		return false
 	}
 	p := op.Params
@@ -145,7 +147,7 @@ func (l *leases) lookup(key string, op *limiter.Op, now time.Time) *bucketLease 
 		if most, _ := l.most(op.Params); most < minLease {
 			return nil
 		}
-		if op.Lease != limiter.LeaseOn {
+		if op.Lease != rules.LeaseOn {
 			n, ok := l.counts[key]
 			if !ok && len(l.counts) >= leaseRateSlots {
 				return nil // too many buckets this interval: the rest stay cold
@@ -474,23 +476,14 @@ func (l *leases) close() {
 	wg.Wait()
 }
 
-// LeaseStats counts the store's leases since it started.
-type LeaseStats struct {
-	Calls    int64 // lease calls to Redis
-	Granted  int64 // tokens leased
-	Given    int64 // unused tokens given back
-	Decided  int64 // decisions made from leases, without a round trip
-	Buckets  int   // buckets leased now
-	Stranded int64 // tokens in hand now (given back or, if this instance dies, stranded)
-}
-
-// Leases reports the store's lease counters; zero when leases are off.
-func (s *Store) Leases() LeaseStats {
+// leaseStats reports the store's lease counters; zero when leases are off
+// (redisstore.Leases).
+func (s *Store) leaseStats() redisstore.LeaseStats {
 	l := s.leases
 	if l == nil {
-		return LeaseStats{}
+		return redisstore.LeaseStats{}
 	}
-	st := LeaseStats{Calls: l.calls.Load(), Granted: l.granted.Load(), Given: l.given.Load(), Decided: l.local.Load()}
+	st := redisstore.LeaseStats{Calls: l.calls.Load(), Granted: l.granted.Load(), Given: l.given.Load(), Decided: l.local.Load()}
 	l.mu.Lock()
 	st.Buckets = len(l.m)
 	for _, b := range l.m {
@@ -520,7 +513,7 @@ func (s *Store) takeLeased(ctx context.Context, ops []limiter.Op, res []algorith
 		if !leasable(op) {
 			continue
 		}
-		keys[i] = s.Key(op.Client, op.Rule)
+		keys[i] = s.key(op.Client, op.Rule)
 		if held[i] = s.leases.lookup(keys[i], op, now); held[i] != nil {
 			nl++
 		}

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
+	"github.com/sluicehq/sluice/rules"
 	sredis "github.com/sluicehq/sluice/store/redis"
 )
 
@@ -177,7 +179,7 @@ func TestLeaseFleetExact(t *testing.T) {
 			// 300 ms for its leases to grow to the rate).
 			// The rule allows a sixth of it, so that demand exceeds it
 			// whatever the machine's load does meanwhile.
-			probe := limiter.Op{Client: "probe", Rule: "api", Cost: 1, Lease: limiter.LeaseOn,
+			probe := limiter.Op{Client: "probe", Rule: "api", Cost: 1, Lease: rules.LeaseOn,
 				Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1e6, Window: 1e6}}
 			probes := make([]*sredis.Store, 3)
 			for i := range probes {
@@ -198,7 +200,7 @@ func TestLeaseFleetExact(t *testing.T) {
 			if limit == 0 {
 				t.Skipf("this machine decides %.0f calls a second now: too loaded to measure leases", rate)
 			}
-			op := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: limiter.LeaseAuto,
+			op := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: rules.LeaseAuto,
 				Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: limit, Window: 1e6}}
 			do(t, srv, "CONFIG", "RESETSTAT")
 			var at func(func(int))
@@ -209,7 +211,7 @@ func TestLeaseFleetExact(t *testing.T) {
 					if tc.name == "instance killed" {
 						// what it held, with what a lease call it had out brought
 						time.Sleep(50 * time.Millisecond)
-						stranded = stores[2].Leases().Stranded
+						stranded = redisstore.Leases(stores[2]).Stranded
 					}
 				}
 			}
@@ -219,9 +221,9 @@ func TestLeaseFleetExact(t *testing.T) {
 			// Tokens still in hand at the end are the live instances' own,
 			// given back when they close: not used, not lost.
 			var inHand int64
-			var stats []sredis.LeaseStats
+			var stats []redisstore.LeaseStats
 			for _, s := range stores {
-				st := s.Leases()
+				st := redisstore.Leases(s)
 				inHand += st.Stranded
 				stats = append(stats, st)
 			}
@@ -289,7 +291,7 @@ func TestLeaseCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
 	stores := []*sredis.Store{openStore(t, nil, c.Addrs()...), openStore(t, nil, c.Addrs()...)}
 	const limit = 10000
-	op := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: limiter.LeaseOn,
+	op := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: rules.LeaseOn,
 		Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: limit, Window: 1e6}}
 	r := runFleet(t, stores, op, 2, time.Second, 200_000, nil)
 	var all []time.Duration
@@ -306,7 +308,7 @@ func TestLeaseCluster(t *testing.T) {
 	budget := limit + limit*(last-first).Seconds()
 	var calls, decided int64
 	for _, s := range stores {
-		st := s.Leases()
+		st := redisstore.Leases(s)
 		calls, decided = calls+st.Calls, decided+st.Decided
 	}
 	t.Logf("%d decisions, %d admitted of %.0f, %d errors; %d lease calls, %d decisions from leases", r.calls.Load(), len(all), budget, r.errs.Load(), calls, decided)
@@ -327,7 +329,7 @@ func TestLeaseFixedWindow(t *testing.T) {
 	srv := redistest.Start(t)
 	stores := []*sredis.Store{openStore(t, nil, srv.Addr()), openStore(t, nil, srv.Addr())}
 	const limit, window = 5000, 200_000 // µs
-	op := limiter.Op{Client: "global", Rule: "fw", Cost: 1, Lease: limiter.LeaseOn,
+	op := limiter.Op{Client: "global", Rule: "fw", Cost: 1, Lease: rules.LeaseOn,
 		Params: algorithm.Params{Kind: algorithm.FixedWindow, Limit: limit, Window: window}}
 	var mu sync.Mutex
 	counts := map[int64]int64{}
@@ -365,7 +367,7 @@ func TestLeaseFixedWindow(t *testing.T) {
 	wg.Wait()
 	var leased int64
 	for _, s := range stores {
-		leased += s.Leases().Decided
+		leased += redisstore.Leases(s).Decided
 	}
 	t.Logf("%d admitted over %d windows (%d across a boundary); %d decisions from leases", total, len(counts), ambiguous, leased)
 	for w, n := range counts {
@@ -384,9 +386,9 @@ func TestLeaseFixedWindow(t *testing.T) {
 func TestLeaseOrigin(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openStore(t, nil, srv.Addr())
-	leased := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: limiter.LeaseOn,
+	leased := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: rules.LeaseOn,
 		Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1000, Window: 1e6}}
-	cold := limiter.Op{Client: "user:a", Rule: "per-user", Cost: 1, Lease: limiter.LeaseOff,
+	cold := limiter.Op{Client: "user:a", Rule: "per-user", Cost: 1, Lease: rules.LeaseOff,
 		Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1e6, Window: 1e6}}
 	for i := range 3 {
 		res, info := take(t, s, leased)
@@ -412,7 +414,7 @@ func TestLeaseOrigin(t *testing.T) {
 		}
 		break
 	}
-	if st := s.Leases(); st.Decided == 0 {
+	if st := redisstore.Leases(s); st.Decided == 0 {
 		t.Errorf("no decision from a lease: %+v", st)
 	}
 }
@@ -421,7 +423,7 @@ func TestLeaseOrigin(t *testing.T) {
 // tokens refilling 100 a second (a token each 10 ms), and killedTTL the
 // child's LeaseTTL: long enough that the lease's tokens take over a second
 // to refill, so that a loaded machine still probes the bucket before.
-var killedOp = limiter.Op{Client: "global", Rule: "killed", Cost: 1, Lease: limiter.LeaseOn,
+var killedOp = limiter.Op{Client: "global", Rule: "killed", Cost: 1, Lease: rules.LeaseOn,
 	Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 100, Window: 1e6, Burst: 1000}}
 
 const killedTTL = 10 * time.Second
@@ -443,7 +445,7 @@ func TestLeaseHelperProcess(t *testing.T) {
 		t.Fatalf("the first call: allowed %v, origin %s; want allowed from a lease", res[0].Allowed, info.Origin)
 	}
 	end := time.Now()
-	st := s.Leases()
+	st := redisstore.Leases(s)
 	fmt.Printf("leased %d %d %d %d\n", start.UnixMicro(), end.UnixMicro(), st.Granted, st.Stranded)
 	time.Sleep(time.Minute)
 }
@@ -498,7 +500,7 @@ func TestLeaseKilledProcess(t *testing.T) {
 
 	probe := openStore(t, func(c *sredis.Config) { c.NoLeases, c.NoDenialCache = true, true }, srv.Addr())
 	all := killedOp
-	all.Lease, all.Cost = limiter.LeaseOff, all.Params.Capacity()
+	all.Lease, all.Cost = rules.LeaseOff, all.Params.Capacity()
 	res, info := take(t, probe, all)
 	token := all.Params.Window / all.Params.Limit // µs
 	whole := info.Now + res[0].RetryAfter         // when the bucket is whole again (Unix µs, Redis's clock)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/internal/testkit/conformance"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
@@ -32,7 +33,7 @@ func TestExpiry(t *testing.T) {
 				if k == algorithm.LeakyBucket {
 					op.Params.Burst = 9
 				}
-				key := s.Key(op.Client, op.Rule)
+				key := redisstore.Key(s, op.Client, op.Rule)
 				for call := 1; call <= 4; call++ {
 					start := time.Now()
 					res, _ := take(t, s, op)
@@ -111,7 +112,7 @@ func TestMemoryUsage(t *testing.T) {
 	t.Logf("%-15s %-18s %-9s %6s %s", "algorithm", "state", "encoding", "value", "MEMORY USAGE (bytes)")
 	for _, r := range rows {
 		do(t, srv, "flushall")
-		key := s.Key(typicalClient, typicalRule)
+		key := redisstore.Key(s, typicalClient, typicalRule)
 		if len(key) != 35 {
 			t.Fatalf("typical key %q is %d bytes, want 35", key, len(key))
 		}
@@ -189,7 +190,7 @@ func TestMemoryPerMillionClients(t *testing.T) {
 			t.Fatalf("%s: %d keys after %d clients, want %d", k, keys, clients, clients)
 		}
 		after, _ := strconv.ParseInt(infoField(t, srv, "memory", "used_memory"), 10, 64)
-		one := do(t, srv, "memory", "usage", s.Key("user:u0000123456", typicalRule))
+		one := do(t, srv, "memory", "usage", redisstore.Key(s, "user:u0000123456", typicalRule))
 		t.Logf("%-15s %12d %12d %14.1f %s  (%s)", k, keys, after-before, float64(after-before)/clients, one, time.Since(start).Round(time.Second))
 	}
 }
@@ -205,7 +206,7 @@ func TestSlidingLogCallIsOneEntry(t *testing.T) {
 	p := paramsOf(algorithm.SlidingLog, algorithm.MaxLogLimit, conformance.Second)
 	var st algorithm.State
 	now := conformance.Base
-	key := s.Key("user:log", "r")
+	key := redisstore.Key(s, "user:log", "r")
 	zadds := commandCalls(t, srv, "zadd")
 	st = compareDecision(t, s, &clock, "user:log", p, st, now, algorithm.MaxLogLimit, "cost 10000")
 	if n := do(t, srv, "zcard", key); n != "1" {

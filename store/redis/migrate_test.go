@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/internal/testkit/conformance"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
@@ -28,8 +29,8 @@ func TestClusterMigration(t *testing.T) {
 	// migrating starts moving the slot of client's keys to another master
 	// and finishes the move when the test ends.
 	migrating := func(t *testing.T, client string) (from, to *redistest.Server) {
-		slot := c.Slot(t, s.Key(client, "r1"))
-		from = c.MasterOf(t, s.Key(client, "r1"))
+		slot := c.Slot(t, redisstore.Key(s, client, "r1"))
+		from = c.MasterOf(t, redisstore.Key(s, client, "r1"))
 		for _, m := range c.Masters() {
 			if m != from {
 				to = m
@@ -54,7 +55,7 @@ func TestClusterMigration(t *testing.T) {
 		}
 		// Once the slot has moved, the probes' connection to the old
 		// master is answered MOVED.
-		key := s.Key(client, "r1")
+		key := redisstore.Key(s, client, "r1")
 		slot, from := c.Slot(t, key), c.MasterOf(t, key)
 		c.MoveKeys(t, slot, from, to)
 		c.EndMigration(t, slot, from, to)
@@ -105,7 +106,7 @@ func TestShard(t *testing.T) {
 	seen := map[string]bool{}
 	for i := range 30 {
 		client := "user:shard-" + string(rune('a'+i))
-		want := c.MasterOf(t, s.Key(client, "r")).Addr()
+		want := c.MasterOf(t, redisstore.Key(s, client, "r")).Addr()
 		if got := s.Shard(client); got != want {
 			t.Fatalf("Shard(%s) = %q, want %q (CLUSTER KEYSLOT and NODES)", client, got, want)
 		}

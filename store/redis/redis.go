@@ -34,6 +34,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -369,9 +370,9 @@ func notLoadedYet(msg string) bool {
 	return false
 }
 
-// ScriptCommand is the command that runs take.lua: "FCALL" (a function
-// library, Redis 7 and later) or "EVALSHA".
-func (s *Store) ScriptCommand() string {
+// command is the command that runs take.lua and reserve.lua: "FCALL" (a
+// function library, Redis 7 and later) or "EVALSHA".
+func (s *Store) command() string {
 	if s.fcall {
 		return "FCALL"
 	}
@@ -434,8 +435,14 @@ func (s *Store) ErrorKind(err error) string {
 	return ""
 }
 
-// Client returns the underlying rueidis client (for health probes and tests).
-func (s *Store) Client() rueidis.Client { return s.client }
+// init sets the hooks by which sluice's tests and bench/redis read the
+// store (internal/redisstore).
+func init() {
+	redisstore.Client = func(s any) rueidis.Client { return s.(*Store).client }
+	redisstore.Key = func(s any, client, rule string) string { return s.(*Store).key(client, rule) }
+	redisstore.Command = func(s any) string { return s.(*Store).command() }
+	redisstore.Leases = func(s any) redisstore.LeaseStats { return s.(*Store).leaseStats() }
+}
 
 // Close closes the connections.
 func (s *Store) Close() error {
@@ -446,8 +453,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Key returns the Redis key of (client, rule): rl:{client}:rule.
-func (s *Store) Key(client, rule string) string {
+// key returns the Redis key of (client, rule): rl:{client}:rule.
+func (s *Store) key(client, rule string) string {
 	return s.cfg.KeyPrefix + "{" + client + "}:" + rule
 }
 
@@ -465,7 +472,7 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 				continue
 			}
 			op := &ops[i]
-			keys = append(keys, s.Key(op.Client, op.Rule))
+			keys = append(keys, s.key(op.Client, op.Rule))
 			args = append(args,
 				strconv.Itoa(int(op.Params.Kind)+1),
 				strconv.FormatInt(op.Params.Limit, 10),
@@ -514,7 +521,7 @@ func (s *Store) giveBackRun(ctx context.Context, keys, args []string) error {
 // that moved, or is moving, to another master is that master's to answer
 // for (the dedicated connection does not follow them by itself).
 func (s *Store) Probe(ctx context.Context, client string) error {
-	key := s.Key(client, "probe")
+	key := s.key(client, "probe")
 	dc, release := s.client.Dedicate()
 	err := dc.Do(ctx, dc.B().Exists().Key(key).Build()).Error()
 	release()

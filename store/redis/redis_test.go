@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/internal/testkit/conformance"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
@@ -204,8 +205,8 @@ func TestDifferentialExtremes(t *testing.T) {
 					}
 					st = compareDecision(t, s, clock, client, p, st, now, cost, fmt.Sprintf("seq %d step %d", seq, step))
 					compared++
-					c := s.Client()
-					if v, err := c.Do(context.Background(), c.B().Get().Key(s.Key(client, "r")).Build()).ToString(); err == nil && len(v) > 0 && v[0] >= 17 && v[0] <= 20 {
+					c := redisstore.Client(s)
+					if v, err := c.Do(context.Background(), c.B().Get().Key(redisstore.Key(s, client, "r")).Build()).ToString(); err == nil && len(v) > 0 && v[0] >= 17 && v[0] <= 20 {
 						packed++
 					}
 				}
@@ -256,7 +257,7 @@ func TestAdvice(t *testing.T) {
 func TestErrorKind(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openStore(t, nil, srv.Addr())
-	c := s.Client()
+	c := redisstore.Client(s)
 	err := c.Do(context.Background(), c.B().Arbitrary("NOSUCHCOMMAND").Build()).Error()
 	if err == nil {
 		t.Fatal("an unknown command succeeded")

@@ -39,11 +39,6 @@ var ErrReserveClients = fmt.Errorf("%w: on a Redis Cluster a reservation's rules
 
 var _ limiter.Reserver = (*Store)(nil)
 
-// ReserveCommand is the command that runs reserve.lua: "FCALL" (in the
-// function library with take.lua, Redis 7 and later) or "EVALSHA", as
-// ScriptCommand.
-func (s *Store) ReserveCommand() string { return s.ScriptCommand() }
-
 // Reserve implements limiter.Reserver: reserve.lua, on the server's clock,
 // finds the least wait after which every bucket admits the call and, when
 // it is within maxWait, takes every bucket at that instant; atomic, as one
@@ -79,7 +74,7 @@ func (s *Store) Reserve(ctx context.Context, ops []limiter.Op, res []algorithm.R
 			s.bufs.Put(b)
 			return limiter.TakeInfo{}, 0, fmt.Errorf("%w: rule %q keys %q, rule %q keys %q", ErrReserveClients, ops[0].Rule, ops[0].Client, op.Rule, op.Client)
 		}
-		b.keys = append(b.keys, s.Key(op.Client, op.Rule))
+		b.keys = append(b.keys, s.key(op.Client, op.Rule))
 		b.params = appendParams(b.params, op, i == 0)
 	}
 	if s.rbatch != nil {

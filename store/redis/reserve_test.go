@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redisstore"
 	"github.com/sluicehq/sluice/internal/testkit/conformance"
 	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/limiter"
@@ -48,7 +49,7 @@ func TestReserveMatchesMemory(t *testing.T) {
 // checkReservePath fails the test unless s runs reserve.lua with command.
 func checkReservePath(t testing.TB, s *sredis.Store, command string) {
 	t.Helper()
-	if got := s.ReserveCommand(); got != command {
+	if got := redisstore.Command(s); got != command {
 		t.Fatalf("store runs reserve.lua with %s, want %s", got, command)
 	}
 }
@@ -191,7 +192,7 @@ func TestReserveSharedAcrossInstances(t *testing.T) {
 	}
 	wg.Wait()
 	// The key outlives every slot handed out: its expiry counts from now.
-	if pttl, err := strconv.ParseInt(do(t, srv, "pttl", stores[0].Key("user:api.partner.example", "egress")), 10, 64); err != nil || pttl*1000 <= longest.Load() {
+	if pttl, err := strconv.ParseInt(do(t, srv, "pttl", redisstore.Key(stores[0], "user:api.partner.example", "egress")), 10, 64); err != nil || pttl*1000 <= longest.Load() {
 		t.Fatalf("PTTL %d ms (%v), want beyond the longest wait %d µs", pttl, err, longest.Load())
 	}
 	slices.Sort(slots)
@@ -251,7 +252,7 @@ func BenchmarkReserve(b *testing.B) {
 			b.Run(k.String()+"/"+mode.name, func(b *testing.B) {
 				ops := []limiter.Op{{Client: "user:bench-" + mode.name, Rule: fmt.Sprint(k), Params: algorithm.Params{Kind: k, Limit: 100, Window: conformance.Second}, Cost: 1}}
 				res := make([]algorithm.Result, 1)
-				benchCalls(b, srv, &clock, s.ReserveCommand(), func() error {
+				benchCalls(b, srv, &clock, redisstore.Command(s), func() error {
 					_, _, err := s.Reserve(context.Background(), ops, res, mode.maxWait)
 					return err
 				})

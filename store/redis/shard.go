@@ -43,7 +43,7 @@ func (s *Store) Shard(client string) string {
 	if m == nil {
 		return ""
 	}
-	return m.names[m.owner[hashSlot(s.Key(client, ""))]]
+	return m.names[m.owner[hashSlot(s.key(client, ""))]]
 }
 
 // readSlots reads CLUSTER SLOTS and keeps the reading; an error keeps the

@@ -104,7 +104,7 @@ func (s *Store) takeStandalone(ctx context.Context, b *callBuf, ops []limiter.Op
 	b.params = b.params[:0]
 	for i := range ops {
 		op := &ops[i]
-		b.keys = append(b.keys, s.Key(op.Client, op.Rule))
+		b.keys = append(b.keys, s.key(op.Client, op.Rule))
 		b.params = appendParams(b.params, op, i == 0)
 	}
 	if s.batch != nil {
@@ -204,7 +204,7 @@ func (s *Store) runGroups(ctx context.Context, gs []group, ops []limiter.Op, res
 		g.params = g.params[:0]
 		for k, i := range g.ops {
 			op := &ops[i]
-			g.keys = append(g.keys, s.Key(op.Client, op.Rule))
+			g.keys = append(g.keys, s.key(op.Client, op.Rule))
 			g.params = appendParams(g.params, op, k == 0)
 		}
 		if len(gs) == 1 {
