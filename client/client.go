@@ -21,7 +21,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/clientcall"
+	"github.com/sluicehq/sluice/internal/seam/clientcall"
 )
 
 // Client calls one sluice service. It is safe for concurrent use; make one

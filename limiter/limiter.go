@@ -17,10 +17,10 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
-	"github.com/sluicehq/sluice/internal/descriptor"
-	"github.com/sluicehq/sluice/internal/everyresult"
 	"github.com/sluicehq/sluice/internal/restrict"
 	"github.com/sluicehq/sluice/internal/rulekey"
+	"github.com/sluicehq/sluice/internal/seam/descriptor"
+	"github.com/sluicehq/sluice/internal/seam/everyresult"
 	"github.com/sluicehq/sluice/rules"
 )
 
@@ -72,7 +72,7 @@ type Request struct {
 	Header           http.Header
 
 	// desc is the Envoy descriptor of the call, nil for any other
-	// caller (set through internal/descriptor).
+	// caller (set through internal/seam/descriptor).
 	desc *descriptor.Descriptor
 }
 

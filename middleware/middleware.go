@@ -19,7 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/headers"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
-	"github.com/sluicehq/sluice/internal/mwhook"
+	"github.com/sluicehq/sluice/internal/seam/mwhook"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -32,7 +32,7 @@ type options struct {
 	endpoint func(*http.Request) (method, path string)
 	onError  func(http.ResponseWriter, *http.Request, error)
 	shape    time.Duration // WithShaping's max wait; 0: reject at once
-	// observe, when set, is told every decision (internal/mwhook).
+	// observe, when set, is told every decision (internal/seam/mwhook).
 	observe func(d limiter.Decision, req limiter.Request)
 }
 

@@ -9,11 +9,11 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/quote"
-	"github.com/sluicehq/sluice/internal/rulewire"
+	"github.com/sluicehq/sluice/internal/seam/rulewire"
 )
 
 // The admin API's bodies and the PostgreSQL store's rows are read through
-// internal/rulewire, which this sets.
+// internal/seam/rulewire, which this sets.
 func init() {
 	rulewire.DecodeRuleJSON = func(b []byte, r any) (err error) {
 		*r.(*Rule), err = decodeRuleJSON(b)

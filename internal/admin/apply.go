@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/rulestore"
-	"github.com/sluicehq/sluice/internal/rulewire"
+	"github.com/sluicehq/sluice/internal/seam/rulewire"
 	"github.com/sluicehq/sluice/rules"
 )
 

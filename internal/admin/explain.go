@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/adminclient"
 	"github.com/sluicehq/sluice/internal/console"
-	"github.com/sluicehq/sluice/internal/descriptor"
+	"github.com/sluicehq/sluice/internal/seam/descriptor"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )

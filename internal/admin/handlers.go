@@ -7,7 +7,7 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice/internal/rulecheck"
-	"github.com/sluicehq/sluice/internal/rulewire"
+	"github.com/sluicehq/sluice/internal/seam/rulewire"
 	"github.com/sluicehq/sluice/rules"
 )
 

@@ -16,7 +16,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/internal/clientcall"
+	"github.com/sluicehq/sluice/internal/seam/clientcall"
 	"github.com/sluicehq/sluice/rules"
 )
 

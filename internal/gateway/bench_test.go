@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/metrics"
-	"github.com/sluicehq/sluice/internal/mwhook"
+	"github.com/sluicehq/sluice/internal/seam/mwhook"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/middleware"
 )

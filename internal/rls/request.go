@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/clientkey"
-	"github.com/sluicehq/sluice/internal/descriptor"
+	"github.com/sluicehq/sluice/internal/seam/descriptor"
 	"github.com/sluicehq/sluice/limiter"
 	"github.com/sluicehq/sluice/rules"
 )

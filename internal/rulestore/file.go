@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/rulecheck"
-	"github.com/sluicehq/sluice/internal/rulewire"
+	"github.com/sluicehq/sluice/internal/seam/rulewire"
 	"github.com/sluicehq/sluice/rules"
 )
 

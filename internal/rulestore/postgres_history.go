@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicehq/sluice/internal/rulewire"
+	"github.com/sluicehq/sluice/internal/seam/rulewire"
 	"github.com/sluicehq/sluice/rules"
 )
 

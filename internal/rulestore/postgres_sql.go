@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sluicehq/sluice/internal/rulewire"
+	"github.com/sluicehq/sluice/internal/seam/rulewire"
 	"github.com/sluicehq/sluice/rules"
 )
 

@@ -34,7 +34,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/internal/redisstore"
+	"github.com/sluicehq/sluice/internal/seam/redisstore"
 	"github.com/sluicehq/sluice/limiter"
 )
 
@@ -436,7 +436,7 @@ func (s *Store) ErrorKind(err error) string {
 }
 
 // init sets the hooks by which sluice's tests and bench/redis read the
-// store (internal/redisstore).
+// store (internal/seam/redisstore).
 func init() {
 	redisstore.Client = func(s any) rueidis.Client { return s.(*Store).client }
 	redisstore.Key = func(s any, client, rule string) string { return s.(*Store).key(client, rule) }

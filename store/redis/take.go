@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/internal/everyresult"
+	"github.com/sluicehq/sluice/internal/seam/everyresult"
 	"github.com/sluicehq/sluice/limiter"
 )
 
