@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/identity"
 	"github.com/sluicehq/sluice/internal/descriptor"
+	"github.com/sluicehq/sluice/internal/dryrun"
 	"github.com/sluicehq/sluice/internal/everyresult"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -183,6 +184,7 @@ type scratch struct {
 	res     [MaxRulesPerCall]algorithm.Result
 	used    [MaxRulesPerCall]*rules.Compiled // the rule of each op
 	own     *rules.Compiled                  // the call's own limit (its descriptor's), if any
+	kept    []*rules.Compiled                // the matched rules that apply, after replaces (in matched)
 	at      [MaxRulesPerCall]int             // CheckMany: each op's bucket in the one take
 	in      keyInput                         // what rules keyed by more than the caller read
 	ep      [maxEndpoint]byte                // the call's endpoint as keys name it (keyInput.endpoint)
@@ -205,16 +207,28 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (d Decision, err erro
 		return Decision{}, ErrNoRules
 	}
 	sc := l.scratch.Get().(*scratch)
+	rec := dryrun.From(ctx)
+	var raw []algorithm.Result // a dry run's reads
 	// d is built in place, the result itself.
 	ops, err := l.plan(ix, req, sc, &d)
 	switch {
 	case err == nil && len(ops) > 0:
 		var info TakeInfo
-		if info, err = l.store.Take(ctx, ops, sc.res[:len(ops)]); err == nil {
+		if rec != nil {
+			raw = make([]algorithm.Result, len(ops))
+			info, err = l.read(ctx, ops, sc.res[:len(ops)], raw)
+		} else {
+			info, err = l.store.Take(ctx, ops, sc.res[:len(ops)])
+		}
+		if err == nil {
 			fold(&d, sc, len(ops), info)
 		}
 	case errors.Is(err, ErrTooManyRules):
 		d, err = tooMany(sc), nil
+		sc.kept, ops = nil, nil
+	}
+	if rec != nil && err == nil {
+		rec.Explained = []any{explanation(sc, ops, raw, &d)}
 	}
 	l.scratch.Put(sc)
 	if err != nil {
@@ -290,7 +304,8 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 			req = &peek
 		}
 		ds[i] = Decision{}
-		ops := l.ops(req, sc, dropReplaced(matched[i], every), &ds[i])
+		sc.kept = dropReplaced(matched[i], every)
+		ops := l.ops(req, sc, sc.kept, &ds[i])
 		n[i] = len(ops)
 		if keys == nil && len(ops) > 0 {
 			keys = make(map[bucket]int, len(reqs)*len(ops))
@@ -310,6 +325,12 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 			sc.at[j] = at
 		}
 	}
+	rec := dryrun.From(ctx)
+	var raw []algorithm.Result // a dry run's reads
+	if rec != nil {
+		raw = make([]algorithm.Result, len(all))
+		defer func() { rec.Explained = explainMany(scs, n, denied, ds, raw) }()
+	}
 	if len(all) == 0 {
 		return nil
 	}
@@ -320,7 +341,13 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 	}
 	for start := 0; start < len(all); start += MaxRulesPerCall {
 		end := min(start+MaxRulesPerCall, len(all))
-		step, err := l.store.Take(ctx, all[start:end], res[start:end])
+		var step TakeInfo
+		var err error
+		if rec != nil {
+			step, err = l.read(ctx, all[start:end], res[start:end], raw[start:end])
+		} else {
+			step, err = l.store.Take(ctx, all[start:end], res[start:end])
+		}
 		if err != nil {
 			return err
 		}
@@ -377,6 +404,7 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 	if own := req.own(); ix.Replaces() || own != nil && len(own.Replaces) > 0 {
 		matched = dropReplaced(matched, matched)
 	}
+	sc.kept = matched
 	return l.ops(req, sc, matched, d), nil
 }
 
