@@ -2,10 +2,13 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/descriptor"
 	"github.com/sluicehq/sluice/internal/dryrun"
+	"github.com/sluicehq/sluice/rules"
 )
 
 // Explanation is what Explain found about a call: the rules it matches,
@@ -51,13 +54,47 @@ type ExplainedBucket struct {
 // explained as the denial Check makes (tooMany).
 func (l *Limiter) Explain(ctx context.Context, req *Request) (Explanation, error) {
 	rec := new(dryrun.Recorder)
-	if _, err := l.Check(dryrun.With(ctx, rec), req); err != nil {
+	var desc descriptor.Descriptor
+	if req.desc != nil {
+		desc = *req.desc
+	}
+	desc.Dry = rec
+	dry := *req
+	dry.desc = &desc
+	if _, err := l.Check(ctx, &dry); err != nil {
 		return Explanation{}, err
 	}
 	return rec.Explained[0].(Explanation), nil
 }
 
-// read is the take of a dry run (internal/dryrun): every op read at cost 0
+// checkDry is Check as a dry run (package dryrun) recorded in rec: planned
+// and folded as Check plans and folds it, its buckets read and judged
+// (read), nothing taken. Apart from Check so that a real call pays
+// nothing for it.
+func (l *Limiter) checkDry(ctx context.Context, ix *rules.Index, req *Request, rec *dryrun.Recorder) (Decision, error) {
+	sc := l.scratch.Get().(*scratch)
+	defer l.scratch.Put(sc)
+	var d Decision
+	var raw []algorithm.Result
+	ops, err := l.plan(ix, req, sc, &d)
+	switch {
+	case err == nil && len(ops) > 0:
+		raw = make([]algorithm.Result, len(ops))
+		info, err := l.read(ctx, ops, sc.res[:len(ops)], raw)
+		if err != nil {
+			return Decision{}, err
+		}
+		fold(&d, sc, len(ops), info)
+	case errors.Is(err, ErrTooManyRules):
+		d, sc.kept, ops = tooMany(sc), nil, nil
+	case err != nil:
+		return Decision{}, err
+	}
+	rec.Explained = []any{explanation(sc, ops, raw, &d)}
+	return d, nil
+}
+
+// read is the take of a dry run (package dryrun): every op read at cost 0
 // into raw, nothing taken, and res what the take of ops would have
 // answered (judge).
 func (l *Limiter) read(ctx context.Context, ops []Op, res, raw []algorithm.Result) (TakeInfo, error) {

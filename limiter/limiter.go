@@ -88,6 +88,15 @@ func (r *Request) own() *rules.Compiled {
 	return r.desc.Own
 }
 
+// dry returns the recorder of a dry run of the call
+// (descriptor.Descriptor.Dry), nil for a real call.
+func (r *Request) dry() *dryrun.Recorder {
+	if r.desc == nil {
+		return nil
+	}
+	return r.desc.Dry
+}
+
 // entries returns the call's descriptor entries, nil when it has none.
 func (r *Request) entries() []rules.Entry {
 	if r.desc == nil {
@@ -206,29 +215,20 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (d Decision, err erro
 	if ix == nil {
 		return Decision{}, ErrNoRules
 	}
+	if rec := req.dry(); rec != nil {
+		return l.checkDry(ctx, ix, req, rec)
+	}
 	sc := l.scratch.Get().(*scratch)
-	rec := dryrun.From(ctx)
-	var raw []algorithm.Result // a dry run's reads
 	// d is built in place, the result itself.
 	ops, err := l.plan(ix, req, sc, &d)
 	switch {
 	case err == nil && len(ops) > 0:
 		var info TakeInfo
-		if rec != nil {
-			raw = make([]algorithm.Result, len(ops))
-			info, err = l.read(ctx, ops, sc.res[:len(ops)], raw)
-		} else {
-			info, err = l.store.Take(ctx, ops, sc.res[:len(ops)])
-		}
-		if err == nil {
+		if info, err = l.store.Take(ctx, ops, sc.res[:len(ops)]); err == nil {
 			fold(&d, sc, len(ops), info)
 		}
 	case errors.Is(err, ErrTooManyRules):
 		d, err = tooMany(sc), nil
-		sc.kept, ops = nil, nil
-	}
-	if rec != nil && err == nil {
-		rec.Explained = []any{explanation(sc, ops, raw, &d)}
 	}
 	l.scratch.Put(sc)
 	if err != nil {
@@ -325,7 +325,10 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 			sc.at[j] = at
 		}
 	}
-	rec := dryrun.From(ctx)
+	var rec *dryrun.Recorder
+	if len(reqs) > 0 {
+		rec = reqs[0].dry()
+	}
 	var raw []algorithm.Result // a dry run's reads
 	if rec != nil {
 		raw = make([]algorithm.Result, len(all))

@@ -28,6 +28,7 @@ type Explained struct {
 // explaining collects, in a dry run of decide, each check's final
 // decision and its code, in the order decide makes them.
 type explaining struct {
+	rec    *dryrun.Recorder // every call's (descriptor.Descriptor.Dry)
 	checks []explainedCheck
 }
 
@@ -38,7 +39,7 @@ type explainedCheck struct {
 
 // Explain says what ShouldRateLimit would answer req now, without taking
 // anything: it runs ShouldRateLimit's own decision (decide) as a dry run
-// (internal/dryrun: every bucket read and judged for its cost, nothing
+// (package dryrun: every bucket read and judged for its cost, nothing
 // taken, nothing counted), so that every case it handles — the request's
 // domain, hits_addend, each descriptor's own limit, an unregistered API
 // key dropped, descriptors united into one check or decided all or
@@ -51,7 +52,8 @@ type explainedCheck struct {
 func (s *Server) Explain(ctx context.Context, req *rlsv3.RateLimitRequest) (_ []Explained, over bool, _ error) {
 	calls := make([]call, len(req.GetDescriptors()))
 	rec, ex := new(dryrun.Recorder), new(explaining)
-	resp, _, err := s.decide(dryrun.With(ctx, rec), req, calls, ex)
+	ex.rec = rec
+	resp, _, err := s.decide(ctx, req, calls, ex)
 	if err != nil {
 		return nil, false, err
 	}

@@ -393,8 +393,8 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 
 // decide answers req; best is the most restrictive decision, which the
 // headers describe (its zero value when the request is malformed). With
-// ex, ctx is a dry run (explain.go): nothing is counted nor reported, and
-// ex gets the explanation of each check.
+// ex, it is a dry run (explain.go): nothing is taken, counted nor
+// reported, and ex gets the explanation of each check.
 func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls []call, ex *explaining) (*rlsv3.RateLimitResponse, limiter.Decision, error) {
 	if err := parse(req, calls); err != nil {
 		return nil, limiter.Decision{}, err
@@ -404,6 +404,11 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		return nil, limiter.Decision{}, status.Error(codes.Unavailable, "rls: no rules loaded yet")
 	}
 	lim := vs.prepare(req, calls)
+	if ex != nil {
+		for i := range calls {
+			calls[i].desc.Dry = ex.rec // attached to every call with entries
+		}
+	}
 	a := new(answer)
 	resp := &a.resp
 	resp.OverallCode = rlsv3.RateLimitResponse_OK
