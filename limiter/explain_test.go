@@ -56,3 +56,22 @@ func TestExplainTakesNothing(t *testing.T) {
 		t.Fatalf("PeekBucket(per-ip) = %+v %d %v %v, want remaining 97 of 100", r, limit, ok, err)
 	}
 }
+
+// TestExplainLimitZero: a rule of limit 0 is explained as Check decides
+// it — denied, 0 remaining of 0 — and its bucket reads 0 of 0, not the 1
+// of the bucket of 1 the limiter takes it as.
+func TestExplainLimitZero(t *testing.T) {
+	l, _ := newLimiter(t, &rules.Set{Rules: []rules.Rule{rule("closed", 0, time.Minute, nil)}})
+	req := limiter.Request{User: "alice"}
+	ex, err := l.Explain(context.Background(), &req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := check(t, l, req)
+	if ex.Decision.Allowed || d.Allowed || ex.Decision.Remaining != 0 || ex.Decision.Reason != d.Reason {
+		t.Fatalf("Explain = %+v, Check = %+v; want both denied, 0 remaining", ex.Decision, d)
+	}
+	if len(ex.Buckets) != 1 || ex.Buckets[0].Limit != 0 || ex.Buckets[0].Result.Remaining != 0 || ex.Buckets[0].Allows {
+		t.Fatalf("Buckets = %+v, want one at 0 of 0 that refuses the call", ex.Buckets)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/restrict"
 	"github.com/sluicehq/sluice/internal/rulekey"
 	"github.com/sluicehq/sluice/internal/seam/descriptor"
+	"github.com/sluicehq/sluice/internal/seam/dryrun"
 	"github.com/sluicehq/sluice/internal/seam/everyresult"
 	"github.com/sluicehq/sluice/rules"
 )
@@ -87,6 +88,15 @@ func (r *Request) own() *rules.Compiled {
 		return nil
 	}
 	return r.desc.Own
+}
+
+// dry returns the recorder of a dry run of the call
+// (descriptor.Descriptor.Dry), nil for a real call.
+func (r *Request) dry() *dryrun.Recorder {
+	if r.desc == nil {
+		return nil
+	}
+	return r.desc.Dry
 }
 
 // entries returns the call's descriptor entries, nil when it has none.
@@ -185,6 +195,7 @@ type scratch struct {
 	res     [MaxRulesPerCall]algorithm.Result
 	used    [MaxRulesPerCall]*rules.Compiled // the rule of each op
 	own     *rules.Compiled                  // the call's own limit (its descriptor's), if any
+	kept    []*rules.Compiled                // the matched rules that apply, after replaces (in matched)
 	at      [MaxRulesPerCall]int             // CheckMany: each op's bucket in the one take
 	in      keyInput                         // what rules keyed by more than the caller read
 	ep      [maxEndpoint]byte                // the call's endpoint as keys name it (keyInput.endpoint)
@@ -205,6 +216,9 @@ func (l *Limiter) Check(ctx context.Context, req *Request) (d Decision, err erro
 	ix := l.rules.Load()
 	if ix == nil {
 		return Decision{}, ErrNoRules
+	}
+	if rec := req.dry(); rec != nil {
+		return l.checkDry(ctx, ix, req, rec)
 	}
 	sc := l.scratch.Get().(*scratch)
 	// d is built in place, the result itself.
@@ -292,7 +306,8 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 			req = &peek
 		}
 		ds[i] = Decision{}
-		ops := l.ops(req, sc, dropReplaced(matched[i], every), &ds[i])
+		sc.kept = dropReplaced(matched[i], every)
+		ops := l.ops(req, sc, sc.kept, &ds[i])
 		n[i] = len(ops)
 		if keys == nil && len(ops) > 0 {
 			keys = make(map[bucket]int, len(reqs)*len(ops))
@@ -312,6 +327,15 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 			sc.at[j] = at
 		}
 	}
+	var rec *dryrun.Recorder
+	if len(reqs) > 0 {
+		rec = reqs[0].dry()
+	}
+	var raw []algorithm.Result // a dry run's reads
+	if rec != nil {
+		raw = make([]algorithm.Result, len(all))
+		defer func() { rec.Explained = explainMany(scs, n, denied, ds, raw) }()
+	}
 	if len(all) == 0 {
 		return nil
 	}
@@ -322,7 +346,13 @@ func (l *Limiter) CheckMany(ctx context.Context, reqs []Request, ds []Decision) 
 	}
 	for start := 0; start < len(all); start += MaxRulesPerCall {
 		end := min(start+MaxRulesPerCall, len(all))
-		step, err := l.store.Take(ctx, all[start:end], res[start:end])
+		var step TakeInfo
+		var err error
+		if rec != nil {
+			step, err = l.read(ctx, all[start:end], res[start:end], raw[start:end])
+		} else {
+			step, err = l.store.Take(ctx, all[start:end], res[start:end])
+		}
 		if err != nil {
 			return err
 		}
@@ -379,6 +409,7 @@ func (l *Limiter) plan(ix *rules.Index, req *Request, sc *scratch, d *Decision) 
 	if own := req.own(); ix.Replaces() || own != nil && len(own.Replaces) > 0 {
 		matched = dropReplaced(matched, matched)
 	}
+	sc.kept = matched
 	return l.ops(req, sc, matched, d), nil
 }
 

@@ -100,7 +100,7 @@ func (s *server) explainEnvoy(w http.ResponseWriter, r *http.Request, eb *adminc
 		ec := adminclient.EnvoyCheck{Descriptors: c.Descriptors, Code: "OK", Empty: c.Empty}
 		if !c.Empty {
 			ec.Check = render(&c.Explanation)
-			if !c.Explanation.Decision.Allowed {
+			if c.Over {
 				ec.Code = "OVER_LIMIT"
 			}
 		} else {

@@ -53,7 +53,7 @@ func TestRulesExplain(t *testing.T) {
 		}
 	}
 	code, out, _ := sluice(t, "", "rules", "explain", "--user", "bob", "--endpoint", "GET /orders", a)
-	if code != 0 || !strings.HasPrefix(out, "ALLOWED (tightest rule orders, 2 remaining)") {
+	if code != 0 || !strings.HasPrefix(out, "ALLOWED (tightest rule orders, 1 remaining)") {
 		t.Fatalf("explain bob: exit %d\n%s", code, out)
 	}
 	if code, _, errOut := sluice(t, "", "rules", "explain", "--endpoint", "GET /orders", a); code != 1 || !strings.Contains(errOut, "give at least one") {

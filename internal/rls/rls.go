@@ -377,7 +377,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			onePool.Put(one)
 		}()
 	}
-	resp, best, err := s.decide(ctx, req, calls)
+	resp, best, err := s.decide(ctx, req, calls, nil)
 	if m := s.cfg.Metrics; m != nil {
 		m.Latency(metrics.APIGRPC, time.Since(start))
 		if err != nil {
@@ -393,8 +393,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 }
 
 // decide answers req; best is the most restrictive decision, which the
-// headers describe (its zero value when the request is malformed).
-func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls []call) (*rlsv3.RateLimitResponse, limiter.Decision, error) {
+// headers describe (its zero value when the request is malformed). With
+// ex, it is a dry run (explain.go): nothing is taken, counted nor
+// reported, and ex gets the explanation of each check.
+func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls []call, ex *explaining) (*rlsv3.RateLimitResponse, limiter.Decision, error) {
 	if err := parse(req, calls); err != nil {
 		return nil, limiter.Decision{}, err
 	}
@@ -403,6 +405,11 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		return nil, limiter.Decision{}, status.Error(codes.Unavailable, "rls: no rules loaded yet")
 	}
 	lim := vs.prepare(req, calls)
+	if ex != nil {
+		for i := range calls {
+			calls[i].desc.Dry = ex.rec // attached to every call with entries
+		}
+	}
 	a := new(answer)
 	resp := &a.resp
 	resp.OverallCode = rlsv3.RateLimitResponse_OK
@@ -448,10 +455,14 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		if err != nil {
 			return nil, limiter.Decision{}, s.unavailable(ctx, err)
 		}
-		s.noteTooMany(req, &d)
-		s.count(vs, &d, cost(&c.req), c.desc.Entries)
-		if !d.Allowed && s.cfg.OnDenied != nil && d.Rule != nil {
-			s.cfg.OnDenied(lim, &d, &c.req)
+		if ex != nil {
+			ex.checks = []explainedCheck{{d: d, over: !d.Allowed}}
+		} else {
+			s.noteTooMany(req, &d)
+			s.count(vs, &d, cost(&c.req), c.desc.Entries)
+			if !d.Allowed && s.cfg.OnDenied != nil && d.Rule != nil {
+				s.cfg.OnDenied(lim, &d, &c.req)
+			}
 		}
 		st := &a.st
 		fillStatus(st, &a.dur, &d, vs.limit(d.Rule))
@@ -462,7 +473,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		s.addHeaders(resp, &d, &a.headers, statuses, nil)
-		if m := s.cfg.Metrics; m != nil {
+		if m := s.cfg.Metrics; m != nil && ex == nil {
 			m.Decision(&d)
 		}
 		return resp, d, nil
@@ -495,14 +506,19 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 	best := 0
 	for i := range ds {
 		d := &ds[i]
-		s.noteTooMany(req, d)
-		s.count(vs, d, cost(&live[i].req), live[i].desc.Entries)
-		if !d.Allowed && s.cfg.OnDenied != nil && d.Rule != nil {
-			s.cfg.OnDenied(lim, d, &live[i].req)
+		if ex == nil {
+			s.noteTooMany(req, d)
+			s.count(vs, d, cost(&live[i].req), live[i].desc.Entries)
+			if !d.Allowed && s.cfg.OnDenied != nil && d.Rule != nil {
+				s.cfg.OnDenied(lim, d, &live[i].req)
+			}
 		}
 		statuses[i] = descriptorStatus(d, vs.quotaLimit(d.Rule))
 		if over != nil && over[i] {
 			statuses[i].Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if ex != nil {
+			ex.checks = append(ex.checks, explainedCheck{d: *d, over: statuses[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT})
 		}
 		if quotaOver != nil {
 			// Over by a quota rule (step 3's decision, or step 4's shadow
@@ -516,7 +532,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		if moreRestrictive(d, &ds[best]) {
 			best = i
 		}
-		if m := s.cfg.Metrics; m != nil {
+		if m := s.cfg.Metrics; m != nil && ex == nil {
 			m.Decision(d)
 		}
 	}

@@ -5,7 +5,10 @@
 // (internal/admin, internal/cli) call it.
 package descriptor
 
-import "github.com/sluicehq/sluice/rules"
+import (
+	"github.com/sluicehq/sluice/internal/seam/dryrun"
+	"github.com/sluicehq/sluice/rules"
+)
 
 // Descriptor is one Envoy descriptor as a limiter.Request reads it.
 type Descriptor struct {
@@ -19,6 +22,10 @@ type Descriptor struct {
 	// is (OwnBucket, Own.ID). Own is read, never kept.
 	Own       *rules.Compiled
 	OwnBucket string
+	// Dry, when set, makes the call a dry run recorded there (package
+	// dryrun): decided as always, nothing taken. CheckMany reads the
+	// first request's.
+	Dry *dryrun.Recorder
 }
 
 // Attach makes d the descriptor of req, a *limiter.Request (nil detaches
