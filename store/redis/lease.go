@@ -63,7 +63,6 @@ type giveBack struct{ tokens, t0, end int64 }
 type bucketLease struct {
 	mu       sync.Mutex
 	params   algorithm.Params
-	pinned   bool        // its rule is pinned lease: on (sized by most's pinned rule)
 	slots    []leaseSlot // in order of deadline
 	back     []giveBack
 	fetching chan struct{} // non-nil while a lease call is out
@@ -143,8 +142,7 @@ func (l *leases) lookup(key string, op *limiter.Op, now time.Time) *bucketLease 
 	}
 	b := l.m[key]
 	if b == nil {
-		pinned := op.Lease == limiter.LeaseOn
-		if most, _ := l.most(op.Params, pinned); most < minLease && (!pinned || most < minPinnedLease) {
+		if most, _ := l.most(op.Params); most < minLease {
 			return nil
 		}
 		if op.Lease != limiter.LeaseOn {
@@ -163,7 +161,7 @@ func (l *leases) lookup(key string, op *limiter.Op, now time.Time) *bucketLease 
 		if n := l.counts[key]; n > 0 {
 			rate = max(rate, float64(n)/max(now.Sub(l.at).Seconds(), 0.01))
 		}
-		b = &bucketLease{params: op.Params, pinned: pinned, rate: rate}
+		b = &bucketLease{params: op.Params, rate: rate}
 		l.m[key] = b
 	}
 	b.count++
@@ -237,7 +235,7 @@ func (b *bucketLease) tokens() int64 {
 // want is the size of the next lease: about a quarter of a lease's life of
 // this instance's rate, at least 2 (and the cost), at most most's.
 func (l *leases) want(b *bucketLease, cost int64) (want, least int64, ttl time.Duration) {
-	most, ttl := l.most(b.params, b.pinned)
+	most, ttl := l.most(b.params)
 	rate := max(b.rate, l.rate)
 	want = int64(math.Ceil(rate * ttl.Seconds() / 4))
 	want = min(max(want, 2, cost), max(most, cost))
@@ -248,11 +246,8 @@ func (l *leases) want(b *bucketLease, cost int64) (want, least int64, ttl time.D
 // most is the largest lease of a bucket of p, and a lease's life: an
 // eighth of the bucket's capacity and a quarter of its refill over the
 // life, so that what the leases in hand can strand stays a small part of
-// what the rule allows. A pinned rule's (lease: on: the operator accepts
-// the under-admission) that would get less than minLease so may take its
-// whole refill over the life, so that a per-caller rule of a few calls a
-// second gets leases too.
-func (l *leases) most(p algorithm.Params, pinned bool) (int64, time.Duration) {
+// what the rule allows.
+func (l *leases) most(p algorithm.Params) (int64, time.Duration) {
 	ttl := l.ttl
 	capacity := p.Capacity()
 	if p.Kind == algorithm.TokenBucket {
@@ -260,12 +255,8 @@ func (l *leases) most(p algorithm.Params, pinned bool) (int64, time.Duration) {
 		ttl = min(ttl, time.Duration(capacity*(p.Window/p.Limit))*time.Microsecond/4)
 	}
 	ttl = max(ttl, time.Millisecond)
-	refill := float64(p.Limit) * float64(ttl.Microseconds()) / float64(p.Window)
-	most := min(capacity/8, int64(refill/4))
-	if pinned && most < minLease {
-		most = min(capacity/8, int64(refill))
-	}
-	return most, ttl
+	refill := int64(float64(p.Limit) * float64(ttl.Microseconds()) / float64(p.Window) / 4)
+	return min(capacity/8, refill), ttl
 }
 
 // minLease is the smallest lease worth having: a bucket whose leases
@@ -274,10 +265,6 @@ func (l *leases) most(p algorithm.Params, pinned bool) (int64, time.Duration) {
 // below 64) is never leased. Its hot callers are the denied ones, whom
 // the denial cache already answers without Redis.
 const minLease = 8
-
-// minPinnedLease is minLease for a rule pinned lease: on: a lease of 2
-// tokens already halves its bucket's round trips.
-const minPinnedLease = 2
 
 // take decides op from b: allowed from a slot (its tokens taken), denied
 // while Redis's refusal holds, or after a lease call when b holds too few.
@@ -295,7 +282,6 @@ func (l *leases) take(ctx context.Context, key string, b *bucketLease, op *limit
 				go l.giveBackNow(key, old, back)
 			}
 		}
-		b.pinned = op.Lease == limiter.LeaseOn
 		b.expire(now)
 		for i := range b.slots {
 			if sl := &b.slots[i]; sl.tokens >= op.Cost {
@@ -378,8 +364,6 @@ func (l *leases) fetch(key string, b *bucketLease, cost int64, now time.Time) ch
 	ch := make(chan struct{})
 	b.fetching = ch
 	want, least, ttl := l.want(b, cost)
-	most, _ := l.most(b.params, false)
-	pinnedSmall := b.pinned && most < minLease
 	back := b.back
 	b.back = nil
 	params := b.params
@@ -390,14 +374,7 @@ func (l *leases) fetch(key string, b *bucketLease, cost int64, now time.Time) ch
 		ctx, cancel := context.WithTimeout(context.Background(), leaseCallTimeout)
 		defer cancel()
 		sent := time.Now()
-		life := ttl / 32
-		if pinnedSmall {
-			// a small lease of a bucket far from empty (a light caller's)
-			// lives its whole ttl: the refill over its life is charged,
-			// under-admission the pinned rule accepts
-			life = ttl
-		}
-		r, err := l.call(ctx, key, params, want, least, ttl, life, back)
+		r, err := l.call(ctx, key, params, want, least, ttl, back)
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.fetching = nil
@@ -439,13 +416,12 @@ func sumBack(back []giveBack) int64 {
 type leaseReply struct{ now, granted, ttl, retry, reset int64 }
 
 // call runs lease.lua: give back back, lease up to want (at least least).
-// life is a token bucket's shortest lease life (lease.lua, ARGV[9]).
-func (l *leases) call(ctx context.Context, key string, p algorithm.Params, want, least int64, ttl, life time.Duration, back []giveBack) (leaseReply, error) {
-	args := make([]string, 0, 9+3*len(back))
+func (l *leases) call(ctx context.Context, key string, p algorithm.Params, want, least int64, ttl time.Duration, back []giveBack) (leaseReply, error) {
+	args := make([]string, 0, 8+3*len(back))
 	// kinds as take.lua's: 1 token_bucket, 3 fixed_window
 	args = append(args, l.s.scriptNow(), strconv.Itoa(int(p.Kind)+1), strconv.FormatInt(p.Limit, 10),
 		strconv.FormatInt(p.Window, 10), strconv.FormatInt(p.Burst, 10), strconv.FormatInt(want, 10),
-		strconv.FormatInt(least, 10), strconv.FormatInt(ttl.Microseconds(), 10), strconv.FormatInt(life.Microseconds(), 10))
+		strconv.FormatInt(least, 10), strconv.FormatInt(ttl.Microseconds(), 10))
 	for _, g := range back {
 		args = append(args, strconv.FormatInt(g.tokens, 10), strconv.FormatInt(g.t0, 10), strconv.FormatInt(g.end, 10))
 	}
@@ -473,7 +449,7 @@ func (l *leases) call(ctx context.Context, key string, p algorithm.Params, want,
 func (l *leases) giveBackNow(key string, p algorithm.Params, back []giveBack) {
 	ctx, cancel := context.WithTimeout(context.Background(), leaseCallTimeout)
 	defer cancel()
-	if _, err := l.call(ctx, key, p, 0, 1, time.Millisecond, 0, back); err == nil {
+	if _, err := l.call(ctx, key, p, 0, 1, time.Millisecond, back); err == nil {
 		l.given.Add(sumBack(back))
 	}
 }

@@ -7,9 +7,7 @@
 -- ARGV[2..8]  kind (1 token_bucket, 3 fixed_window), limit, window (µs),
 --          burst, want (tokens asked), least (fewest worth a lease: the
 --          lease is refused when fewer are there), ttl (µs)
--- ARGV[9]  a token bucket's shortest lease life (µs): ttl/32, or ttl
---          for a rule pinned lease: on whose leases are small
--- ARGV[10..] per lease given back: tokens unused, its now, its end (µs
+-- ARGV[9..] per lease given back: tokens unused, its now, its end (µs
 --          relative to EPOCH)
 -- returns  a string '<ddddd': now, tokens granted (0: refused), the
 --          lease's life (µs from now), the wait until `least` tokens are
@@ -56,7 +54,7 @@ if kind == 1 then
   if burst > 0 then cap = burst end
   if A ~= 0 then T, A = T + 1, 0 end -- a remainder (another limit's): up to the µs
   -- give back: each lease's unused tokens, not before its end (its charge)
-  local j = 10
+  local j = 9
   while ARGV[j + 2] do
     local k, e = tonumber(ARGV[j]), tonumber(ARGV[j + 2])
     if T ~= NEW and k > 0 then
@@ -74,7 +72,7 @@ if kind == 1 then
   local n = want
   if avail < n then n = avail end
   if n < least then
-    if j > 10 and T ~= NEW then call('SET', key, encode(1, T, 0, limit), 'PX', fmt('%d', ceil(q / 1000) + 1000)) end
+    if j > 9 and T ~= NEW then call('SET', key, encode(1, T, 0, limit), 'PX', fmt('%d', ceil(q / 1000) + 1000)) end
     return pack('<ddddd', now, 0, 0, q - (cap - least) * I, q)
   end
   -- The lease lives until e and is charged at e: F = max(F, e) + n·I.
@@ -86,9 +84,7 @@ if kind == 1 then
   if base < now then base = now end
   if base < e then
     local life = base - now
-    local least_life = tonumber(ARGV[9])
-    if least_life > ttl then least_life = ttl end
-    if life < least_life then life = least_life end
+    if life < floor(ttl / 32) then life = floor(ttl / 32) end
     e = now + life
   end
   local F = T
@@ -100,7 +96,7 @@ end
 
 -- fixed window
 if kind ~= 3 then return redis.error_reply('ERR sluice lease: kind ' .. ARGV[2] .. ' is not leased') end
-local j = 10
+local j = 9
 while ARGV[j + 2] do
   local k, t0 = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
   if T ~= NEW and k > 0 and T == wstart(t0, window) then
@@ -118,7 +114,7 @@ if avail < 0 then avail = 0 end
 local n = want
 if avail < n then n = avail end
 if n < least then
-  if j > 10 and T ~= NEW and T >= start then call('SET', key, encode(3, T, A), 'PX', fmt('%d', ceil((T + window - now) / 1000) + 1000)) end
+  if j > 9 and T ~= NEW and T >= start then call('SET', key, encode(3, T, A), 'PX', fmt('%d', ceil((T + window - now) / 1000) + 1000)) end
   return pack('<ddddd', now, 0, 0, left, left)
 end
 count = count + n
