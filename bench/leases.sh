@@ -17,8 +17,10 @@
 #   textbook: bench/redis -mode textbook -global: the textbook script
 #             (bench/redis/textbook.lua, EVALSHA) on the caller's key and on
 #             the global key, one pipeline per decision
-#   pinned:   leases on, the per-caller rule pinned lease: on (-pin): small
-#             leases for light callers' buckets too
+#   pinned:   leases on, the per-caller rule pinned lease: on (-pin); its
+#             buckets are still not leased (their leases would be under 8
+#             tokens): commit 8f3fde6 leased them, see the journal
+#             docs/runs/2026-12-07-leases.md
 #   pinned1s: the same with leases of up to 1 s (-lease-ttl 1s)
 # With HOT=1 the per-caller rule is left out (-caller=false): every call
 # is checked against the global rule alone, hot-key traffic only.

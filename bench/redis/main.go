@@ -94,7 +94,7 @@ func main() {
 		global      = flag.Int64("global", 0, "add a by: global rule of this many calls a second (a hot key; 0: none); -mode incr and textbook then count a global key too")
 		caller      = flag.Bool("caller", true, "the per-user rule (false, with -global: the global rule alone, hot-key traffic only)")
 		leases      = flag.Bool("leases", true, "store/redis leases for hot buckets (false: Config.NoLeases)")
-		pin         = flag.Bool("pin", false, "pin the per-user rule lease: on (small leases for light callers' buckets too)")
+		pin         = flag.Bool("pin", false, "pin the per-user rule lease: on (not leased still: its leases would be under 8 tokens)")
 		leaseTTL    = flag.Duration("lease-ttl", 0, "store/redis Config.LeaseTTL: a lease's longest life (0: the default)")
 		flushDelay  = flag.Duration("flush-delay", 0, "store/redis Config.FlushDelay: how long a connection may hold a write for more commands while a reply is out (0: write at once)")
 	)
