@@ -17,10 +17,18 @@
 #   textbook: bench/redis -mode textbook -global: the textbook script
 #             (bench/redis/textbook.lua, EVALSHA) on the caller's key and on
 #             the global key, one pipeline per decision
+#   pinned:   leases on, the per-caller rule pinned lease: on (-pin); its
+#             buckets are still not leased (their leases would be under 8
+#             tokens): commit 8f3fde6 leased them, see the journal
+#             docs/runs/2026-12-07-leases.md
+#   pinned1s: the same with leases of up to 1 s (-lease-ttl 1s)
 # With HOT=1 the per-caller rule is left out (-caller=false): every call
 # is checked against the global rule alone, hot-key traffic only.
 # Prints per run the RESULT line, then per contender the medians of Redis
-# CPU per 1,000 decisions (INFO cpu), decisions/s and p99.
+# CPU per 1,000 decisions (INFO cpu), decisions/s and p99. cpu_ms_per_1000
+# is read by the bench around its load; all_ms_per_1000 by this script
+# around the whole bench process, so that it also holds what the bench
+# does after its load: the give-back of every lease in hand at Close.
 #
 #   bench/leases.sh                      # defaults
 #   ROUNDS=5 DURATION=10s bench/leases.sh
@@ -37,11 +45,15 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --hz 100 --daemonize no --logfile "$bin/redis.log" &
 rpid=$!
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+cpu() { redis-cli -p "$port" info cpu | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {printf "%.6f", s}'; }
 run() { # name, args...
   local name=$1; shift
   redis-cli -p "$port" flushall >/dev/null
-  "$bin/redis-bench" -redis "127.0.0.1:$port" -duration "$DURATION" -concurrency "$CONCURRENCY" \
-    -keyspace "$KEYSPACE" -zipf "$ZIPF" -global "$GLOBAL" -caller="$([ "$HOT" = 1 ] && echo false || echo true)" "$@" | grep '^RESULT' | sed "s/^RESULT/RESULT contender=$name/"
+  local c0 line
+  c0=$(cpu)
+  line=$("$bin/redis-bench" -redis "127.0.0.1:$port" -duration "$DURATION" -concurrency "$CONCURRENCY" \
+    -keyspace "$KEYSPACE" -zipf "$ZIPF" -global "$GLOBAL" -caller="$([ "$HOT" = 1 ] && echo false || echo true)" "$@" | grep '^RESULT')
+  python3 -c 'import sys; c0, c1, l = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]; n = int(l.split("decisions=")[1].split()[0]); print(l.replace("RESULT", "RESULT contender=" + sys.argv[4], 1) + " all_ms_per_1000=%.2f" % ((c1 - c0) * 1e6 / max(n, 1)))' "$c0" "$(cpu)" "$line" "$name"
 }
 out=$bin/results
 CONTENDERS=${CONTENDERS:-leases noleases unbatched incr textbook}
@@ -53,6 +65,8 @@ for r in $(seq "$ROUNDS"); do
       unbatched) run unbatched -max-batch 1 ;;
       incr) run incr -mode incr ;;
       textbook) run textbook -mode textbook ;;
+      pinned) run pinned -pin ;;
+      pinned1s) run pinned1s -pin -lease-ttl 1s ;;
       *) echo "leases.sh: unknown contender $c" >&2; exit 2 ;;
     esac >>"$out"
   done
@@ -63,6 +77,6 @@ for c in $CONTENDERS; do
 import sys, statistics
 rows = [dict(kv.split('=', 1) for kv in l.split()[1:]) for l in open(sys.argv[1]) if f"contender={sys.argv[2]} " in l]
 med = lambda k: statistics.median(float(r[k]) for r in rows)
-print(f"{sys.argv[2]}: median of {len(rows)}: cpu_ms_per_1000={med('cpu_ms_per_1000'):.2f} decisions_per_s={med('decisions_per_s'):.0f} p99_us={med('p99_us'):.1f}")
+print(f"{sys.argv[2]}: median of {len(rows)}: cpu_ms_per_1000={med('cpu_ms_per_1000'):.2f} all_ms_per_1000={med('all_ms_per_1000'):.2f} decisions_per_s={med('decisions_per_s'):.0f} p99_us={med('p99_us'):.1f}")
 PY
 done

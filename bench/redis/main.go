@@ -95,6 +95,8 @@ func main() {
 		global      = flag.Int64("global", 0, "add a by: global rule of this many calls a second (a hot key; 0: none); -mode incr and textbook then count a global key too")
 		caller      = flag.Bool("caller", true, "the per-user rule (false, with -global: the global rule alone, hot-key traffic only)")
 		leases      = flag.Bool("leases", true, "store/redis leases for hot buckets (false: Config.NoLeases)")
+		pin         = flag.Bool("pin", false, "pin the per-user rule lease: on (not leased still: its leases would be under 8 tokens)")
+		leaseTTL    = flag.Duration("lease-ttl", 0, "store/redis Config.LeaseTTL: a lease's longest life (0: the default)")
 		flushDelay  = flag.Duration("flush-delay", 0, "store/redis Config.FlushDelay: how long a connection may hold a write for more commands while a reply is out (0: write at once)")
 	)
 	flag.Parse()
@@ -112,6 +114,8 @@ func main() {
 	cfg.FlushDelay = *flushDelay
 	cfg.BatchWait = *batchWait
 	cfg.NoLeases = !*leases
+	cfg.LeaseTTL = *leaseTTL
+	pinCaller = *pin
 	pickZipf, globalLimit, perCaller = *zipf, *global, *caller || *global == 0
 	if *mode != "sluice" && *mode != "incr" && *mode != "reserve" && *mode != "floor" && *mode != "textbook" {
 		fmt.Fprintf(os.Stderr, "redis bench: -mode %q: want sluice, reserve, incr, textbook or floor\n", *mode)
@@ -134,11 +138,13 @@ const (
 	incrLimit  = 10
 )
 
-// pickZipf, globalLimit and perCaller are -zipf, -global and -caller.
+// pickZipf, globalLimit, perCaller and pinCaller are -zipf, -global,
+// -caller and -pin.
 var (
 	pickZipf    float64
 	globalLimit int64
 	perCaller   bool
+	pinCaller   bool
 )
 
 // picker returns a function that picks a user index: uniformly, or by a
@@ -169,6 +175,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		Window:    rules.Duration(10 * time.Second),
 		Algorithm: algorithm.TokenBucket,
 	}}}
+	if pinCaller {
+		set.Rules[0].Lease = rules.LeaseOn
+	}
 	if globalLimit > 0 {
 		set.Rules = append(set.Rules, rules.Rule{ID: "global", By: rules.ByGlobal, Limit: globalLimit,
 			Window: rules.Duration(time.Second), Algorithm: algorithm.TokenBucket})
@@ -317,7 +326,7 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		}
 	}
 
-	denied0, leased0 := store.LocalDenials(), redisstore.Leases(store).Decided
+	denied0, lease0 := store.LocalDenials(), redisstore.Leases(store)
 	cpu0, err := redisinfo.CPU(ctx, redisstore.Client(store))
 	if err != nil {
 		return err
@@ -370,7 +379,8 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	cpu := cpu1 - cpu0
 	// ops decided in process: denials from the local denial cache, and
 	// ops decided from a lease (two rules: a decision has two ops)
-	localDenials, leased := store.LocalDenials()-denied0, redisstore.Leases(store).Decided-leased0
+	lease1 := redisstore.Leases(store)
+	localDenials, leased := store.LocalDenials()-denied0, lease1.Decided-lease0.Decided
 	perSec := res.PerSecond()
 	perCPU := 0.0
 	if cpu > 0 {
@@ -411,9 +421,9 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 	if res.Errors > 0 {
 		fmt.Printf("  first error   %v\n", res.FirstErr)
 	}
-	fmt.Printf("RESULT mode=%s command=%s decisions=%d errors=%d decisions_per_s=%.0f p50_us=%.1f p99_us=%.1f redis_cpu_s=%.3f decisions_per_cpu_s=%.0f cpu_ms_per_1000=%.2f usec_per_call=%.2f calls=%d late=%d reads_per_1000=%.0f writes_per_1000=%.0f local_denials=%d leased_ops=%d\n",
+	fmt.Printf("RESULT mode=%s command=%s decisions=%d errors=%d decisions_per_s=%.0f p50_us=%.1f p99_us=%.1f redis_cpu_s=%.3f decisions_per_cpu_s=%.0f cpu_ms_per_1000=%.2f usec_per_call=%.2f calls=%d late=%d reads_per_1000=%.0f writes_per_1000=%.0f local_denials=%d leased_ops=%d lease_calls=%d\n",
 		mode, strings.ToLower(command), res.Requests, res.Errors, perSec, micros(res.Latency.Quantile(0.5)), micros(res.Latency.Quantile(0.99)), cpu, perCPU,
-		perThousand(cpu, res.Requests), usecPerCall, cmd1[0].Calls-cmd0[0].Calls, res.Late, readsPer, writesPer, localDenials, leased)
+		perThousand(cpu, res.Requests), usecPerCall, cmd1[0].Calls-cmd0[0].Calls, res.Late, readsPer, writesPer, localDenials, leased, lease1.Calls-lease0.Calls)
 	if res.Errors > 0 {
 		return fmt.Errorf("%d calls failed", res.Errors)
 	}
