@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,6 +238,9 @@ func configFiles(resp *discoveryv3.DiscoveryResponse) ([]envoyconf.File, error) 
 		}
 		files = append(files, envoyconf.File{Name: "xds:" + c.GetName(), Data: b})
 	}
+	// In the order of their names, as a runtime directory's files are: a
+	// server may list the same resources in another order at each push.
+	slices.SortStableFunc(files, func(a, b envoyconf.File) int { return cmp.Compare(a.Name, b.Name) })
 	return files, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +17,9 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"github.com/sluicehq/sluice/rules"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // xdsServer is an xDS management server built with go-control-plane, as
@@ -135,8 +138,13 @@ func TestEnvoyXDS(t *testing.T) {
 		t.Fatalf("%s: limits %v, want %v", what, limits(x.Current()), l)
 	}
 	want("first configuration", map[string]int64{"default/eg/https": 3, "default/eg/http": 7})
-	if r := x.Current().Rules(); len(r) != 2 || r[1].By != "entry:remote_address" || len(r[0].Match.Entries) != 2 {
-		t.Errorf("rules %+v, want the route and match entries, the second keyed by remote_address", r)
+	byDomain := map[string]rules.Rule{}
+	for _, r := range x.Current().Rules() {
+		byDomain[r.Match.Domain] = r.Rule
+	}
+	if https, http := byDomain["default/eg/https"], byDomain["default/eg/http"]; len(byDomain) != 2 ||
+		len(https.Match.Entries) != 2 || https.By == "entry:remote_address" || http.By != "entry:remote_address" {
+		t.Errorf("rules %+v, want the route and match entries, http's keyed by remote_address", byDomain)
 	}
 
 	srv.set(t, "envoy-ratelimit", 2, egConfig("default/eg/https", egRoute, 4, false))
@@ -202,5 +210,39 @@ func TestEnvoyXDSStart(t *testing.T) {
 	}
 	if l := limits(x.Current()); l["d"] != 2 {
 		t.Errorf("limits %v, want d 2", l)
+	}
+}
+
+// TestXDSResourceOrder: the rules of an xDS push do not depend on the
+// order the server lists its resources in (go-control-plane's snapshot
+// keeps them in a map: each push may list them in another order). The
+// files are taken in the order of the resources' names, as a runtime
+// directory's are in the order of the files' names, so the same
+// configuration is the same rules.
+func TestXDSResourceOrder(t *testing.T) {
+	a, b := egConfig("default/eg/http", egRoute, 7, true), egConfig("default/eg/https", egRoute, 3, false)
+	names := func(confs ...*rlsconfv3.RateLimitConfig) []string {
+		t.Helper()
+		resp := &discoveryv3.DiscoveryResponse{}
+		for _, c := range confs {
+			res, err := anypb.New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Resources = append(resp.Resources, res)
+		}
+		files, err := configFiles(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range files {
+			out = append(out, f.Name)
+		}
+		return out
+	}
+	ab, ba := names(a, b), names(b, a)
+	if !slices.Equal(ab, ba) {
+		t.Errorf("files of resources (http, https) = %v, of (https, http) = %v; want the same order", ab, ba)
 	}
 }
