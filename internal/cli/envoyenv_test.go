@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/testkit/listentest"
+	"github.com/sluicehq/sluice/internal/testkit/xdstest"
 )
 
 // envoyLimit is an envoyproxy/ratelimit configuration file: domain, one
@@ -249,11 +250,11 @@ func TestEnvoyVarsDocumented(t *testing.T) {
 // across a restart of the xDS server, during which the last good
 // configuration stays in force.
 func TestServeEnvoyXDS(t *testing.T) {
-	xds := newXDS(t, "127.0.0.1:0")
-	xds.set(t, "envoy-ratelimit", 1, egLimit("default/eg/https", 2))
+	xds := xdstest.Start(t, "127.0.0.1:0")
+	xds.Set(t, "envoy-ratelimit", 1, egLimit("default/eg/https", 2))
 	grpcPort := strconv.Itoa(listentest.FreePort(t))
 	setenv(t, map[string]string{
-		"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": xds.addr, "CONFIG_GRPC_XDS_NODE_ID": "envoy-ratelimit",
+		"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": xds.Addr, "CONFIG_GRPC_XDS_NODE_ID": "envoy-ratelimit",
 		"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "50ms", "FORCE_START_WITHOUT_INITIAL_CONFIG": "true",
 		"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_IGNOREDOTFILES": "true", "RUNTIME_WATCH_ROOT": "false",
 		"USE_STATSD": "false", "LOG_LEVEL": "info", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": grpcPort,
@@ -290,16 +291,16 @@ func TestServeEnvoyXDS(t *testing.T) {
 		t.Errorf("first call of 192.0.2.2 = %v, want OK: one bucket per client IP", got)
 	}
 
-	xds.set(t, "envoy-ratelimit", 2, egLimit("default/eg/https", 5))
+	xds.Set(t, "envoy-ratelimit", 2, egLimit("default/eg/https", 5))
 	waitFor(t, "the change", func() bool { return ask("192.0.2.3").Statuses[0].GetCurrentLimit().GetRequestsPerUnit() == 5 })
 
-	addr := xds.addr
-	xds.g.Stop()
+	addr := xds.Addr
+	xds.Stop()
 	time.Sleep(200 * time.Millisecond) // a few failed reconnections
 	if got := ask("192.0.2.4").Statuses[0].GetCurrentLimit().GetRequestsPerUnit(); got != 5 {
 		t.Errorf("limit with the xDS server down = %d, want 5, the last good", got)
 	}
-	xds2 := newXDS(t, addr)
-	xds2.set(t, "envoy-ratelimit", 1, egLimit("default/eg/https", 8))
+	xds2 := xdstest.Start(t, addr)
+	xds2.Set(t, "envoy-ratelimit", 1, egLimit("default/eg/https", 8))
 	waitFor(t, "the restarted server's configuration", func() bool { return ask("192.0.2.5").Statuses[0].GetCurrentLimit().GetRequestsPerUnit() == 8 })
 }

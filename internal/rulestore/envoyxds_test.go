@@ -3,91 +3,18 @@ package rulestore
 import (
 	"context"
 	"log/slog"
-	"net"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
-	"github.com/sluicehq/sluice/rules"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/sluicehq/sluice/internal/testkit/xdstest"
+	"github.com/sluicehq/sluice/rules"
 )
-
-// xdsServer is an xDS management server built with go-control-plane, as
-// Envoy Gateway's serves envoyproxy/ratelimit: an ADS server over a
-// snapshot cache keyed by node id.
-type xdsServer struct {
-	addr  string
-	cache cache.SnapshotCache
-	g     *grpc.Server
-
-	mu    sync.Mutex
-	nacks []string // error details of the NACKs received
-}
-
-func startXDS(t *testing.T, addr string, c cache.SnapshotCache) *xdsServer {
-	t.Helper()
-	if c == nil {
-		c = cache.NewSnapshotCache(true, cache.IDHash{}, nil)
-	}
-	s := &xdsServer{cache: c}
-	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, req *discoveryv3.DiscoveryRequest) error {
-		if d := req.GetErrorDetail(); d != nil {
-			s.mu.Lock()
-			s.nacks = append(s.nacks, d.GetMessage())
-			s.mu.Unlock()
-		}
-		return nil
-	}}
-	var ln net.Listener
-	var err error
-	for range 50 { // the same address again after a restart
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.addr = ln.Addr().String()
-	s.g = grpc.NewServer()
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(s.g, serverv3.NewServer(context.Background(), c, cb))
-	go s.g.Serve(ln)
-	t.Cleanup(s.g.Stop)
-	return s
-}
-
-func (s *xdsServer) nacked() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.nacks...)
-}
-
-// set puts confs in the snapshot of node, at version.
-func (s *xdsServer) set(t *testing.T, node string, version int, confs ...*rlsconfv3.RateLimitConfig) {
-	t.Helper()
-	var res []cachev3.Resource
-	for _, c := range confs {
-		res = append(res, c)
-	}
-	snap, err := cache.NewSnapshot(strconv.Itoa(version), map[resource.Type][]cachev3.Resource{resource.RateLimitConfigType: res})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cache.SetSnapshot(context.Background(), node, snap); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // egConfig is a RateLimitConfig shaped as Envoy Gateway generates them
 // (internal/xds/translator, its ratelimit-config test outputs): named and
@@ -114,10 +41,10 @@ const egRoute = "httproute/default/backend/rule/0/match/0/www_example_com"
 // restart keeps the last good in force until the restarted server's
 // configuration comes.
 func TestEnvoyXDS(t *testing.T) {
-	srv := startXDS(t, "127.0.0.1:0", nil)
-	srv.set(t, "envoy-ratelimit", 1, egConfig("default/eg/https", egRoute, 3, false), egConfig("default/eg/http", egRoute, 7, true))
+	srv := xdstest.Start(t, "127.0.0.1:0")
+	srv.Set(t, "envoy-ratelimit", 1, egConfig("default/eg/https", egRoute, 3, false), egConfig("default/eg/http", egRoute, 7, true))
 	var log syncLog
-	x, err := OpenEnvoyXDS(t.Context(), EnvoyXDSConfig{ServerURL: srv.addr, NodeID: "envoy-ratelimit", RetryInterval: 50 * time.Millisecond,
+	x, err := OpenEnvoyXDS(t.Context(), EnvoyXDSConfig{ServerURL: srv.Addr, NodeID: "envoy-ratelimit", RetryInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -147,18 +74,18 @@ func TestEnvoyXDS(t *testing.T) {
 		t.Errorf("rules %+v, want the route and match entries, http's keyed by remote_address", byDomain)
 	}
 
-	srv.set(t, "envoy-ratelimit", 2, egConfig("default/eg/https", egRoute, 4, false))
+	srv.Set(t, "envoy-ratelimit", 2, egConfig("default/eg/https", egRoute, 4, false))
 	want("a change", map[string]int64{"default/eg/https": 4})
 
 	bad := egConfig("default/eg/https", egRoute, 5, false)
 	bad.Descriptors[0].Descriptors[0].RateLimit.Unit = rlsconfv3.RateLimitUnit_UNKNOWN
-	srv.set(t, "envoy-ratelimit", 3, bad)
-	for deadline := time.Now().Add(10 * time.Second); len(srv.nacked()) == 0 && time.Now().Before(deadline); {
+	srv.Set(t, "envoy-ratelimit", 3, bad)
+	for deadline := time.Now().Add(10 * time.Second); len(srv.Nacked()) == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// The server sends the refused version again after each NACK; each is
 	// refused, a retry interval apart.
-	if n := srv.nacked(); len(n) == 0 || !strings.Contains(n[0], `rate_limit.unit: want one of second, minute, hour, day, week, month, year (any letter case), got "UNKNOWN"`) {
+	if n := srv.Nacked(); len(n) == 0 || !strings.Contains(n[0], `rate_limit.unit: want one of second, minute, hour, day, week, month, year (any letter case), got "UNKNOWN"`) {
 		t.Fatalf("NACKs %q, want the unit named", n)
 	}
 	want("after a NACK", map[string]int64{"default/eg/https": 4})
@@ -167,8 +94,8 @@ func TestEnvoyXDS(t *testing.T) {
 	}
 
 	// The server stops: the last good stays, the problem shows.
-	addr := srv.addr
-	srv.g.Stop()
+	addr := srv.Addr
+	srv.Stop()
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(x.Status().Error, "xDS server") && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -178,8 +105,8 @@ func TestEnvoyXDS(t *testing.T) {
 	want("server down", map[string]int64{"default/eg/https": 4})
 
 	// It comes back on the same address, with a fresh cache.
-	srv2 := startXDS(t, addr, nil)
-	srv2.set(t, "envoy-ratelimit", 1, egConfig("default/eg/https", egRoute, 9, false))
+	srv2 := xdstest.Start(t, addr)
+	srv2.Set(t, "envoy-ratelimit", 1, egConfig("default/eg/https", egRoute, 9, false))
 	want("server restarted", map[string]int64{"default/eg/https": 9})
 	if st := x.Status(); st.Error != "" {
 		t.Errorf("Status after the restart = %+v, want no error", st)
@@ -189,14 +116,14 @@ func TestEnvoyXDS(t *testing.T) {
 // TestEnvoyXDSStart: without ForceStart, OpenEnvoyXDS waits for a
 // configuration that loads; with it, it starts with none.
 func TestEnvoyXDSStart(t *testing.T) {
-	srv := startXDS(t, "127.0.0.1:0", nil)
+	srv := xdstest.Start(t, "127.0.0.1:0")
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := OpenEnvoyXDS(ctx, EnvoyXDSConfig{ServerURL: srv.addr, NodeID: "n", RetryInterval: 20 * time.Millisecond}); err == nil ||
+	if _, err := OpenEnvoyXDS(ctx, EnvoyXDSConfig{ServerURL: srv.Addr, NodeID: "n", RetryInterval: 20 * time.Millisecond}); err == nil ||
 		!strings.Contains(err.Error(), "no configuration received") {
 		t.Errorf("OpenEnvoyXDS with no snapshot = %v, want it to wait and give up with ctx", err)
 	}
-	x, err := OpenEnvoyXDS(t.Context(), EnvoyXDSConfig{ServerURL: srv.addr, NodeID: "n", ForceStart: true})
+	x, err := OpenEnvoyXDS(t.Context(), EnvoyXDSConfig{ServerURL: srv.Addr, NodeID: "n", ForceStart: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +131,7 @@ func TestEnvoyXDSStart(t *testing.T) {
 	if n := len(x.Current().Rules()); n != 0 {
 		t.Errorf("ForceStart: %d rules, want none", n)
 	}
-	srv.set(t, "n", 1, egConfig("d", "r", 2, false))
+	srv.Set(t, "n", 1, egConfig("d", "r", 2, false))
 	for deadline := time.Now().Add(10 * time.Second); len(x.Current().Rules()) == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
