@@ -87,6 +87,111 @@ func TestDifferentialBatched(t *testing.T) {
 	}
 }
 
+// TestDifferentialBatchedMixed is TestDifferentialBatched with calls of
+// every shape in one run: calls of one key and of two (the second keyed
+// by another client), shadow ops, and rules of whole-µs tokens (take.lua's
+// shortcut for a call of one such key) beside rules whose tokens are a
+// fraction of a µs. A call passes when none of its non-shadow ops denies;
+// then its ops that allowed are taken, and otherwise only the state a
+// denial changed (a clamped debt) is kept. Each op's result must be the Go
+// algorithm's on its bucket.
+func TestDifferentialBatchedMixed(t *testing.T) {
+	for _, path := range scriptPaths {
+		t.Run(path.command, func(t *testing.T) {
+			srv := redistest.Start(t)
+			var clock atomic.Int64
+			s := openStore(t, func(c *sredis.Config) { c.Clock = clock.Load; c.NoDenialCache = true; c.Evalsha = path.evalsha }, srv.Addr())
+			checkPath(t, s, path.command)
+			const workers, steps = 48, 80
+			r := rand.New(rand.NewPCG(21, 8))
+			type bucket struct {
+				p  algorithm.Params
+				st algorithm.State
+			}
+			type worker struct {
+				user, ip *bucket
+				rng      *rand.Rand
+			}
+			draw := func(w int) *bucket {
+				p := algorithm.Params{Kind: algorithm.TokenBucket,
+					Limit:  []int64{1, 4, 7, 10, 20}[r.IntN(5)],
+					Window: []int64{conformance.Second, 3 * conformance.Second, conformance.Minute}[r.IntN(3)]}
+				if w%4 == 3 { // another algorithm now and then
+					p.Kind = algorithm.Kinds()[r.IntN(len(algorithm.Kinds()))]
+				}
+				if (p.Kind == algorithm.TokenBucket || p.Kind == algorithm.LeakyBucket) && r.IntN(2) == 0 {
+					p.Burst = int64(1 + r.IntN(10))
+				}
+				return &bucket{p: p}
+			}
+			ws := make([]*worker, workers)
+			for w := range ws {
+				ws[w] = &worker{user: draw(w), ip: draw(w), rng: rand.New(rand.NewPCG(uint64(w), 31))}
+			}
+			now := conformance.Base + r.Int64N(conformance.Day)
+			wholeOne := 0
+			for step := range steps {
+				now += r.Int64N(conformance.Second / 3)
+				clock.Store(now)
+				var wg sync.WaitGroup
+				errs := make(chan error, workers)
+				var mu sync.Mutex
+				for w, wk := range ws {
+					wg.Go(func() {
+						bs := []*bucket{wk.user}
+						ops := []limiter.Op{{Client: fmt.Sprintf("user:mixed-%d", w), Rule: "r", Params: wk.user.p, Cost: 1 + wk.rng.Int64N(3)}}
+						if wk.rng.IntN(3) == 0 {
+							bs = append(bs, wk.ip)
+							ops = append(ops, limiter.Op{Client: fmt.Sprintf("ip:mixed-%d", w), Rule: "q", Params: wk.ip.p, Cost: 1 + wk.rng.Int64N(2)})
+						}
+						if wk.rng.IntN(5) == 0 {
+							ops[wk.rng.IntN(len(ops))].Shadow = true
+						}
+						if len(ops) == 1 && !ops[0].Shadow && ops[0].Params.Kind == algorithm.TokenBucket && ops[0].Params.Window%ops[0].Params.Limit == 0 {
+							mu.Lock()
+							wholeOne++
+							mu.Unlock()
+						}
+						want := make([]algorithm.Result, len(ops))
+						next := make([]algorithm.State, len(ops))
+						pass := true
+						for i, op := range ops {
+							want[i], next[i] = algorithm.Apply(op.Params, bs[i].st, now, op.Cost)
+							if !want[i].Allowed && !op.Shadow {
+								pass = false
+							}
+						}
+						res := make([]algorithm.Result, len(ops))
+						if _, err := s.Take(context.Background(), ops, res); err != nil {
+							errs <- err
+							return
+						}
+						for i := range ops {
+							if (pass && want[i].Allowed) || (!want[i].Allowed && want[i].Changed) {
+								bs[i].st = next[i]
+							}
+							got := res[i]
+							got.Changed, want[i].Changed = false, false
+							if got != want[i] {
+								errs <- fmt.Errorf("step %d worker %d op %d of %d %+v cost %d shadow %v: lua %+v, go %+v", step, w, i, len(ops), ops[i].Params, ops[i].Cost, ops[i].Shadow, got, want[i])
+							}
+						}
+					})
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					t.Fatal(err)
+				}
+			}
+			if wholeOne == 0 {
+				t.Fatal("no call of one whole-µs token bucket: the shortcut was not exercised")
+			}
+			t.Logf("%d calls, %d of one whole-µs token bucket", workers*steps, wholeOne)
+		})
+	}
+}
+
 // TestExactUnderConcurrency: 64 goroutines on one user, each call also
 // keyed by one of two ips (a second client in the same call). On a
 // standalone server the call is one script, all or nothing: exactly the
