@@ -81,3 +81,31 @@ func TestEarlierStates(t *testing.T) {
 		}
 	})
 }
+
+// TestStateOutsideDecimalRange: a state whose time falls outside the
+// decimal form's range (before 2020-09-13, or from 2051) is stored packed,
+// whichever way take.lua decided the call (a lone whole-µs token bucket is
+// decided inline), and decided on from there as the Go function decides.
+func TestStateOutsideDecimalRange(t *testing.T) {
+	srv := redistest.Start(t)
+	var clock atomic.Int64
+	s := newStore(t, &clock, srv.Addr())
+	c := redisstore.Client(s)
+	ctx := context.Background()
+	const epoch = 1_600_000_000_000_000
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: conformance.Second} // a token of 100,000 µs
+	for i, now := range []int64{conformance.Day, epoch - conformance.Second, epoch + 1_000_000_000_000_000} {
+		client := fmt.Sprintf("user:range-%d", i)
+		var st algorithm.State
+		for step := range int64(3) {
+			st = compareDecision(t, s, &clock, client, p, st, now+step*1000, 1, fmt.Sprintf("at %d step %d", now, step))
+			v, err := c.Do(ctx, c.B().Get().Key(redisstore.Key(s, client, "r")).Build()).ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v == "" || v[0] != 17 {
+				t.Fatalf("at %d step %d: state %q, want it packed (first byte 17)", now, step, v)
+			}
+		}
+	}
+}

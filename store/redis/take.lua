@@ -532,7 +532,7 @@ local function take(keys, args)
         fq = fq + cost * fI
         local F = now + fq
         local wv
-        if F < 1e15 then wv = fmt('1%015d', F) else wv = pack('<Bddd', 17, F, 0, limit) end
+        if F >= 0 and F < 1e15 then wv = fmt('1%015d', F) else wv = pack('<Bddd', 17, F, 0, limit) end
         call('SET', key, wv, 'PX', expiry(ceil(fq / 1000) + 1000))
       else
         -- denied: T >= now here (else fq is 0 <= aq), so T - aq - now is
