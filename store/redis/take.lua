@@ -490,6 +490,10 @@ local function take(keys, args)
     out, w = {pack('<d', now)}, {}
   end
   local first, vetoed = 1, false
+  -- the inline path's last state written (F, its text) and last answer
+  -- (allowed, remaining, reset, retry, its bytes): a run's new buckets of
+  -- one rule share them
+  local mF, mV, mA, mL, mQ, mT, mR
 
   for i = 1, n do
     local kind, flags, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
@@ -532,15 +536,26 @@ local function take(keys, args)
         fq = fq + cost * fI
         local F = now + fq
         local wv
-        if F >= 0 and F < 1e15 then wv = fmt('1%015d', F) else wv = pack('<Bddd', 17, F, 0, limit) end
+        if F == mF then
+          wv = mV -- new buckets of a rule in one run: one state
+        elseif F >= 0 and F < 1e15 then
+          wv = fmt('1%015d', F)
+          mF, mV = F, wv
+        else
+          wv = pack('<Bddd', 17, F, 0, limit)
+        end
         call('SET', key, wv, 'PX', expiry(ceil(fq / 1000) + 1000))
       else
         -- denied: T >= now here (else fq is 0 <= aq), so T - aq - now is
         -- fq - aq; nothing changed, nothing is written
         allowed, reason, retry = 0, 1, fq - aq
       end
-      if n == 1 then return pack('<dBBddd', now, allowed, reason, tbw_left(fq, fI, fcap), fq, retry) end
-      out[i + 1] = pack('<BBddd', allowed, reason, tbw_left(fq, fI, fcap), fq, retry)
+      local left = tbw_left(fq, fI, fcap)
+      if n == 1 then return pack('<dBBddd', now, allowed, reason, left, fq, retry) end
+      if allowed ~= mA or left ~= mL or fq ~= mQ or retry ~= mT then
+        mA, mL, mQ, mT, mR = allowed, left, fq, retry, pack('<BBddd', allowed, reason, left, fq, retry)
+      end
+      out[i + 1] = mR -- the same answer as the last key's: its bytes again
     else
       local allowed, reason, remaining, reset, retry, changed, wv, wt
 
