@@ -25,7 +25,9 @@
 # With HOT=1 the per-caller rule is left out (-caller=false): every call
 # is checked against the global rule alone, hot-key traffic only.
 # Prints per run the RESULT line, then per contender the medians of Redis
-# CPU per 1,000 decisions (INFO cpu), decisions/s and p99. cpu_ms_per_1000
+# CPU per 1,000 decisions (INFO cpu), decisions/s and p99, then each
+# round's ratio to the counter and to the textbook script and the median
+# of those ratios (what docs/redis.md's table gives). cpu_ms_per_1000
 # is read by the bench around its load; all_ms_per_1000 by this script
 # around the whole bench process, so that it also holds what the bench
 # does after its load: the give-back of every lease in hand at Close.
@@ -80,3 +82,20 @@ med = lambda k: statistics.median(float(r[k]) for r in rows)
 print(f"{sys.argv[2]}: median of {len(rows)}: cpu_ms_per_1000={med('cpu_ms_per_1000'):.2f} all_ms_per_1000={med('all_ms_per_1000'):.2f} decisions_per_s={med('decisions_per_s'):.0f} p99_us={med('p99_us'):.1f}")
 PY
 done
+# Each round's ratio to the counter and to the textbook script (when they
+# ran), and the median of those ratios: the figures docs/redis.md gives.
+python3 - "$out" <<'PY'
+import sys, statistics
+rows = [dict(kv.split('=', 1) for kv in l.split()[1:]) for l in open(sys.argv[1]) if l.startswith('RESULT')]
+by = {}
+for r in rows:
+    by.setdefault(r['contender'], []).append(float(r['cpu_ms_per_1000']))
+for base in ('incr', 'textbook'):
+    if base not in by:
+        continue
+    for c, v in by.items():
+        if c == base:
+            continue
+        ratios = [a / b for a, b in zip(v, by[base])]
+        print(f"{c} / {base}: rounds {' '.join(f'{x:.3f}' for x in ratios)} median {statistics.median(ratios):.3f}")
+PY
