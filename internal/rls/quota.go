@@ -44,19 +44,38 @@ import (
 type quotaViews struct {
 	ix     *rules.Index // the rule set with quota rules as shadow rules
 	by     map[string]*limiter.Limiter
+	root   *limiter.Limiter                     // the domains no rule names, when a quota rule names none
 	limits []*rlsv3.RateLimitResponse_RateLimit // CurrentLimit of each rule of ix, by Seq
 }
 
+// view returns the quota view of domain, nil when its requests have no
+// quota rule.
+func (q *quotaViews) view(domain string) *limiter.Limiter {
+	if l := q.by[domain]; l != nil {
+		return l
+	}
+	return q.root
+}
+
 // newQuotaViews returns the quota views of ix, nil when no enabled rule
-// of a domain is quota.
+// is quota. A quota rule that names no domain is every domain's: then
+// every domain some rule names has a view, and so do the others (root).
 func (s *Server) newQuotaViews(ix *rules.Index) *quotaViews {
 	var domains []string
+	every := false
 	for _, r := range ix.Rules() {
-		if r.Quota && !r.Shadow && r.IsEnabled() && r.Match.Domain != "" {
-			domains = append(domains, r.Match.Domain)
+		if r.Quota && !r.Shadow && r.IsEnabled() {
+			if r.Match.Domain == "" {
+				every = true
+			} else {
+				domains = append(domains, r.Match.Domain)
+			}
 		}
 	}
-	if len(domains) == 0 {
+	if every {
+		domains = ix.Domains()
+	}
+	if len(domains) == 0 && !every {
 		return nil
 	}
 	set := ix.Set().Clone()
@@ -77,6 +96,10 @@ func (s *Server) newQuotaViews(ix *rules.Index) *quotaViews {
 			l.SetRules(qix.Domain(d))
 			qv.by[d] = l
 		}
+	}
+	if every {
+		qv.root = limiter.New(s.store, s.cfg.Limiter)
+		qv.root.SetRules(qix)
 	}
 	qv.limits = make([]*rlsv3.RateLimitResponse_RateLimit, len(qix.Rules()))
 	for i, r := range qix.Rules() {

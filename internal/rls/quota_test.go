@@ -83,3 +83,43 @@ func TestQuotaMode(t *testing.T) {
 		t.Errorf("a request with a plain descriptor over its limit: %v, want OVER_LIMIT", resp.OverallCode)
 	}
 }
+
+// TestQuotaModeWithoutDomain: a quota rule that names no domain (a rule
+// of sluice's own rules file, for every domain) is a quota rule in every
+// domain's requests, as one that names its domain: a request passes on a
+// quota descriptor under its limit while another is reported over.
+func TestQuotaModeWithoutDomain(t *testing.T) {
+	set, _, err := envoyconf.Load([]envoyconf.File{{Name: "q.yaml", Data: []byte(quotaConf)}}, envoyconf.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range set.Rules {
+		set.Rules[i].Match.Domain = ""
+	}
+	for _, domain := range []string{"q", "any"} {
+		t.Run(domain, func(t *testing.T) {
+			mc := memory.DefaultConfig()
+			mc.Clock = func() int64 { return 1_777_777_740_000_000 } // the start of a minute
+			e := newEnvOn(t, set, mc, nil)
+			all := []*ratelimitv3.RateLimitDescriptor{desc("product", "a"), desc("product", "b"), desc("user", "u")}
+			for i, s := range []struct {
+				overall rlsv3.RateLimitResponse_Code
+				codes   []rlsv3.RateLimitResponse_Code
+			}{
+				{ok, []rlsv3.RateLimitResponse_Code{ok, ok, ok}},
+				{ok, []rlsv3.RateLimitResponse_Code{over, ok, ok}}, // a is spent: the request passes on b
+				{over, []rlsv3.RateLimitResponse_Code{over, over, ok}},
+			} {
+				resp := e.call(t, request(domain, all...))
+				if resp.OverallCode != s.overall {
+					t.Errorf("step %d: overall %v, want %v", i, resp.OverallCode, s.overall)
+				}
+				for j, c := range s.codes {
+					if resp.Statuses[j].Code != c {
+						t.Errorf("step %d, descriptor %d: %v, want %v", i, j, resp.Statuses[j].Code, c)
+					}
+				}
+			}
+		})
+	}
+}

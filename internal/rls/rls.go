@@ -487,9 +487,9 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		err     error
 	)
 	var quotaOver []bool // the quota descriptors over their limit, for the headers
-	if q := vs.quota; q != nil && q.by[req.GetDomain()] != nil {
+	if q := vs.quota; q != nil && q.view(req.GetDomain()) != nil {
 		quotaOver = make([]bool, len(live))
-		ds, over, denied, handled, err = s.decideQuota(ctx, lim, q.by[req.GetDomain()], live)
+		ds, over, denied, handled, err = s.decideQuota(ctx, lim, q.view(req.GetDomain()), live)
 		if err != nil {
 			return nil, limiter.Decision{}, err
 		}
