@@ -201,6 +201,9 @@ func writeEnvoyExplanation(w io.Writer, ex *adminclient.EnvoyExplanation) error 
 			fmt.Fprintln(w, " (no entries: counts nothing)")
 			fmt.Fprintln(w)
 			continue
+		case c.Code == "OVER_LIMIT" && c.Decision.Allowed:
+			// quota mode: reported over, while the request passes on another
+			fmt.Fprint(w, " (a quota descriptor over its limit: reported, and the request passes on its other descriptors)")
 		case len(c.Descriptors) > 1:
 			fmt.Fprint(w, " (united into one check)")
 		}

@@ -100,6 +100,19 @@ func TestRulesExplainEnvoyRequest(t *testing.T) {
 		!strings.Contains(out, "checkout  entry:generic_key=checkout  0/1") || strings.Contains(out, "revision 0") {
 		t.Fatalf("explain: exit %d\n%s\n%s\nwant OVER_LIMIT, descriptor 0 OK, descriptor 1 denied by checkout", code, out, errOut)
 	}
+	// Quota mode: a quota descriptor over its limit is reported OVER_LIMIT
+	// while the request passes on another quota descriptor (generic_key
+	// "other" has its whole bucket); the explanation says so rather than
+	// print OVER_LIMIT over ALLOWED unexplained.
+	fq := writeFile(t, dir, "v2.yaml", "rules:\n  - id: checkout\n    by: entry:generic_key\n    match: {entries: [{key: generic_key}]}\n    limit: 1\n    window: 1m\n    quota: true\n  - id: per-user\n    limit: 5\n    window: 1m\n")
+	if code, _, errOut := sluice(t, "", "rules", "apply", "-f", fq, a); code != 0 {
+		t.Fatalf("apply: %s", errOut)
+	}
+	code, out, errOut = sluice(t, "", "rules", "explain", "--domain", "edge", "--descriptor", "user=alice", "--descriptor", "generic_key=checkout", "--descriptor", "generic_key=other", a)
+	if code != 0 || !strings.HasPrefix(out, "OK (domain edge, rules revision 2)") ||
+		!strings.Contains(out, "descriptor 1: OVER_LIMIT (a quota descriptor over its limit: reported, and the request passes on its other descriptors)\n") {
+		t.Fatalf("explain, quota mode: exit %d\n%s\n%s\nwant OK, descriptor 1 OVER_LIMIT named a quota descriptor", code, out, errOut)
+	}
 	if code, _, errOut := sluice(t, "", "rules", "explain", "--descriptor", "user=alice", a); code != 1 || !strings.Contains(errOut, "--domain") {
 		t.Fatalf("explain without --domain: exit %d %s, want 1 naming --domain", code, errOut)
 	}
