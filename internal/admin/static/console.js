@@ -193,7 +193,10 @@ async function runExplain() {
     fill("ex-checks", d.checks.map((c) => {
       const div = el("div");
       const what = "Descriptor " + c.descriptors.join(" + ") + (c.descriptors.length > 1 ? " (united into one check)" : "");
-      div.appendChild(el("h4", what + ": " + c.code, c.code === "OK" ? "allow" : "deny"));
+      // quota mode: a descriptor reported over while the request passes on another
+      const quota = c.code === "OVER_LIMIT" && c.decision && c.decision.allowed ?
+        " (a quota descriptor over its limit: reported, and the request passes on its other descriptors)" : "";
+      div.appendChild(el("h4", what + ": " + c.code + quota, c.code === "OK" ? "allow" : "deny"));
       if (c.empty) { div.appendChild(el("p", "No entries: it counts nothing.", "small")); return div; }
       div.appendChild(el("p", decisionText(c.decision) + ". Plan " + (c.plan || "(none)") + "; rules matched: " +
         (c.matched.length ? c.matched.join(", ") : "none"), "small"));
