@@ -490,10 +490,10 @@ local function take(keys, args)
     out, w = {pack('<d', now)}, {}
   end
   local first, vetoed = 1, false
-  -- the inline path's last state written (F, its text) and last answer
-  -- (allowed, remaining, reset, retry, its bytes): a run's new buckets of
-  -- one rule share them
-  local mF, mV, mA, mL, mQ, mT, mR
+  -- the inline path's last state written (F, limit, its text) and last
+  -- answer (allowed, remaining, reset, retry, its bytes): a run's new
+  -- buckets of one rule share them
+  local mF, mLim, mV, mA, mL, mQ, mT, mR
 
   for i = 1, n do
     local kind, flags, limit, window, burst, cost = sunpack('<BBdddd', params, 34 * i - 33)
@@ -504,7 +504,7 @@ local function take(keys, args)
     end
     if flags >= 2 then -- a new call starts: write the previous one
       if i > 1 then
-        if first < i then flush(keys, w, first, i - 1, vetoed) end
+        flush(keys, w, first, i - 1, vetoed)
         first, vetoed, starts = i, false, true
       end
       flags = flags - 2
@@ -515,13 +515,15 @@ local function take(keys, args)
     -- The common call, decided here in fewer steps than token_bucket
     -- takes (and with the same decisions and state, as the differential
     -- tests check): one token bucket of whole-µs tokens (tb_whole) alone
-    -- in its call, neither a shadow nor a charge, whose state is new or
-    -- a decimal F, and whose debt needs no clamp. fq is its debt.
+    -- in its call, neither a shadow nor a charge, whose state has no
+    -- remainder (as token_bucket reads it), and whose debt needs no clamp.
+    -- fq is its debt.
     local fq, fI, fcap
     if alone and flags == 0 and not charge and kind == 1 and cost > 0 and window % limit == 0 then
-      local v, T = cur[i], nil
-      if not v then T = NEW elseif #v == 16 and byte(v, 1) == 49 then T = tonumber(sub(v, 2)) end
-      if T then
+      local T, r, den = decode(cur[i], 1)
+      if not T then T, r = NEW, 0 end
+      if r ~= 0 and den ~= limit then T, r = T + 1, 0 end -- as token_bucket
+      if r == 0 then
         fI, fcap = window / limit, limit
         if burst > 0 then fcap = burst end
         fq = 0
@@ -535,15 +537,10 @@ local function take(keys, args)
       if fq <= aq then
         fq = fq + cost * fI
         local F = now + fq
-        local wv
-        if F == mF then
-          wv = mV -- new buckets of a rule in one run: one state
-        elseif F >= 0 and F < 1e15 then
-          wv = fmt('1%015d', F)
-          mF, mV = F, wv
-        else
-          wv = pack('<Bddd', 17, F, 0, limit)
+        if F ~= mF or limit ~= mLim then -- new buckets of a rule in one run: one state
+          mF, mLim, mV = F, limit, encode(1, F, 0, limit)
         end
+        local wv = mV
         call('SET', key, wv, 'PX', expiry(ceil(fq / 1000) + 1000))
       else
         -- denied: T >= now here (else fq is 0 <= aq), so T - aq - now is
