@@ -487,9 +487,13 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		err     error
 	)
 	var quotaOver []bool // the quota descriptors over their limit, for the headers
-	if q := vs.quota; q != nil && q.view(req.GetDomain()) != nil {
+	var qlim *limiter.Limiter // the domain's quota view, if its requests have quota rules
+	if vs.quota != nil {
+		qlim = vs.quota.view(req.GetDomain())
+	}
+	if qlim != nil {
 		quotaOver = make([]bool, len(live))
-		ds, over, denied, handled, err = s.decideQuota(ctx, lim, q.view(req.GetDomain()), live)
+		ds, over, denied, handled, err = s.decideQuota(ctx, lim, qlim, live)
 		if err != nil {
 			return nil, limiter.Decision{}, err
 		}
