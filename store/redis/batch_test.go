@@ -98,10 +98,7 @@ func TestDifferentialBatched(t *testing.T) {
 func TestDifferentialBatchedMixed(t *testing.T) {
 	for _, path := range scriptPaths {
 		t.Run(path.command, func(t *testing.T) {
-			srv := redistest.Start(t)
-			var clock atomic.Int64
-			s := openStore(t, func(c *sredis.Config) { c.Clock = clock.Load; c.NoDenialCache = true; c.Evalsha = path.evalsha }, srv.Addr())
-			checkPath(t, s, path.command)
+			clock, s := startPathStore(t, path.evalsha, path.command)
 			const workers, steps = 48, 80
 			r := rand.New(rand.NewPCG(21, 8))
 			type bucket struct {
