@@ -555,8 +555,14 @@ func (s *Store) takeLeased(ctx context.Context, ops []limiter.Op, res []algorith
 	if nl == len(ops) {
 		return limiter.TakeInfo{Now: server, Origin: limiter.OriginLease}, nil
 	}
-	var rops [limiter.MaxRulesPerCall]limiter.Op
-	var rres [limiter.MaxRulesPerCall]algorithm.Result
+	// The ops Redis decides, in a pooled buffer: arrays on the stack would
+	// escape to the heap (takeRemote's slices do), 5 KB a call.
+	rb := remoteBufs.Get().(*remoteBuf)
+	defer func() {
+		clear(rb.ops[:]) // drop the strings
+		remoteBufs.Put(rb)
+	}()
+	rops, rres := rb.ops[:], rb.res[:]
 	var idx [limiter.MaxRulesPerCall]int
 	n := 0
 	for i := range ops {
@@ -580,3 +586,13 @@ func (s *Store) takeLeased(ctx context.Context, ops []limiter.Op, res []algorith
 	}
 	return info, nil
 }
+
+// remoteBuf holds the ops of a partly leased call that go to Redis, and
+// their results. takeRemote keeps neither slice past its return (a call it
+// abandons leaves its own callBuf to the run, not these).
+type remoteBuf struct {
+	ops [limiter.MaxRulesPerCall]limiter.Op
+	res [limiter.MaxRulesPerCall]algorithm.Result
+}
+
+var remoteBufs = sync.Pool{New: func() any { return new(remoteBuf) }}

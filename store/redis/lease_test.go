@@ -521,3 +521,34 @@ func TestLeaseKilledProcess(t *testing.T) {
 		t.Errorf("the whole bucket after it refilled: denied (retry after %d µs)", res[0].RetryAfter)
 	}
 }
+
+// BenchmarkLeasedAndCold: a call of a leased bucket (a global rule) and a
+// cold one (a per-user rule), the shape of most calls when a global rule is
+// hot: the leased op is decided in process, the cold one in Redis. It
+// reports the bytes and allocations each call costs this process.
+func BenchmarkLeasedAndCold(b *testing.B) {
+	srv := redistest.Start(b)
+	s := openStore(b, nil, srv.Addr())
+	// a token a µs: the most a leased bucket refills
+	leased := limiter.Op{Client: "global", Rule: "api", Cost: 1, Lease: rules.LeaseOn,
+		Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1e6, Window: 1e6}}
+	var n atomic.Int64
+	b.SetParallelism(32) // calls in flight, as a busy instance has
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		ops := []limiter.Op{leased, {Rule: "per-user", Cost: 1, Lease: rules.LeaseOff,
+			Params: algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1e6, Window: 1e6}}}
+		res := make([]algorithm.Result, 2)
+		i := n.Add(1_000_000)
+		for pb.Next() {
+			i++
+			ops[1].Client = fmt.Sprintf("user:%d", i%100_000)
+			if _, err := s.Take(ctx, ops, res); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
