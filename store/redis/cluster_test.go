@@ -1,10 +1,12 @@
 package redis_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/sluice/algorithm"
@@ -377,4 +379,32 @@ func testCrossShardPeek(t *testing.T, c *redistest.Cluster) {
 			}
 		})
 	}
+}
+
+// BenchmarkClusterTake: calls of two rules of one client (one script on
+// its shard) on a 3-master Redis Cluster, 32 in flight; the bytes and
+// allocations each call costs this process.
+func BenchmarkClusterTake(b *testing.B) {
+	c := redistest.StartCluster(b, 3, 0)
+	s := openStore(b, nil, c.Addrs()...)
+	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 1e6, Window: 1e6}
+	var n atomic.Int64
+	b.SetParallelism(16)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		ops := []limiter.Op{{Rule: "a", Cost: 1, Params: p}, {Rule: "b", Cost: 1, Params: p}}
+		res := make([]algorithm.Result, 2)
+		i := n.Add(1_000_000)
+		for pb.Next() {
+			i++
+			client := fmt.Sprintf("user:%d", i%100_000)
+			ops[0].Client, ops[1].Client = client, client
+			if _, err := s.Take(ctx, ops, res); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,22 +141,20 @@ func (s *Store) takeStandalone(ctx context.Context, b *callBuf, ops []limiter.Op
 func (s *Store) takeCluster(ctx context.Context, b *callBuf, ops []limiter.Op, res []algorithm.Result) (int64, error) {
 	gs := s.group(b, ops)
 	s.runGroups(ctx, gs, ops, res)
-	var split [limiter.MaxRulesPerCall]group
-	n := 0
-	for gi := range gs {
-		g := &gs[gi]
-		if len(g.ops) < 2 || !tryAgain(g.err) {
-			split[n] = *g
-			n++
-			continue
+	if slices.ContainsFunc(gs, func(g group) bool { return len(g.ops) >= 2 && tryAgain(g.err) }) {
+		// made only here: an array on the stack would escape to the heap
+		// on every call
+		split := make([]group, 0, len(ops))
+		for _, g := range gs {
+			if len(g.ops) < 2 || !tryAgain(g.err) {
+				split = append(split, g)
+				continue
+			}
+			for _, i := range g.ops {
+				split = append(split, group{client: g.client, ops: []int{i}, fresh: true})
+			}
 		}
-		for _, i := range g.ops {
-			split[n] = group{client: g.client, ops: []int{i}, fresh: true}
-			n++
-		}
-	}
-	if n > len(gs) {
-		gs = split[:n]
+		gs = split
 		s.runGroups(ctx, gs, ops, res)
 	}
 
