@@ -211,6 +211,7 @@ func BenchmarkCheckMixed(b *testing.B) {
 	s.Rules[32].Match.Endpoint = "POST|PUT /search"
 	s.Rules[5].Match.Headers = map[string]string{"X-Tenant": "acme"}
 	s.Rules[7].Match.Headers = map[string]string{"X-Client-Version": "2.*"}
+	s.Clients = registered("k_live_42") // an unregistered key is no caller
 	for _, c := range []struct {
 		name     string
 		req      limiter.Request

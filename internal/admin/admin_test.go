@@ -702,7 +702,8 @@ func TestContextCanceled(t *testing.T) {
 	}
 }
 
-// BenchmarkGetRules is GET /rules over 100 rules.
+// BenchmarkGetRules is GET /rules over 100 rules (of an endpoint each: a
+// call may match at most limiter.MaxRulesPerCall).
 func BenchmarkGetRules(b *testing.B) {
 	e := newEnv(b, Config{})
 	doc := `{"rules": [`
@@ -710,7 +711,7 @@ func BenchmarkGetRules(b *testing.B) {
 		if i > 0 {
 			doc += ","
 		}
-		doc += `{"id": "r` + strconv.Itoa(i) + `", "limit": 10, "window": "1m", "match": {"plan": "free", "endpoint": "GET /api/*"}}`
+		doc += `{"id": "r` + strconv.Itoa(i) + `", "limit": 10, "window": "1m", "match": {"plan": "free", "endpoint": "GET /api/r` + strconv.Itoa(i) + `/*"}}`
 	}
 	doc += `]}`
 	e.must(e.do("POST", "/apply", doc), 200)

@@ -756,7 +756,9 @@ func BenchmarkUpdate(b *testing.B) {
 	defer f.Close()
 	ctx := context.Background()
 	for i := range 100 {
-		if _, err := f.Update(ctx, -1, addRule(rule(fmt.Sprintf("r%d", i), 10))); err != nil {
+		r := rule(fmt.Sprintf("r%d", i), 10)
+		r.Match.Endpoint = fmt.Sprintf("GET /r%d", i) // at most 32 rules match a call
+		if _, err := f.Update(ctx, -1, addRule(r)); err != nil {
 			b.Fatal(err)
 		}
 	}
