@@ -7,8 +7,9 @@
 # answers; chromium for the console's browser test; podman, runc,
 # prometheus (promtool) and systemd (systemd-analyze) for the deploy
 # checks; staticcheck, at the version below, with go install), then runs
-# go vet, staticcheck, every test with the race detector, and each native
-# fuzz target for a short bounded time.
+# go vet, staticcheck, every test with the race detector, every benchmark
+# once (so that none rots between measurements), and each native fuzz
+# target for a short bounded time.
 #
 # QUICK=1 ./scripts/test.sh is the developer's inner loop: go vet and every
 # test of every package, without the race detector, staticcheck or fuzzing
@@ -127,6 +128,15 @@ log "go test $race (parallel)"
 go test $race -count=1 -timeout 20m $(go list ./... | grep -Ev "$timed")
 log "go test $race (timed, one package at a time)"
 go test $race -count=1 -timeout 20m -p 1 $(go list ./... | grep -E "$timed")
+
+# Every benchmark once (-benchtime 1x): it measures nothing, but a benchmark
+# that a change broke (a rule set the validator now refuses, an expectation
+# that no longer holds) fails here, not in the next engineer's measurement.
+if [ -z "$quick" ]; then
+  log "every benchmark once"
+  go test -run '^$' -bench . -benchtime 1x -timeout 10m \
+    $(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u)
+fi
 
 if [ "${SKIP_FUZZ:-}" != 1 ] && [ -z "$quick" ]; then
   fuzztime="${FUZZTIME:-10s}"
