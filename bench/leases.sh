@@ -22,8 +22,16 @@
 #             tokens): commit 8f3fde6 leased them, see the journal
 #             docs/runs/2026-12-07-leases.md
 #   pinned1s: the same with leases of up to 1 s (-lease-ttl 1s)
+#   window:   leases on, with a coalescing window of WINDOW (default
+#             500us; store/redis Config.BatchWait): the call that would
+#             start a script run waits that long for others to share it
 # With HOT=1 the per-caller rule is left out (-caller=false): every call
 # is checked against the global rule alone, hot-key traffic only.
+# With RATE set (decisions/s), every contender is offered that fixed rate
+# (-rate) instead of a closed loop: the same calls for each, whatever its
+# speed. In a closed loop each contender runs at its own saturation, and
+# a faster one sends more of the heavy callers' calls, which its local
+# denials answer: its Redis CPU per decision falls with its speed.
 # Prints per run the RESULT line, then per contender the medians of Redis
 # CPU per 1,000 decisions (INFO cpu), decisions/s and p99, then each
 # round's ratio to the counter and to the textbook script and the median
@@ -36,10 +44,11 @@
 #   ROUNDS=5 DURATION=10s bench/leases.sh
 #   CONTENDERS='leases incr' bench/leases.sh   # some of them only
 #   HOT=1 bench/leases.sh                # the global rule alone
+#   RATE=50000 bench/leases.sh           # every contender at 50,000 decisions/s
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5s} KEYSPACE=${KEYSPACE:-1000000}
-ZIPF=${ZIPF:-1.1} GLOBAL=${GLOBAL:-100000} CONCURRENCY=${CONCURRENCY:-64} HOT=${HOT:-0}
+ZIPF=${ZIPF:-1.1} GLOBAL=${GLOBAL:-100000} CONCURRENCY=${CONCURRENCY:-64} HOT=${HOT:-0} RATE=${RATE:-0} WINDOW=${WINDOW:-500us}
 bin=$(mktemp -d)
 trap 'kill "$rpid" 2>/dev/null || true; rm -rf "$bin"' EXIT
 go build -o "$bin/redis-bench" ./bench/redis
@@ -54,7 +63,7 @@ run() { # name, args...
   local c0 line
   c0=$(cpu)
   line=$("$bin/redis-bench" -redis "127.0.0.1:$port" -duration "$DURATION" -concurrency "$CONCURRENCY" \
-    -keyspace "$KEYSPACE" -zipf "$ZIPF" -global "$GLOBAL" -caller="$([ "$HOT" = 1 ] && echo false || echo true)" "$@" | grep '^RESULT')
+    -keyspace "$KEYSPACE" -zipf "$ZIPF" -global "$GLOBAL" -rate "$RATE" -caller="$([ "$HOT" = 1 ] && echo false || echo true)" "$@" | grep '^RESULT')
   python3 -c 'import sys; c0, c1, l = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]; n = int(l.split("decisions=")[1].split()[0]); print(l.replace("RESULT", "RESULT contender=" + sys.argv[4], 1) + " all_ms_per_1000=%.2f" % ((c1 - c0) * 1e6 / max(n, 1)))' "$c0" "$(cpu)" "$line" "$name"
 }
 out=$bin/results
@@ -69,6 +78,7 @@ for r in $(seq "$ROUNDS"); do
       textbook) run textbook -mode textbook ;;
       pinned) run pinned -pin ;;
       pinned1s) run pinned1s -pin -lease-ttl 1s ;;
+      window) run window -batch-wait "$WINDOW" ;;
       *) echo "leases.sh: unknown contender $c" >&2; exit 2 ;;
     esac >>"$out"
   done
