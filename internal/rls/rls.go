@@ -486,7 +486,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest, calls 
 		handled bool
 		err     error
 	)
-	var quotaOver []bool // the quota descriptors over their limit, for the headers
+	var quotaOver []bool      // the quota descriptors over their limit, for the headers
 	var qlim *limiter.Limiter // the domain's quota view, if its requests have quota rules
 	if vs.quota != nil {
 		qlim = vs.quota.view(req.GetDomain())
