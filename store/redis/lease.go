@@ -558,13 +558,13 @@ func (s *Store) takeLeased(ctx context.Context, ops []limiter.Op, res []algorith
 	// The ops Redis decides, in a pooled buffer: arrays on the stack would
 	// escape to the heap (takeRemote's slices do), 5 KB a call.
 	rb := remoteBufs.Get().(*remoteBuf)
+	n := 0
 	defer func() {
-		clear(rb.ops[:]) // drop the strings
+		clear(rb.ops[:n]) // drop the strings of the ops used
 		remoteBufs.Put(rb)
 	}()
 	rops, rres := rb.ops[:], rb.res[:]
 	var idx [limiter.MaxRulesPerCall]int
-	n := 0
 	for i := range ops {
 		if held[i] == nil {
 			rops[n], idx[n] = ops[i], i
