@@ -23,6 +23,9 @@ func packed(kind byte, vs ...float64) string {
 	return string(b)
 }
 
+// epoch is the scripts' EPOCH (codec.lua), in µs.
+const epoch = 1_600_000_000_000_000
+
 // TestEarlierStates: states written by the scripts before times became
 // relative to 2020-09-13 (absolute µs; a token bucket's F in ns; a sliding
 // log with one member per unit) are read as they were meant — a fraction
@@ -35,7 +38,6 @@ func TestEarlierStates(t *testing.T) {
 	c := redisstore.Client(s)
 	ctx := context.Background()
 	now := conformance.Base + 30*conformance.Second
-	const epoch = 1_600_000_000_000_000
 	F := now + 700_000 // full again 0.7 s from now, and 500 ns
 	tb := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 3, Window: conformance.Second}
 	lb := algorithm.Params{Kind: algorithm.LeakyBucket, Limit: 3, Window: conformance.Second, Burst: 2}
@@ -92,7 +94,6 @@ func TestStateOutsideDecimalRange(t *testing.T) {
 	s := newStore(t, &clock, srv.Addr())
 	c := redisstore.Client(s)
 	ctx := context.Background()
-	const epoch = 1_600_000_000_000_000
 	p := algorithm.Params{Kind: algorithm.TokenBucket, Limit: 10, Window: conformance.Second} // a token of 100,000 µs
 	for i, now := range []int64{conformance.Day, epoch - conformance.Second, epoch + 1_000_000_000_000_000} {
 		client := fmt.Sprintf("user:range-%d", i)
