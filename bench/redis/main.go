@@ -86,6 +86,7 @@ func main() {
 		cache       = flag.Bool("denial-cache", true, "enable the store's local denial cache")
 		maxBatch    = flag.Int("max-batch", sredis.DefaultConfig().MaxBatch, "store/redis Config.MaxBatch (1: no batching)")
 		batchConc   = flag.Int("batch-concurrency", sredis.DefaultConfig().BatchConcurrency, "store/redis Config.BatchConcurrency")
+		batchFill   = flag.Int("batch-fill", sredis.DefaultConfig().BatchFill, "store/redis Config.BatchFill: keys queued behind a run in flight from which another run goes (1: a call goes at once while fewer than -batch-concurrency runs are out)")
 		gcFloor     = flag.Int("gc-floor-mib", 64, "as sluice serve's --gc-floor-mib (0: Go's default pacing)")
 		mode        = flag.String("mode", "sluice", "sluice: limiter.Limiter over store/redis; reserve: the same, each decision a reservation (Limiter.Reserve); incr: one INCRBY+EXPIRE pipeline per decision (the counter baseline); textbook: the textbook script (bench/redis/textbook.lua) per key, one pipeline per decision; floor: one run per decision of a script that reads TIME, GETs and SETs the key and decides nothing (bench/redis/floor.lua)")
 		maxWait     = flag.Duration("max-wait", time.Second, "-mode reserve: the longest a reservation may wait for its slot")
@@ -110,6 +111,7 @@ func main() {
 	cfg.NoDenialCache = !*cache
 	cfg.MaxBatch = *maxBatch
 	cfg.BatchConcurrency = *batchConc
+	cfg.BatchFill = *batchFill
 	cfg.Evalsha = *evalsha
 	cfg.FlushDelay = *flushDelay
 	cfg.BatchWait = *batchWait
@@ -404,8 +406,8 @@ func run(cfg sredis.Config, mode string, duration time.Duration, concurrency, ke
 		fmt.Printf("sluice reservations (%s, max wait %s): %d callers, %s, keyspace %d, flush delay %s, GOMAXPROCS %d\n",
 			command, maxWait, concurrency, load, keyspace, cfg.FlushDelay, runtime.GOMAXPROCS(0))
 	} else {
-		fmt.Printf("sluice Redis path (%s): %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d, batch wait %s, flush delay %s, GOMAXPROCS %d\n",
-			command, concurrency, load, keyspace, !cfg.NoDenialCache, cfg.MaxBatch, cfg.BatchConcurrency, cfg.BatchWait, cfg.FlushDelay, runtime.GOMAXPROCS(0))
+		fmt.Printf("sluice Redis path (%s): %d callers, %s, keyspace %d, denial cache %v, max batch %d, batch concurrency %d, batch fill %d, batch wait %s, flush delay %s, GOMAXPROCS %d\n",
+			command, concurrency, load, keyspace, !cfg.NoDenialCache, cfg.MaxBatch, cfg.BatchConcurrency, cfg.BatchFill, cfg.BatchWait, cfg.FlushDelay, runtime.GOMAXPROCS(0))
 	}
 	fmt.Printf("  decisions     %d (%d allowed, %d denied, %d errors) in %s\n", res.Requests, res.Allowed, res.Denied, res.Errors, res.Elapsed.Round(time.Millisecond))
 	fmt.Printf("  decisions/s   %.0f\n", perSec)

@@ -195,12 +195,18 @@ const (
 )
 
 // batcher sends the calls that goroutines make at the same time to a
-// standalone server as shared script runs. A call goes out at once, in a
-// run of its own, while fewer than maxInflight runs are out; otherwise it
-// queues, and when a run comes back the next run takes every queued call
-// (up to maxKeys keys, oldest first). Under light load nothing waits; under
-// heavy load each run carries many calls, and the per-run cost (the
-// command, its parsing, TIME, the reply) is paid once for all of them. Each
+// standalone server as shared script runs (group commit). A call made
+// when no run is out goes at once, in a run of its own. A call made while
+// a run is out queues, and when a run comes back the next run takes every
+// queued call (up to maxKeys keys, oldest first); but when fill keys are
+// queued and fewer than maxInflight runs are out, the call that made them
+// fill sends them at once. Under light load nothing waits; under moderate
+// load a call waits at most for the run it found out, and runs carry the
+// calls made meanwhile; under heavy load maxInflight runs of at least fill
+// keys are out. The per-run cost (the command, its parsing, TIME, the
+// reply, the server's wake-up) is paid once for all of a run's calls. With
+// a window (below) fill plays no part: a call that finds fewer than
+// maxInflight runs out would start a run, and opens the window. Each
 // call is still all or nothing on its own (take.lua's calls), and the run
 // is atomic as a whole.
 //
@@ -226,6 +232,7 @@ type batcher struct {
 	s           *Store
 	maxKeys     int
 	maxInflight int
+	fill        int           // keys queued behind a run out from which another goes at once
 	reserve     bool          // runs reserve.lua (reservations), not take.lua
 	wait        time.Duration // the window; 0: none
 
@@ -248,8 +255,8 @@ type batchRun struct {
 	has    map[string]struct{} // keys, which take.lua reads once per run
 }
 
-func newBatcher(s *Store, maxKeys, maxInflight int, wait time.Duration) *batcher {
-	bt := &batcher{s: s, maxKeys: maxKeys, maxInflight: maxInflight, wait: wait}
+func newBatcher(s *Store, maxKeys, maxInflight, fill int, wait time.Duration) *batcher {
+	bt := &batcher{s: s, maxKeys: maxKeys, maxInflight: maxInflight, fill: min(fill, maxKeys), wait: wait}
 	bt.runs.New = func() any { return &batchRun{has: make(map[string]struct{})} }
 	return bt
 }
@@ -276,6 +283,11 @@ func (bt *batcher) do(ctx context.Context, b *callBuf) (abandoned bool, err erro
 		r = bt.takeLocked()
 	case bt.window != 0 || bt.inflight >= bt.maxInflight:
 		// Joins the open window, or the queue the next run takes.
+	case bt.wait == 0 && bt.inflight > 0 && bt.queued < bt.fill:
+		// A run is out: the call waits for it to come back and goes in
+		// the next run with the calls queued meanwhile, unless fill keys
+		// are queued (the default case sends them now). With a window
+		// configured, the window coalesces instead: the call opens one.
 	case bt.wait > 0 && bt.queued < bt.maxKeys:
 		bt.inflight++
 		bt.windows++

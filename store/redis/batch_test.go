@@ -293,6 +293,58 @@ func TestCanceledCallReturns(t *testing.T) {
 	}
 }
 
+// TestGroupCommit: a call made while a run is out waits for it and goes
+// in the next run with the calls made meanwhile, until BatchFill keys are
+// queued, when another run goes at once; a call made with no run out goes
+// at once. A's run is held out by a paused server while the others call.
+func TestGroupCommit(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
+	fill := sredis.DefaultConfig().BatchFill
+	take(t, s, waitOp("user:group-warm")...)
+	for _, tt := range []struct {
+		name  string
+		calls int // made while A's run is out
+		runs  int64
+		why   string
+	}{
+		{"few", 5, 2, "A's, then the five in one run"},
+		{"fill", fill + 4, 3, "A's, one run of BatchFill keys, then the other four in one"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := commandCalls(t, srv, "fcall")
+			var wg sync.WaitGroup
+			call := func(name string) {
+				res := make([]algorithm.Result, 1)
+				if _, err := s.Take(context.Background(), waitOp("user:group-"+tt.name+"-"+name), res); err != nil || !res[0].Allowed {
+					t.Errorf("call %s: %+v, %v; want allowed", name, res[0], err)
+				}
+			}
+			srv.Pause()
+			wg.Go(func() { call("a") })
+			time.Sleep(100 * time.Millisecond) // A's run is out
+			for i := range tt.calls {
+				wg.Go(func() { call(strconv.Itoa(i)) })
+			}
+			time.Sleep(200 * time.Millisecond) // all queued (or sent, the BatchFill-th)
+			srv.Resume()
+			wg.Wait()
+			if runs := commandCalls(t, srv, "fcall") - before; runs != tt.runs {
+				t.Fatalf("%d calls made while a run was out: %d script runs, want %d (%s)", tt.calls, runs, tt.runs, tt.why)
+			}
+		})
+	}
+	t.Run("lone", func(t *testing.T) {
+		before := commandCalls(t, srv, "fcall")
+		for i := range 10 {
+			take(t, s, waitOp("user:group-lone-"+strconv.Itoa(i))...)
+		}
+		if runs := commandCalls(t, srv, "fcall") - before; runs != 10 {
+			t.Fatalf("10 calls one after another: %d script runs, want 10 (none waits for others)", runs)
+		}
+	})
+}
+
 // waitOp is a call of one token-bucket key of 10 an hour for client.
 func waitOp(client string) []limiter.Op {
 	return []limiter.Op{{Client: client, Rule: "r", Params: paramsOf(algorithm.TokenBucket, 10, conformance.Hour), Cost: 1}}

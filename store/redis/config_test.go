@@ -40,6 +40,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *sredis.Config) { c.DialTimeout = -time.Second }, "DialTimeout"},
 		{func(c *sredis.Config) { c.MaxBatch = -1 }, "MaxBatch"},
 		{func(c *sredis.Config) { c.BatchConcurrency = -1 }, "BatchConcurrency"},
+		{func(c *sredis.Config) { c.BatchFill = -1 }, "BatchFill"},
 		{func(c *sredis.Config) { c.BatchWait = time.Second }, "BatchWait"},
 		{func(c *sredis.Config) { c.FlushDelay = -1 }, "FlushDelay"},
 	} {

@@ -119,13 +119,27 @@ type Config struct {
 	MaxBatch int
 	// BatchConcurrency is how many runs may be in flight at once on a
 	// standalone server; calls made while all are out wait for the next.
-	// Default 4: enough to keep Redis busy while replies travel; more makes
-	// smaller batches and more runs. A call never waits when fewer runs are
-	// out, so a lightly loaded store adds no latency.
+	// Default 4: enough to keep Redis busy while replies travel at
+	// saturation; more makes smaller batches and more runs. Beyond the
+	// first, a run goes only with BatchFill keys queued.
 	BatchConcurrency int
+	// BatchFill is how many keys must queue behind a run in flight before
+	// another run goes; until then a call made while a run is out waits
+	// for it to come back and goes in the next run with every call queued
+	// meanwhile (group commit). A call made when no run is out goes at
+	// once, so a lone caller never waits for others, and no call waits
+	// longer than the run it found out; under moderate load runs carry
+	// more decisions, which costs Redis less per decision, and at
+	// saturation BatchConcurrency full runs are out. Default 16; above
+	// MaxBatch it is MaxBatch. 1: a call goes at once while fewer than
+	// BatchConcurrency runs are out (no group commit). With a BatchWait it
+	// plays no part: the window coalesces instead. See docs/redis.md,
+	// "How a decision runs".
+	BatchFill int
 	// BatchWait, when above 0, is a window for coalescing at moderate load
 	// on a standalone server: a call that would start a script run (fewer
-	// than BatchConcurrency runs out) waits up to BatchWait for other calls
+	// than BatchConcurrency runs out; BatchFill then plays no part) waits
+	// up to BatchWait for other calls
 	// instead, and they go in one run, at once when they fill MaxBatch
 	// keys. Fewer runs cost Redis less per decision, at the price of up to
 	// BatchWait of latency per call. Each call stays all or nothing and the
@@ -179,6 +193,10 @@ type Config struct {
 	LeaseTTL time.Duration
 }
 
+// defaultBatchFill is Config.BatchFill's default: runs of 16 keys spread a
+// run's fixed cost so thin that bigger ones save little (docs/redis.md).
+const defaultBatchFill = 16
+
 // MaxBatchWait is the longest Config.BatchWait.
 const MaxBatchWait = 10 * time.Millisecond
 
@@ -199,6 +217,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BatchConcurrency == 0 {
 		c.BatchConcurrency = 4
+	}
+	if c.BatchFill == 0 {
+		c.BatchFill = defaultBatchFill
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -224,6 +245,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("redis: Config.MaxBatch %d: want 0 (the default, 64), 1 (no batching) or more", c.MaxBatch)
 	case c.BatchConcurrency < 0:
 		return fmt.Errorf("redis: Config.BatchConcurrency %d: want 0 (the default, 4) or more", c.BatchConcurrency)
+	case c.BatchFill < 0:
+		return fmt.Errorf("redis: Config.BatchFill %d: want 0 (the default, %d), 1 (a call goes at once while fewer than BatchConcurrency runs are out) or more", c.BatchFill, defaultBatchFill)
 	case c.FlushDelay < 0 || c.FlushDelay > time.Second:
 		return fmt.Errorf("redis: FlushDelay %s: want 0 (write at once) up to 1s; a few hundred µs at most is useful", c.FlushDelay)
 	case c.BatchWait < 0 || c.BatchWait > MaxBatchWait:
@@ -302,8 +325,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.cluster = c.Mode() == rueidis.ClientModeCluster
 	if !s.cluster && cfg.MaxBatch > 1 {
-		s.batch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency, cfg.BatchWait)
-		s.rbatch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency, 0) // reservations: no window
+		s.batch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency, cfg.BatchFill, cfg.BatchWait)
+		s.rbatch = newBatcher(s, cfg.MaxBatch, cfg.BatchConcurrency, cfg.BatchFill, 0) // reservations: no window
 		s.rbatch.reserve = true
 	}
 	// Load the scripts on every node now, so that the first decisions do
