@@ -25,6 +25,11 @@
 #   window:   leases on, with a coalescing window of WINDOW (default
 #             500us; store/redis Config.BatchWait): the call that would
 #             start a script run waits that long for others to share it
+#   window:D  the same with a window of D (a Go duration: window:2ms)
+#   serial:   leases on, one script run in flight (-batch-concurrency 1):
+#             calls made while a run is out wait for it and share the next
+#   nofill:   leases on, -batch-fill 1: a call goes at once while fewer
+#             than four runs are out (the default before group commit)
 # With HOT=1 the per-caller rule is left out (-caller=false): every call
 # is checked against the global rule alone, hot-key traffic only.
 # With RATE set (decisions/s), every contender is offered that fixed rate
@@ -45,6 +50,7 @@
 #   CONTENDERS='leases incr' bench/leases.sh   # some of them only
 #   HOT=1 bench/leases.sh                # the global rule alone
 #   RATE=50000 bench/leases.sh           # every contender at 50,000 decisions/s
+#   RATE=50000 CONTENDERS='leases serial window:1ms incr' bench/leases.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5s} KEYSPACE=${KEYSPACE:-1000000}
@@ -79,6 +85,9 @@ for r in $(seq "$ROUNDS"); do
       pinned) run pinned -pin ;;
       pinned1s) run pinned1s -pin -lease-ttl 1s ;;
       window) run window -batch-wait "$WINDOW" ;;
+      window:*) run "$c" -batch-wait "${c#window:}" ;;
+      serial) run serial -batch-concurrency 1 ;;
+      nofill) run nofill -batch-fill 1 ;;
       *) echo "leases.sh: unknown contender $c" >&2; exit 2 ;;
     esac >>"$out"
   done
@@ -89,7 +98,7 @@ for c in $CONTENDERS; do
 import sys, statistics
 rows = [dict(kv.split('=', 1) for kv in l.split()[1:]) for l in open(sys.argv[1]) if f"contender={sys.argv[2]} " in l]
 med = lambda k: statistics.median(float(r[k]) for r in rows)
-print(f"{sys.argv[2]}: median of {len(rows)}: cpu_ms_per_1000={med('cpu_ms_per_1000'):.2f} all_ms_per_1000={med('all_ms_per_1000'):.2f} decisions_per_s={med('decisions_per_s'):.0f} p99_us={med('p99_us'):.1f}")
+print(f"{sys.argv[2]}: median of {len(rows)}: cpu_ms_per_1000={med('cpu_ms_per_1000'):.2f} all_ms_per_1000={med('all_ms_per_1000'):.2f} decisions_per_s={med('decisions_per_s'):.0f} p50_us={med('p50_us'):.1f} p99_us={med('p99_us'):.1f}")
 PY
 done
 # Each round's ratio to the counter and to the textbook script (when they
