@@ -12,6 +12,8 @@
 //	sluice_store_evictions_total                    full buckets the embedded store dropped to stay under its ceiling
 //	sluice_store_overflows_total                    calls the embedded store, full, decided on a shared overflow bucket
 //	sluice_store_local_denials_total                calls the Redis store's local denial cache denied without a round trip
+//	sluice_store_script_runs_total                  script runs the Redis store sent
+//	sluice_store_script_keys_total                  buckets (keys) those runs decided
 //	sluice_rules_revision                           revision of the rules in force
 //	sluice_rules_load_failing                       1 while the rules store holds a change that does not load
 //	sluice_rules_load_errors_total                  rules store load failures

@@ -305,7 +305,7 @@ func TestInstrument(t *testing.T) {
 	if got := strings.Join(series(fams["sluice_store_breaker_state"]), ";"); got != "state=closed 0;state=connecting 1;state=open 0" {
 		t.Errorf("sluice_store_breaker_state = %q, want connecting", got)
 	}
-	for _, name := range []string{"sluice_instances", "sluice_store_local_denials_total", "sluice_store_overdue_total", "sluice_store_breaker_openings_total", "sluice_store_refund_errors_total"} {
+	for _, name := range []string{"sluice_instances", "sluice_store_local_denials_total", "sluice_store_overdue_total", "sluice_store_breaker_openings_total", "sluice_store_refund_errors_total", "sluice_store_script_runs_total", "sluice_store_script_keys_total"} {
 		if fams[name] == nil {
 			t.Errorf("%s is not exported for the failover store", name)
 		}
@@ -333,6 +333,7 @@ func TestWatchers(t *testing.T) {
 	m.WatchEvictions(func() uint64 { return 5 })
 	m.WatchOverflows(func() uint64 { return 2 })
 	m.WatchLocalDenials(func() int64 { return denials })
+	m.WatchScriptRuns(func() (int64, int64) { return 4, 9 })
 	st := rulestore.Status{}
 	m.WatchRules(func() rulestore.Status { return st })
 	value := func(name string) string {
@@ -349,6 +350,9 @@ func TestWatchers(t *testing.T) {
 	}
 	if got := value("sluice_store_local_denials_total"); got != " 3" {
 		t.Errorf("sluice_store_local_denials_total = %q, want 3", got)
+	}
+	if r, k := value("sluice_store_script_runs_total"), value("sluice_store_script_keys_total"); r != " 4" || k != " 9" {
+		t.Errorf("sluice_store_script_runs_total, _keys_total = %q, %q, want 4, 9", r, k)
 	}
 	if f, e := value("sluice_rules_load_failing"), value("sluice_rules_load_errors_total"); f != " 0" || e != " 0" {
 		t.Errorf("healthy rules store: failing %q, errors %q, want 0, 0", f, e)

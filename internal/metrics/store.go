@@ -111,6 +111,11 @@ type (
 		// trip to the shared store.
 		LocalDenials() int64
 	}
+	// ScriptRunner counts the script runs it sent to the shared store and
+	// the keys they decided (store/redis.Store, store/failover.Store).
+	ScriptRunner interface {
+		ScriptRuns() (runs, keys int64)
+	}
 	// RefundCounter counts the cross-shard give-backs that failed
 	// (store/redis.Store, store/failover.Store).
 	RefundCounter interface {
@@ -159,6 +164,9 @@ func (m *Metrics) Instrument(st limiter.Store) *Store {
 	}
 	if d, ok := st.(LocalDenier); ok {
 		m.WatchLocalDenials(d.LocalDenials)
+	}
+	if r, ok := st.(ScriptRunner); ok {
+		m.WatchScriptRuns(r.ScriptRuns)
 	}
 	return m.Store(name, st)
 }
@@ -321,6 +329,20 @@ func (m *Metrics) WatchLocalDenials(n func() int64) {
 		Name: "sluice_store_local_denials_total",
 		Help: "Calls the shared store's local denial cache denied without a round trip to Redis.",
 	}, func() float64 { return float64(n()) }))
+}
+
+// WatchScriptRuns exports sluice_store_script_runs_total and
+// sluice_store_script_keys_total, read from n at each scrape
+// (ScriptRunner.ScriptRuns).
+func (m *Metrics) WatchScriptRuns(n func() (runs, keys int64)) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_store_script_runs_total",
+		Help: "Script runs the Redis store sent to Redis (take.lua and reserve.lua; a run retried on TRYAGAIN counted once).",
+	}, func() float64 { r, _ := n(); return float64(r) }))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_store_script_keys_total",
+		Help: "Buckets (keys) those script runs decided: keys per run is how many a run carried, which calls sharing runs raises.",
+	}, func() float64 { _, k := n(); return float64(k) }))
 }
 
 // WatchRules exports the state of a rules store, read at each scrape:

@@ -3,6 +3,7 @@ package failover_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -167,5 +168,49 @@ func TestProbesCloseTheBreaker(t *testing.T) {
 	}
 	if d, err := l.Check(ctx, &req); err != nil || d.Origin != limiter.OriginStore {
 		t.Fatalf("after recovery: %+v, %v; want a decision from Redis", d, err)
+	}
+}
+
+// TestScriptRunsOutliveTheClient: the script runs and keys the shared
+// store counted are kept when the breaker drops its connections (a probe
+// that times out on a hung Redis) and connect makes a new store, so that
+// sluice_store_script_runs_total and _keys_total only ever rise.
+func TestScriptRunsOutliveTheClient(t *testing.T) {
+	srv, fo, l := startFailover(t, nil)
+	ctx := context.Background()
+	check := func(user string) {
+		l.Check(ctx, &limiter.Request{User: user, Method: "GET", Path: "/api/orders"}) //nolint:errcheck
+	}
+	for i := range 5 {
+		check(fmt.Sprint("runs-", i))
+	}
+	runs, keys := fo.ScriptRuns()
+	stats, err := srv.Do("info", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stats, "cmdstat_fcall:calls=5,") || runs != 5 || keys < runs {
+		fcalls := "no FCALL"
+		if i := strings.Index(stats, "cmdstat_fcall:"); i >= 0 {
+			fcalls, _, _ = strings.Cut(stats[i:], ",")
+		}
+		t.Fatalf("5 checks one after another: ScriptRuns() = %d, %d; the server: %s; want 5 runs (FCALLs) of one key or more each", runs, keys, fcalls)
+	}
+	srv.Pause()
+	for start := time.Now(); time.Since(start) < 1500*time.Millisecond; time.Sleep(5 * time.Millisecond) {
+		check("runs-outage")
+	}
+	srv.Resume()
+	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+		if st, _ := fo.State(); st == failover.Closed {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("breaker not closed 5 s after Redis answered again")
+		}
+	}
+	check("runs-after")
+	if r, k := fo.ScriptRuns(); r <= runs || k <= keys {
+		t.Fatalf("after the reconnect: ScriptRuns() = %d, %d; want more than the %d, %d counted before it", r, k, runs, keys)
 	}
 }

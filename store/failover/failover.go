@@ -179,6 +179,8 @@ type Store struct {
 	check    chan *shard  // the shards whose health check is due
 
 	refundsBefore atomic.Int64 // RefundErrors of the Primaries dropped
+	runsBefore    atomic.Int64 // ScriptRuns of the Primaries dropped: runs
+	keysBefore    atomic.Int64 // and keys
 
 	mu     sync.Mutex // serializes transitions
 	stop   chan struct{}
@@ -367,6 +369,18 @@ func (s *Store) RefundErrors() int64 {
 	return n
 }
 
+// ScriptRuns returns how many script runs the shared store sent to Redis
+// and the keys they decided (a ScriptRuns method, as store/redis's has),
+// over every Primary connect made; else 0, 0.
+func (s *Store) ScriptRuns() (runs, keys int64) {
+	runs, keys = s.runsBefore.Load(), s.keysBefore.Load()
+	if p, ok := s.Primary().(interface{ ScriptRuns() (int64, int64) }); ok {
+		r, k := p.ScriptRuns()
+		runs, keys = runs+r, keys+k
+	}
+	return runs, keys
+}
+
 // drop closes b, the shared store, when it is still the one in use: the
 // next probe connects anew.
 func (s *Store) drop(b *primaryBox) {
@@ -375,6 +389,11 @@ func (s *Store) drop(b *primaryBox) {
 	}
 	if p, ok := b.p.(interface{ RefundErrors() int64 }); ok {
 		s.refundsBefore.Add(p.RefundErrors())
+	}
+	if p, ok := b.p.(interface{ ScriptRuns() (int64, int64) }); ok {
+		r, k := p.ScriptRuns()
+		s.runsBefore.Add(r)
+		s.keysBefore.Add(k)
 	}
 	b.p.Close()
 }

@@ -52,6 +52,8 @@ func appendParams(dst []byte, op *limiter.Op, first bool) []byte {
 // runs a script. A run answered TRYAGAIN is tried again tries times (see
 // run); 0: until ctx ends.
 func (s *Store) exec(ctx context.Context, keys []string, params []byte, tries int) (string, error) {
+	s.runs.Add(1)
+	s.runKeys.Add(int64(len(keys)))
 	// A copy: when ctx ends first, the call returns while the command may
 	// still wait to be written, and params is reused.
 	return s.run(ctx, takeFunction, s.take, keys, []string{s.scriptNow(), string(params)}, tries)

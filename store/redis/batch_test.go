@@ -649,3 +649,38 @@ func TestFlushDelay(t *testing.T) {
 		})
 	}
 }
+
+// TestScriptRuns: ScriptRuns counts every script run the store sends and
+// the keys it decides, alone or shared, as the server counts its FCALLs.
+func TestScriptRuns(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
+	runs0, keys0 := s.ScriptRuns()
+	fcalls0 := commandCalls(t, srv, "fcall")
+	two := func(user string) []limiter.Op {
+		return []limiter.Op{
+			{Client: user, Rule: "a", Params: paramsOf(algorithm.TokenBucket, 10, conformance.Hour), Cost: 1},
+			{Client: user, Rule: "b", Params: paramsOf(algorithm.FixedWindow, 10, conformance.Hour), Cost: 1},
+		}
+	}
+	for i := range 5 {
+		take(t, s, two("user:runs-"+strconv.Itoa(i))...)
+	}
+	if runs, keys := s.ScriptRuns(); runs-runs0 != 5 || keys-keys0 != 10 {
+		t.Fatalf("5 calls of two rules one after another: %d runs, %d keys; want 5, 10", runs-runs0, keys-keys0)
+	}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 20 {
+				take(t, s, two(fmt.Sprintf("user:runs-%d-%d", g, i))...)
+			}
+		})
+	}
+	wg.Wait()
+	runs, keys := s.ScriptRuns()
+	if fcalls := commandCalls(t, srv, "fcall") - fcalls0; runs-runs0 != fcalls || keys-keys0 != 10+16*20*2 {
+		t.Fatalf("then 320 calls from 16 goroutines: %d runs, %d keys; want the server's %d FCALLs and %d keys", runs-runs0, keys-keys0, fcalls, 10+16*20*2)
+	}
+	t.Logf("%d runs for %d keys", runs-runs0, keys-keys0)
+}

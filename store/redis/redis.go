@@ -275,6 +275,8 @@ type Store struct {
 	slots      atomic.Pointer[slotMap] // a cluster's masters by slot (see Shard)
 	slotsAt    atomic.Int64            // Unix ns of the last reading of slots
 	refundErrs atomic.Int64            // cross-shard give-backs that failed
+	runs       atomic.Int64            // script runs sent (take.lua, reserve.lua)
+	runKeys    atomic.Int64            // keys of those runs
 	leases     *leases                 // nil: NoLeases
 }
 
@@ -438,6 +440,14 @@ func (s *Store) LocalDenials() int64 {
 		return 0
 	}
 	return s.deny.Hits()
+}
+
+// ScriptRuns returns how many script runs (take.lua and reserve.lua) the
+// store has sent to Redis, a run retried on TRYAGAIN counted once, and the
+// keys they decided: keys ÷ runs is how many buckets a run carried, which
+// the sharing of runs raises (Config.BatchFill, BatchWait).
+func (s *Store) ScriptRuns() (runs, keys int64) {
+	return s.runs.Load(), s.runKeys.Load()
 }
 
 // RefundErrors returns how many cross-shard give-backs failed (see
