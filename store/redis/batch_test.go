@@ -302,14 +302,30 @@ func TestGroupCommit(t *testing.T) {
 	s := openStore(t, func(c *sredis.Config) { c.NoDenialCache = true }, srv.Addr())
 	fill := sredis.DefaultConfig().BatchFill
 	take(t, s, waitOp("user:group-warm")...)
+	// until waits for the batcher to reach a state: runs out and keys
+	// queued.
+	until := func(t *testing.T, inflight, queued int) {
+		t.Helper()
+		for start := time.Now(); ; time.Sleep(time.Millisecond) {
+			i, q := sredis.BatchState(s)
+			if i == inflight && q == queued {
+				return
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("batcher: %d runs out and %d keys queued after 10 s, want %d and %d", i, q, inflight, queued)
+			}
+		}
+	}
 	for _, tt := range []struct {
-		name  string
-		calls int // made while A's run is out
-		runs  int64
-		why   string
+		name     string
+		calls    int // made while A's run is out
+		inflight int // then runs out
+		queued   int // and keys queued
+		runs     int64
+		why      string
 	}{
-		{"few", 5, 2, "A's, then the five in one run"},
-		{"fill", fill + 4, 3, "A's, one run of BatchFill keys, then the other four in one"},
+		{"few", 5, 1, 5, 2, "A's, then the five in one run"},
+		{"fill", fill + 4, 2, 4, 3, "A's, one run of BatchFill keys, then the other four in one"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := commandCalls(t, srv, "fcall")
@@ -321,12 +337,13 @@ func TestGroupCommit(t *testing.T) {
 				}
 			}
 			srv.Pause()
+			defer srv.Resume() // on a failure too (SIGCONT to a running server does nothing)
 			wg.Go(func() { call("a") })
-			time.Sleep(100 * time.Millisecond) // A's run is out
+			until(t, 1, 0) // A's run is out
 			for i := range tt.calls {
 				wg.Go(func() { call(strconv.Itoa(i)) })
 			}
-			time.Sleep(200 * time.Millisecond) // all queued (or sent, the BatchFill-th)
+			until(t, tt.inflight, tt.queued) // all queued, or sent by the BatchFill-th key
 			srv.Resume()
 			wg.Wait()
 			if runs := commandCalls(t, srv, "fcall") - before; runs != tt.runs {
@@ -673,7 +690,9 @@ func TestScriptRuns(t *testing.T) {
 	for g := range 16 {
 		wg.Go(func() {
 			for i := range 20 {
-				take(t, s, two(fmt.Sprintf("user:runs-%d-%d", g, i))...)
+				if _, err := s.Take(context.Background(), two(fmt.Sprintf("user:runs-%d-%d", g, i)), make([]algorithm.Result, 2)); err != nil {
+					t.Errorf("Take: %v", err)
+				}
 			}
 		})
 	}

@@ -12,6 +12,14 @@ import (
 // every call they make to find it. Call it before the first Take.
 func SetBatchWait(s *Store, d time.Duration) { s.batch.wait = d }
 
+// BatchState returns how many runs of s's batcher are out and how many
+// keys are queued behind them.
+func BatchState(s *Store) (inflight, queued int) {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return s.batch.inflight, s.batch.queued
+}
+
 // Remember caches the denials among res as a Take sent at sent would.
 func Remember(c *DenialCache, ops []limiter.Op, res []algorithm.Result, sent time.Time, serverNow int64) {
 	c.remember(ops, res, sent, serverNow)
