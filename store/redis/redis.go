@@ -127,10 +127,10 @@ type Config struct {
 	// another run goes; until then a call made while a run is out waits
 	// for it to come back and goes in the next run with every call queued
 	// meanwhile (group commit). A call made when no run is out goes at
-	// once, so a lone caller never waits for others, and no call waits
-	// longer than the run it found out; under moderate load runs carry
-	// more decisions, which costs Redis less per decision, and at
-	// saturation BatchConcurrency full runs are out. Default 16; above
+	// once, so a lone caller never waits for others, and below saturation
+	// no call waits longer than the run it found out; under moderate load
+	// runs carry more decisions, which costs Redis less per decision, and
+	// at saturation BatchConcurrency full runs are out. Default 16; above
 	// MaxBatch it is MaxBatch. 1: a call goes at once while fewer than
 	// BatchConcurrency runs are out (no group commit). With a BatchWait it
 	// plays no part: the window coalesces instead. See docs/redis.md,
