@@ -52,8 +52,6 @@ func appendParams(dst []byte, op *limiter.Op, first bool) []byte {
 // runs a script. A run answered TRYAGAIN is tried again tries times (see
 // run); 0: until ctx ends.
 func (s *Store) exec(ctx context.Context, keys []string, params []byte, tries int) (string, error) {
-	s.runs.Add(1)
-	s.runKeys.Add(int64(len(keys)))
 	// A copy: when ctx ends first, the call returns while the command may
 	// still wait to be written, and params is reused.
 	return s.run(ctx, takeFunction, s.take, keys, []string{s.scriptNow(), string(params)}, tries)
@@ -72,8 +70,11 @@ func (s *Store) exec(ctx context.Context, keys []string, params []byte, tries in
 // node asked — is the cluster at work, not failing: the run is made again
 // after a pause (1 ms, doubling up to 16 ms), up to tries times (0: until
 // ctx ends, when ctx's error is returned). Each try either ran the script
-// or was refused before it ran, so nothing is taken twice.
+// or was refused before it ran, so nothing is taken twice. The run and its
+// keys are counted once (ScriptRuns).
 func (s *Store) run(ctx context.Context, function string, script *rueidis.Lua, keys, args []string, tries int) (string, error) {
+	s.runs.Add(1)
+	s.runKeys.Add(int64(len(keys)))
 	return again(ctx, tries, func() (string, error) { return s.runOnce(ctx, function, script, keys, args) })
 }
 

@@ -153,8 +153,6 @@ func parseReserveRun(reply string, calls []*callBuf, keys int) error {
 // execReserve runs reserve.lua once, as exec runs take.lua. waits is
 // ARGV[3].
 func (s *Store) execReserve(ctx context.Context, keys []string, params, waits []byte) (string, error) {
-	s.runs.Add(1)
-	s.runKeys.Add(int64(len(keys)))
 	// Copies: when ctx ends first, the call returns while the command may
 	// still wait to be written, and the buffers are reused.
 	return s.run(ctx, reserveFunction, reserveScript, keys, []string{s.scriptNow(), string(params), string(waits)}, 0)
