@@ -46,8 +46,9 @@ var calls = []struct {
 func hungCall(t *testing.T, call func(*limiter.Limiter) (limiter.Decision, error), timeout, maxWait time.Duration) (*failover.Store, limiter.Decision, time.Duration, int64) {
 	t.Helper()
 	srv, fo, l := startFailover(t, func(c *sredis.Config, f *failover.Config) {
-		// Redis's client drops a silent connection after its write timeout
-		// (a second at most): the breaker must have judged by then.
+		// The client sets no deadline on a call out (it pipelines every
+		// call): a hung Redis's calls are the breaker's to give up. Its
+		// PING, after 30 s without an answer, comes long after.
 		c.DialTimeout = time.Second
 		f.Timeout, f.MaxWait = timeout, maxWait
 	})

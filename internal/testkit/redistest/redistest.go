@@ -92,6 +92,10 @@ func (s *Server) Kill() {
 // answers nothing, like a hung server.
 func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
 
+// PID is the server process's ID, for a signal sent from outside the
+// test's process.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Resume continues a paused server.
 func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
 
