@@ -37,58 +37,62 @@ func TestPausedProcessReadsTheAnswer(t *testing.T) {
 			return context.WithTimeout(context.Background(), 10*time.Second)
 		}},
 	} {
-		for _, batched := range []bool{true, false} {
-			for _, inSocket := range []bool{false, true} {
-				if inSocket && c.name != "can end" {
-					continue
-				}
-				t.Run(fmt.Sprintf("%s/batched=%v/answered-while-stopped=%v", c.name, batched, inSocket), func(t *testing.T) {
-					srv := redistest.Start(t)
-					s := openStore(t, func(cfg *sredis.Config) {
-						if !batched {
-							cfg.MaxBatch = 1
-						}
-					}, srv.Addr())
-					op := limiter.Op{Client: "user:paused", Rule: "r", Params: algorithm.Params{Kind: algorithm.FixedWindow, Limit: 100, Window: int64(time.Minute)}, Cost: 1}
-					// One caller at a time, as a process under little load.
-					// The client spreads commands over a few connections at
-					// random and dials each on first use: 64 calls dial them
-					// all, so that the paused call does not wait on a
-					// connection's handshake, which has a wall-clock
-					// deadline of its own.
-					for range 64 {
-						take(t, s, op)
-					}
-					srv.Pause()
-					t.Cleanup(srv.Resume)
-					self := os.Getpid()
-					script := fmt.Sprintf("sleep 0.3; kill -STOP %[1]d; sleep 1.2; kill -CONT %[1]d; sleep 0.05; kill -CONT %[2]d", self, srv.PID())
-					if inSocket {
-						script = fmt.Sprintf("sleep 0.3; kill -STOP %[1]d; kill -CONT %[2]d; sleep 1.2; kill -CONT %[1]d", self, srv.PID())
-					}
-					pause := exec.Command("sh", "-c", script)
-					if err := pause.Start(); err != nil {
-						t.Fatalf("start the pause: %v", err)
-					}
-					t.Cleanup(func() { exec.Command("kill", "-CONT", strconv.Itoa(self)).Run() })
-
-					ctx, cancel := c.ctx()
-					defer cancel()
-					res := make([]algorithm.Result, 1)
-					start := time.Now()
-					_, err := s.Take(ctx, []limiter.Op{op}, res)
-					took := time.Since(start)
-					if werr := pause.Wait(); werr != nil {
-						t.Fatalf("the pause: %v", werr)
-					}
-					if err != nil {
-						t.Fatalf("a call out over a 1.2 s stop of this process: %v after %v; want Redis's answer", err, took)
-					}
-					if !res[0].Allowed || res[0].Remaining != 100-65 {
-						t.Fatalf("the 65th call: %+v; want allowed with 35 left", res[0])
-					}
-				})
+		for _, v := range []struct{ batched, inSocket, raw bool }{
+			{batched: true}, {batched: false},
+			{batched: true, raw: true}, // sluice serve's and gateway's socket calls
+			{batched: true, inSocket: true}, {batched: false, inSocket: true},
+		} {
+			batched, inSocket := v.batched, v.inSocket
+			if inSocket && c.name != "can end" {
+				continue
 			}
+			t.Run(fmt.Sprintf("%s/batched=%v/raw=%v/answered-while-stopped=%v", c.name, batched, v.raw, inSocket), func(t *testing.T) {
+				srv := redistest.Start(t)
+				s := openStore(t, func(cfg *sredis.Config) {
+					if !batched {
+						cfg.MaxBatch = 1
+					}
+					cfg.RawIO = v.raw
+				}, srv.Addr())
+				op := limiter.Op{Client: "user:paused", Rule: "r", Params: algorithm.Params{Kind: algorithm.FixedWindow, Limit: 100, Window: int64(time.Minute)}, Cost: 1}
+				// One caller at a time, as a process under little load.
+				// The client spreads commands over a few connections at
+				// random and dials each on first use: 64 calls dial them
+				// all, so that the paused call does not wait on a
+				// connection's handshake, which has a wall-clock
+				// deadline of its own.
+				for range 64 {
+					take(t, s, op)
+				}
+				srv.Pause()
+				t.Cleanup(srv.Resume)
+				self := os.Getpid()
+				script := fmt.Sprintf("sleep 0.3; kill -STOP %[1]d; sleep 1.2; kill -CONT %[1]d; sleep 0.05; kill -CONT %[2]d", self, srv.PID())
+				if inSocket {
+					script = fmt.Sprintf("sleep 0.3; kill -STOP %[1]d; kill -CONT %[2]d; sleep 1.2; kill -CONT %[1]d", self, srv.PID())
+				}
+				pause := exec.Command("sh", "-c", script)
+				if err := pause.Start(); err != nil {
+					t.Fatalf("start the pause: %v", err)
+				}
+				t.Cleanup(func() { exec.Command("kill", "-CONT", strconv.Itoa(self)).Run() })
+
+				ctx, cancel := c.ctx()
+				defer cancel()
+				res := make([]algorithm.Result, 1)
+				start := time.Now()
+				_, err := s.Take(ctx, []limiter.Op{op}, res)
+				took := time.Since(start)
+				if werr := pause.Wait(); werr != nil {
+					t.Fatalf("the pause: %v", werr)
+				}
+				if err != nil {
+					t.Fatalf("a call out over a 1.2 s stop of this process: %v after %v; want Redis's answer", err, took)
+				}
+				if !res[0].Allowed || res[0].Remaining != 100-65 {
+					t.Fatalf("the 65th call: %+v; want allowed with 35 left", res[0])
+				}
+			})
 		}
 	}
 }
