@@ -73,7 +73,7 @@ func (s *Store) exec(ctx context.Context, keys []string, params []byte, tries in
 // or was refused before it ran, so nothing is taken twice. The run and its
 // keys are counted once (ScriptRuns).
 func (s *Store) run(ctx context.Context, function string, script *rueidis.Lua, keys, args []string, tries int) (string, error) {
-	ctx = s.pipelined(ctx)
+	ctx = pipelined(ctx)
 	s.runs.Add(1)
 	s.runKeys.Add(int64(len(keys)))
 	return again(ctx, tries, func() (string, error) { return s.runOnce(ctx, function, script, keys, args) })
@@ -99,10 +99,10 @@ func again(ctx context.Context, tries int, f func() (string, error)) (string, er
 }
 
 // pipelined is the context a command of a decision is sent under: ctx,
-// ending when ctx ends, but with no deadline for the client to see and,
-// for a ctx that never ends, ending when the store closes. The client
-// then queues the command on the connection's pipeline, read by a
-// goroutine of its own, and sets no deadline on the socket. Given a
+// ending when ctx ends, at its deadline too, but with no deadline for
+// the client to see and a Done channel even when ctx never ends. The
+// client then queues the command on the connection's pipeline, read by
+// a goroutine of its own, and sets no deadline on the socket. Given a
 // deadline, or a context that never ends, it would send the command on
 // the caller's goroutine while the connection has nothing else out, and
 // read its answer under a socket deadline of the earlier of ctx's and
@@ -111,21 +111,29 @@ func again(ctx context.Context, tries int, f func() (string, error)) (string, er
 // waiting in the socket after Redis took the tokens. How long a call
 // waits is its caller's to say (see store/failover's MaxWait, counted
 // in this process's running time).
-func (s *Store) pipelined(ctx context.Context) context.Context {
-	if ctx.Done() == nil {
-		return s.life
-	}
-	if _, ok := ctx.Deadline(); ok {
-		return noDeadline{ctx}
+func pipelined(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); ok || ctx.Done() == nil {
+		return pipelinedCtx{ctx}
 	}
 	return ctx
 }
 
-// noDeadline is a context that ends as its parent does, at its deadline
-// too, but does not tell the deadline (see pipelined).
-type noDeadline struct{ context.Context }
+// pipelinedCtx is a context that ends as its parent does but tells no
+// deadline, and whose Done is never nil (see pipelined).
+type pipelinedCtx struct{ context.Context }
 
-func (noDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (pipelinedCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (c pipelinedCtx) Done() <-chan struct{} {
+	if d := c.Context.Done(); d != nil {
+		return d
+	}
+	return never
+}
+
+// never is the Done of a pipelinedCtx whose parent never ends: nothing
+// closes it.
+var never = make(chan struct{})
 
 // runOnce is one try of run.
 func (s *Store) runOnce(ctx context.Context, function string, script *rueidis.Lua, keys, args []string) (string, error) {
@@ -457,8 +465,8 @@ func (r *batchRun) shares(keys []string) bool {
 // run sends r as one script run and hands each call its answers.
 func (bt *batcher) run(r *batchRun) {
 	// The run lives as long as its most patient call: the latest deadline,
-	// none if a call has none (then until the store closes, see pipelined;
-	// the client's liveness PING still ends it on a dead connection).
+	// none if a call has none (the client's liveness PING still ends it on
+	// a dead connection, and Close on any).
 	ctx := context.Background()
 	var latest time.Time
 	for _, b := range r.calls {

@@ -428,7 +428,7 @@ func (l *leases) call(ctx context.Context, key string, p algorithm.Params, want,
 		args = append(args, strconv.FormatInt(g.tokens, 10), strconv.FormatInt(g.t0, 10), strconv.FormatInt(g.end, 10))
 	}
 	l.calls.Add(1)
-	ctx = l.s.pipelined(ctx)
+	ctx = pipelined(ctx)
 	reply, err := again(ctx, 4, func() (string, error) {
 		return l.script.Exec(ctx, l.s.client, []string{key}, args).ToString()
 	})

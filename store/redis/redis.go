@@ -278,8 +278,6 @@ type Store struct {
 	runs       atomic.Int64            // script runs sent (take.lua, reserve.lua)
 	runKeys    atomic.Int64            // keys of those runs
 	leases     *leases                 // nil: NoLeases
-	life       context.Context         // ends at Close (see pipelined)
-	endLife    context.CancelFunc
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -323,7 +321,6 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		refund:   rueidis.NewLuaScript(refundSource),
 		announce: rueidis.NewLuaScript(announceSource),
 	}
-	s.life, s.endLife = context.WithCancel(context.Background())
 	s.deny = cfg.Denials
 	if s.deny == nil && !cfg.NoDenialCache {
 		s.deny = NewDenialCache()
@@ -486,7 +483,6 @@ func (s *Store) Close() error {
 		s.leases.close() // unused tokens back to the buckets
 	}
 	s.client.Close()
-	s.endLife()
 	return nil
 }
 
@@ -539,7 +535,7 @@ func (s *Store) giveBack(ctx context.Context, gs []group, ops []limiter.Op, res 
 // giveBackRun runs refund.lua over keys, again while a slot's move answers
 // TRYAGAIN (see run), until ctx ends.
 func (s *Store) giveBackRun(ctx context.Context, keys, args []string) error {
-	ctx = s.pipelined(ctx)
+	ctx = pipelined(ctx)
 	_, err := again(ctx, 0, func() (string, error) {
 		return "", s.refund.Exec(ctx, s.client, keys, args).Error()
 	})
