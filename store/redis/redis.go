@@ -139,14 +139,14 @@ type Config struct {
 	// BatchWait, when above 0, is a window for coalescing at moderate load
 	// on a standalone server: a call that would start a script run (fewer
 	// than BatchConcurrency runs out; BatchFill then plays no part) waits
-	// up to BatchWait for other calls
-	// instead, and they go in one run, at once when they fill MaxBatch
-	// keys. Fewer runs cost Redis less per decision, at the price of up to
-	// BatchWait of latency per call. Each call stays all or nothing and the
-	// run atomic; a caller whose context ends while it waits for the run
-	// returns at once, its call not sent. 0 (the default) to MaxBatchWait; without
-	// batching (MaxBatch 1, a cluster) it has no effect. See docs/redis.md,
-	// "Coalescing at moderate load".
+	// up to BatchWait for other calls instead, and they go in one run, at
+	// once when they fill MaxBatch keys. Fewer runs cost Redis less per
+	// decision, at the price of up to BatchWait of latency per call. Each
+	// call stays all or nothing and the run atomic; a caller whose context
+	// ends while it waits for the run returns at once, its call not sent.
+	// 0 (the default) to MaxBatchWait; without batching (MaxBatch 1, a
+	// cluster) it has no effect. See docs/redis.md, "Coalescing at
+	// moderate load".
 	BatchWait time.Duration
 	// RawIO makes the plain-TCP connections to Redis read and write with
 	// system calls the Go scheduler is not told of, on Linux (TLS
